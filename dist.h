@@ -113,6 +113,13 @@ WHAT IT DOES NOT DO (yet)
 LICENSE
    See end of file.
 */
+/* The implementation needs POSIX and a few Linux extensions; they must be
+   requested before the first system header, so include dist.h first in the
+   file that defines DIST_IMPLEMENTATION (or build with -D_GNU_SOURCE). */
+#if defined(DIST_IMPLEMENTATION) && defined(__linux__) && !defined(_GNU_SOURCE)
+#  define _GNU_SOURCE
+#endif
+
 #ifndef DIST_H
 #define DIST_H
 
@@ -303,3 +310,2876 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #endif /* DIST_H */
 
 /* Stop now if you only need the API; the implementation follows. */
+
+/* ==========================================================================
+   IMPLEMENTATION
+   ========================================================================== */
+#if defined(DIST_IMPLEMENTATION) && !defined(DIST__IMPLEMENTATION_DONE)
+#define DIST__IMPLEMENTATION_DONE
+
+/* Index (search for the bracketed name):
+   [SECTION] design notes
+   [SECTION] configuration and includes
+   [SECTION] platform: time, threads, sockets, wake-up, randomness, processes
+   [SECTION] results, dtypes, errors and logging
+   [SECTION] wire format: little-endian, handshake, frame header
+   [SECTION] socket helpers: connect with retry, listen, timed I/O
+   [SECTION] store: server
+   [SECTION] store: client and public API
+   [SECTION] engine: peers, requests, matching, progress
+   [SECTION] point-to-point API
+   [SECTION] rendezvous: init methods and the mesh
+   [SECTION] life cycle: init, destroy
+   [SECTION] spawn
+*/
+
+/* [SECTION] design notes
+   ---------------------------------------------------------------------------
+   Rendezvous.  Rank 0 hosts a key-value store (a thread serving a small
+   request/response protocol over TCP).  Every rank, rank 0 included,
+   connects to it with retries and says hello (rank, world size); the store
+   refuses wrong world sizes and duplicate ranks and records why under the
+   key "dist/rejected" so the ranks left waiting can say what happened.  Each
+   rank listens on an ephemeral port of the address it used to reach the
+   store (or of DIST_SOCKET_IFNAME) and publishes it as "dist/addr/<rank>";
+   rank 0 publishes a random job id.  Rank i connects to every j < i and
+   accepts every j > i; both ends of a mesh connection check magic, protocol
+   version, job id, ranks and world size (and the secret's digest).
+
+   Frames.  Every mesh message is a 40-byte little-endian header (kind,
+   dtype, op, collective, communicator id, tag, count, payload bytes, root,
+   magic) and a payload.  A header is validated completely before anything
+   of the payload is read: a bad one fails that peer's connection.
+
+   Matching.  Receives are matched in posting order against frames in
+   arrival order (MPI's rule), so messages of one (source, tag) pair never
+   overtake.  A frame that finds a posted receive is read straight into the
+   user's buffer; otherwise it goes to an unexpected-message queue (pooled
+   buffers), where a later receive finds it.  Sends are eager: a sender never
+   waits for the receiver to post, which is why two ranks that both send
+   first cannot deadlock.
+
+   Progress and threads.  One mutex guards an engine (per world).  Exactly
+   one thread at a time is the "driver": it polls every socket (with the
+   mutex released during poll) and reads and writes whatever is ready.  A
+   thread that waits for a request becomes the driver itself when nobody is,
+   so a small message costs one poll and one recv on the waiting thread, no
+   hand-off.  A background progress thread drives when no caller is waiting
+   (it steps aside for 1 ms after a caller drove, and a caller kicks it out
+   of poll through a wake-up fd), so transfers continue while the caller
+   computes and a lost peer is noticed.  Completions are signalled on one
+   condition variable.
+
+   Failure.  A connection that ends without the peer's goodbye frame, or
+   that sends a malformed header, fails that peer: every request that needs
+   it fails at once, naming the rank.  Every wait is bounded by the
+   communicator's timeout; a receive that times out is withdrawn, so no
+   late message is ever written into a buffer the caller got back.
+
+   Shutdown.  dist_destroy sends a goodbye frame to every peer and waits
+   (bounded) for theirs, so no rank closes a socket that still has data in
+   flight (which would turn the close into a reset that can drop the peer's
+   last messages); rank 0 keeps the store up until then.
+*/
+
+/* [SECTION] configuration and includes */
+#if defined(DIST_MALLOC) && defined(DIST_FREE) && defined(DIST_REALLOC)
+#elif !defined(DIST_MALLOC) && !defined(DIST_FREE) && !defined(DIST_REALLOC)
+#  include <stdlib.h>
+#  define DIST_MALLOC(sz)      malloc(sz)
+#  define DIST_FREE(p)         free(p)
+#  define DIST_REALLOC(p, sz)  realloc(p, sz)
+#else
+#  error "dist.h: define all of DIST_MALLOC, DIST_FREE and DIST_REALLOC, or none"
+#endif
+#ifndef DIST_ASSERT
+#  include <assert.h>
+#  define DIST_ASSERT(x) assert(x)
+#endif
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+
+#ifdef __cplusplus
+#  define DIST__TLS thread_local
+#else
+#  define DIST__TLS _Thread_local
+#endif
+#define DIST__UNUSED(x) (void)(x)
+#define DIST__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DIST__MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Limits on anything a peer or a store client can make us allocate. */
+#define DIST__MAX_MESSAGE      ((uint64_t)1 << 40) /* one frame's payload   */
+#define DIST__MAX_KEY          1024
+#define DIST__MAX_VALUE        ((size_t)64 << 20)
+#define DIST__MAX_WORLD        65536
+#define DIST__STAGE_SIZE       (64 * 1024)   /* per-peer receive staging    */
+#define DIST__ERRLEN           320
+
+/* [SECTION] platform: time, threads, sockets, wake-up, randomness, processes
+   Everything POSIX-specific lives here, so another platform replaces this
+   section and nothing else. */
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#ifdef __linux__
+#  include <sys/eventfd.h>
+#endif
+#ifndef MSG_NOSIGNAL
+#  define MSG_NOSIGNAL 0
+#endif
+
+typedef int dist__socket;
+#define DIST__NO_SOCKET (-1)
+
+static int64_t dist__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+static int64_t dist__now_ms(void) { return dist__now_ns() / 1000000; }
+
+static void dist__sleep_ms(int ms) {
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* Milliseconds left until `deadline_ms`, clamped to [0, cap]. */
+static int dist__ms_left(int64_t deadline_ms, int cap) {
+    int64_t left = deadline_ms - dist__now_ms();
+    if (left < 0) left = 0;
+    if (left > cap) left = cap;
+    return (int)left;
+}
+
+static void dist__cond_init(pthread_cond_t *c) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+#if defined(__linux__)
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+#endif
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static void dist__cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, int ms) {
+    struct timespec ts;
+#if defined(__linux__)
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#else
+    clock_gettime(CLOCK_REALTIME, &ts);
+#endif
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(c, m, &ts);
+}
+
+static int dist__set_nonblocking(dist__socket s, int on) {
+    int fl = fcntl(s, F_GETFL, 0);
+    if (fl < 0) return -1;
+    return fcntl(s, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
+static void dist__set_cloexec(int fd) {
+    int fl = fcntl(fd, F_GETFD, 0);
+    if (fl >= 0) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+
+static void dist__close(dist__socket s) { if (s >= 0) close(s); }
+
+static void dist__tune_socket(dist__socket s) {
+    int one = 1;
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+#ifdef SO_NOSIGPIPE
+    setsockopt(s, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+}
+
+/* A wake-up channel that makes a thread blocked in poll() return. */
+typedef struct dist__wakeup { int rfd, wfd; } dist__wakeup;
+
+static int dist__wakeup_open(dist__wakeup *w) {
+#ifdef __linux__
+    w->rfd = w->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return w->rfd < 0 ? -1 : 0;
+#else
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    dist__set_nonblocking(p[0], 1); dist__set_nonblocking(p[1], 1);
+    dist__set_cloexec(p[0]); dist__set_cloexec(p[1]);
+    w->rfd = p[0]; w->wfd = p[1];
+    return 0;
+#endif
+}
+static void dist__wakeup_signal(dist__wakeup *w) {
+    uint64_t one = 1;
+    ssize_t r = write(w->wfd, &one, w->rfd == w->wfd ? 8 : 1);
+    DIST__UNUSED(r);
+}
+static void dist__wakeup_drain(dist__wakeup *w) {
+    uint64_t buf[8];
+    while (read(w->rfd, buf, sizeof buf) > 0) {}
+}
+static void dist__wakeup_close(dist__wakeup *w) {
+    if (w->rfd >= 0) close(w->rfd);
+    if (w->wfd >= 0 && w->wfd != w->rfd) close(w->wfd);
+    w->rfd = w->wfd = -1;
+}
+
+static uint64_t dist__random_u64(void) {
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r = read(fd, &v, sizeof v);
+        close(fd);
+        if (r == (ssize_t)sizeof v && v != 0) return v;
+    }
+    v = (uint64_t)dist__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&v;
+    return v ? v : 1;
+}
+
+static const char *dist__getenv(const char *name) {
+    const char *v = getenv(name);
+    return (v && *v) ? v : NULL;
+}
+
+/* [SECTION] results, dtypes, errors and logging */
+DIST_API const char *dist_version(void) { return DIST_VERSION_STRING; }
+
+DIST_API const char *dist_result_name(dist_result r) {
+    switch (r) {
+#define DIST__RESULT_CASE(name, value, text) case name: return #name;
+    DIST_RESULT_LIST(DIST__RESULT_CASE)
+#undef DIST__RESULT_CASE
+    default: return "DIST_ERR_UNKNOWN";
+    }
+}
+
+DIST_API const char *dist_result_text(dist_result r) {
+    switch (r) {
+#define DIST__RESULT_CASE(name, value, text) case name: return text;
+    DIST_RESULT_LIST(DIST__RESULT_CASE)
+#undef DIST__RESULT_CASE
+    default: return "unknown result code";
+    }
+}
+
+DIST_API size_t dist_dtype_size(dist_dtype t) {
+    switch (t) {
+#define DIST__DTYPE_SIZE(name, text, size) case name: return size;
+    DIST_DTYPE_LIST(DIST__DTYPE_SIZE)
+#undef DIST__DTYPE_SIZE
+    default: return 0;
+    }
+}
+
+DIST_API const char *dist_dtype_name(dist_dtype t) {
+    switch (t) {
+#define DIST__DTYPE_NAME(name, text, size) case name: return #text;
+    DIST_DTYPE_LIST(DIST__DTYPE_NAME)
+#undef DIST__DTYPE_NAME
+    default: return "invalid-dtype";
+    }
+}
+
+static DIST__TLS char dist__thread_error[DIST__ERRLEN];
+
+static void dist__vformat(char *dst, size_t cap, const char *fmt, va_list ap) {
+    int n = vsnprintf(dst, cap, fmt, ap);
+    if (n < 0) dst[0] = 0;
+}
+
+static void dist__format(char *dst, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    dist__vformat(dst, cap, fmt, ap);
+    va_end(ap);
+}
+
+static void dist__stderr_logger(dist_log_level level, const char *msg, void *user) {
+    static const char *names[] = { "", "error", "warn", "info", "debug" };
+    DIST__UNUSED(user);
+    fprintf(stderr, "dist %s: %s\n", names[level >= 1 && level <= 4 ? level : 0], msg);
+}
+
+/* The log sink of one world; also used before the world exists. */
+typedef struct dist__log {
+    dist_logger logger;
+    dist_log_level level;
+    int rank;
+} dist__log;
+
+static void dist__log_setup(dist__log *lg, const dist_config *cfg) {
+    const char *dbg = dist__getenv("DIST_DEBUG");
+    memset(lg, 0, sizeof *lg);
+    lg->rank = -1;
+    if (cfg && cfg->logger.func) {
+        lg->logger = cfg->logger;
+        lg->level = cfg->log_level ? cfg->log_level : DIST_LOG_WARN;
+    }
+    if (dbg) {
+        if (!lg->logger.func) lg->logger.func = dist__stderr_logger;
+        lg->level = strcmp(dbg, "detail") == 0 ? DIST_LOG_DEBUG : DIST_LOG_INFO;
+    }
+}
+
+static void dist__logf(const dist__log *lg, dist_log_level level, const char *fmt, ...) {
+    char msg[512];
+    size_t off = 0;
+    va_list ap;
+    if (!lg || !lg->logger.func || level > lg->level) return;
+    if (lg->rank >= 0) {
+        int n = snprintf(msg, sizeof msg, "[rank %d] ", lg->rank);
+        off = n > 0 ? (size_t)n : 0;
+    }
+    va_start(ap, fmt);
+    dist__vformat(msg + off, sizeof msg - off, fmt, ap);
+    va_end(ap);
+    lg->logger.func(level, msg, lg->logger.user);
+}
+
+/* [SECTION] wire format: little-endian, handshake, frame header */
+static void dist__put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void dist__put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void dist__put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t dist__get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t dist__get32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t dist__get64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* FNV-1a, 64 bit: a digest of the secret for the handshake.  It keeps jobs
+   with different secrets apart; it is not an authentication protocol. */
+static uint64_t dist__fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; s && *s; s++) { h ^= (uint8_t)*s; h *= 1099511628211ULL; }
+    return h;
+}
+
+#define DIST__PROTOCOL_VERSION 1
+#define DIST__MAGIC            0x54534944u   /* "DIST" */
+#define DIST__FRAME_MAGIC      0x6d617266u   /* "fram" */
+
+/* Handshake, 48 bytes, sent by both ends of every connection:
+     0 magic u32 | 4 version u16 | 6 purpose u16 | 8 job u64 |
+    16 rank i32 | 20 world i32 | 24 secret digest u64 | 32 status i32 |
+    36 reserved 12 bytes */
+#define DIST__HELLO_SIZE 48
+enum { DIST__PURPOSE_MESH = 1, DIST__PURPOSE_STORE = 2 };
+
+typedef struct dist__hello {
+    uint32_t magic;
+    uint16_t version, purpose;
+    uint64_t job;
+    int32_t rank, world;
+    uint64_t secret;
+    int32_t status;   /* 0 ok; in a reply, non-zero = refused */
+} dist__hello;
+
+static void dist__hello_encode(const dist__hello *h, uint8_t *b) {
+    memset(b, 0, DIST__HELLO_SIZE);
+    dist__put32(b + 0, h->magic);
+    dist__put16(b + 4, h->version);
+    dist__put16(b + 6, h->purpose);
+    dist__put64(b + 8, h->job);
+    dist__put32(b + 16, (uint32_t)h->rank);
+    dist__put32(b + 20, (uint32_t)h->world);
+    dist__put64(b + 24, h->secret);
+    dist__put32(b + 32, (uint32_t)h->status);
+}
+
+/* Decodes and checks what is checkable without context.  Returns 0, or -1
+   with a reason in `why`. */
+static int dist__hello_decode(const uint8_t *b, dist__hello *h, char *why, size_t cap) {
+    h->magic = dist__get32(b + 0);
+    h->version = dist__get16(b + 4);
+    h->purpose = dist__get16(b + 6);
+    h->job = dist__get64(b + 8);
+    h->rank = (int32_t)dist__get32(b + 16);
+    h->world = (int32_t)dist__get32(b + 20);
+    h->secret = dist__get64(b + 24);
+    h->status = (int32_t)dist__get32(b + 32);
+    if (h->magic != DIST__MAGIC) {
+        dist__format(why, cap, "not a dist peer (bad magic 0x%08x)", (unsigned)h->magic);
+        return -1;
+    }
+    if (h->version != DIST__PROTOCOL_VERSION) {
+        dist__format(why, cap, "protocol version %u, this build speaks %u",
+                     (unsigned)h->version, (unsigned)DIST__PROTOCOL_VERSION);
+        return -1;
+    }
+    if (h->purpose != DIST__PURPOSE_MESH && h->purpose != DIST__PURPOSE_STORE) {
+        dist__format(why, cap, "unknown connection purpose %u", (unsigned)h->purpose);
+        return -1;
+    }
+    if (h->world < 1 || h->world > DIST__MAX_WORLD || h->rank < 0 || h->rank >= h->world) {
+        dist__format(why, cap, "rank %d of world size %d is out of range", (int)h->rank, (int)h->world);
+        return -1;
+    }
+    return 0;
+}
+
+/* Frame header, 40 bytes:
+     0 kind u8 | 1 dtype u8 | 2 op u8 | 3 collective u8 | 4 comm u32 |
+     8 tag i64 | 16 count u64 | 24 payload bytes u64 | 32 root i32 |
+    36 magic u32 */
+#define DIST__HDR_SIZE 40
+enum { DIST__FRAME_DATA = 1, DIST__FRAME_BYE = 2, DIST__FRAME_COLL = 3 };
+
+typedef struct dist__frame {
+    uint8_t kind, dtype, op, coll;
+    uint32_t comm;
+    int64_t tag;
+    uint64_t count, nbytes;
+    int32_t root;
+} dist__frame;
+
+static void dist__frame_encode(const dist__frame *f, uint8_t *b) {
+    b[0] = f->kind; b[1] = f->dtype; b[2] = f->op; b[3] = f->coll;
+    dist__put32(b + 4, f->comm);
+    dist__put64(b + 8, (uint64_t)f->tag);
+    dist__put64(b + 16, f->count);
+    dist__put64(b + 24, f->nbytes);
+    dist__put32(b + 32, (uint32_t)f->root);
+    dist__put32(b + 36, DIST__FRAME_MAGIC);
+}
+
+static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_t cap) {
+    f->kind = b[0]; f->dtype = b[1]; f->op = b[2]; f->coll = b[3];
+    f->comm = dist__get32(b + 4);
+    f->tag = (int64_t)dist__get64(b + 8);
+    f->count = dist__get64(b + 16);
+    f->nbytes = dist__get64(b + 24);
+    f->root = (int32_t)dist__get32(b + 32);
+    if (dist__get32(b + 36) != DIST__FRAME_MAGIC) {
+        dist__format(why, cap, "frame header with bad magic (stream out of step)");
+        return -1;
+    }
+    if (f->kind < DIST__FRAME_DATA || f->kind > DIST__FRAME_COLL) {
+        dist__format(why, cap, "unknown frame kind %u", (unsigned)f->kind);
+        return -1;
+    }
+    if (f->nbytes > DIST__MAX_MESSAGE) {
+        dist__format(why, cap, "frame of %llu bytes exceeds the limit of %llu",
+                     (unsigned long long)f->nbytes, (unsigned long long)DIST__MAX_MESSAGE);
+        return -1;
+    }
+    if (f->kind == DIST__FRAME_DATA) {
+        size_t es = f->dtype < DIST_DTYPE_COUNT ? dist_dtype_size((dist_dtype)f->dtype) : 0;
+        if (es == 0) {
+            dist__format(why, cap, "frame with unknown dtype %u", (unsigned)f->dtype);
+            return -1;
+        }
+        if (f->count > DIST__MAX_MESSAGE || f->count * es != f->nbytes) {
+            dist__format(why, cap, "frame says %llu elements of %zu bytes but carries %llu bytes",
+                         (unsigned long long)f->count, es, (unsigned long long)f->nbytes);
+            return -1;
+        }
+        if (f->tag < 0 || f->tag > INT_MAX) {
+            dist__format(why, cap, "frame with tag %lld out of range", (long long)f->tag);
+            return -1;
+        }
+    } else if (f->kind == DIST__FRAME_BYE && f->nbytes != 0) {
+        dist__format(why, cap, "goodbye frame with a payload");
+        return -1;
+    }
+    return 0;
+}
+
+/* [SECTION] socket helpers: connect with retry, listen, timed I/O */
+
+/* "host:port", "[v6]:port" -> host, port.  Returns 0 or -1. */
+static int dist__split_hostport(const char *s, char *host, size_t cap, int *port) {
+    const char *colon;
+    size_t hl;
+    char *end;
+    long p;
+    if (!s || !*s) return -1;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb || rb[1] != ':') return -1;
+        hl = (size_t)(rb - s - 1);
+        s++;
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) return -1;
+        hl = (size_t)(colon - s);
+    }
+    if (hl == 0 || hl >= cap) return -1;
+    memcpy(host, s, hl);
+    host[hl] = 0;
+    p = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || (*end && *end != '/' && *end != '?') || p <= 0 || p > 65535) return -1;
+    *port = (int)p;
+    return 0;
+}
+
+/* The numeric host and port of a socket's local or remote end. */
+static int dist__sock_name(dist__socket s, int peer, char *host, size_t cap, int *port) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char serv[16];
+    int r = peer ? getpeername(s, (struct sockaddr *)&ss, &len) : getsockname(s, (struct sockaddr *)&ss, &len);
+    if (r != 0) return -1;
+    if (getnameinfo((struct sockaddr *)&ss, len, host, (socklen_t)cap, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) return -1;
+    if (port) *port = atoi(serv);
+    return 0;
+}
+
+/* The first address of interface `ifname`, as numeric text. */
+static int dist__ifname_address(const char *ifname, char *host, size_t cap) {
+    struct ifaddrs *ifs, *it;
+    int found = -1;
+    if (getifaddrs(&ifs) != 0) return -1;
+    for (int pass = 0; pass < 2 && found != 0; pass++) {   /* IPv4 first, then IPv6 */
+        for (it = ifs; it && found != 0; it = it->ifa_next) {
+            int fam;
+            if (!it->ifa_addr || strcmp(it->ifa_name, ifname) != 0) continue;
+            fam = it->ifa_addr->sa_family;
+            if ((pass == 0 && fam != AF_INET) || (pass == 1 && fam != AF_INET6)) continue;
+            if (getnameinfo(it->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6),
+                            host, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0) found = 0;
+        }
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* The first non-loopback IPv4 address of this host, else 127.0.0.1. */
+static void dist__default_address(char *host, size_t cap) {
+    struct ifaddrs *ifs, *it;
+    snprintf(host, cap, "127.0.0.1");
+    if (getifaddrs(&ifs) != 0) return;
+    for (it = ifs; it; it = it->ifa_next) {
+        if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET || (it->ifa_flags & IFF_LOOPBACK)) continue;
+        if (!(it->ifa_flags & IFF_UP)) continue;
+        if (getnameinfo(it->ifa_addr, sizeof(struct sockaddr_in), host, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0) break;
+    }
+    freeifaddrs(ifs);
+}
+
+/* A listening socket on host:port (host NULL = every address of `family`). */
+static dist__socket dist__listen(const char *host, int family, int port, char *why, size_t cap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    char ports[16];
+    dist__socket s = DIST__NO_SOCKET;
+    int err = 0, one = 1;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    snprintf(ports, sizeof ports, "%d", port);
+    if ((err = getaddrinfo(host, ports, &hints, &res)) != 0) {
+        dist__format(why, cap, "cannot resolve %s: %s", host ? host : "*", gai_strerror(err));
+        return DIST__NO_SOCKET;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (s < 0) { err = errno; continue; }
+        dist__set_cloexec(s);
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && listen(s, 1024) == 0) break;
+        err = errno;
+        close(s);
+        s = DIST__NO_SOCKET;
+    }
+    freeaddrinfo(res);
+    if (s == DIST__NO_SOCKET)
+        dist__format(why, cap, "cannot listen on %s port %d: %s", host ? host : "*", port, strerror(err));
+    else
+        dist__set_nonblocking(s, 1);
+    return s;
+}
+
+/* One non-blocking connect attempt bounded by `ms`.  Returns the socket or
+   DIST__NO_SOCKET with errno set. */
+static dist__socket dist__connect_once(const struct addrinfo *ai, int ms) {
+    dist__socket s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    int err = 0;
+    socklen_t elen = sizeof err;
+    if (s < 0) return DIST__NO_SOCKET;
+    dist__set_cloexec(s);
+    dist__set_nonblocking(s, 1);
+    if (connect(s, ai->ai_addr, ai->ai_addrlen) != 0) {
+        struct pollfd pfd = { s, POLLOUT, 0 };
+        if (errno != EINPROGRESS) { err = errno; close(s); errno = err; return DIST__NO_SOCKET; }
+        if (poll(&pfd, 1, ms) <= 0) { close(s); errno = ETIMEDOUT; return DIST__NO_SOCKET; }
+        if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+            close(s); errno = err ? err : ECONNREFUSED; return DIST__NO_SOCKET;
+        }
+    }
+    dist__tune_socket(s);
+    return s;
+}
+
+/* Connects to host:port, retrying with backoff (10 ms doubling to 1 s)
+   until `deadline_ms`: the other side may not be listening yet. */
+static dist__socket dist__connect_retry(const char *host, int port, int64_t deadline_ms, char *why, size_t cap) {
+    int backoff = 10, last_err = ETIMEDOUT;
+    char ports[16];
+    snprintf(ports, sizeof ports, "%d", port);
+    for (;;) {
+        struct addrinfo hints, *res = NULL, *ai;
+        int gai;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        gai = getaddrinfo(host, ports, &hints, &res);
+        if (gai == 0) {
+            for (ai = res; ai; ai = ai->ai_next) {
+                dist__socket s = dist__connect_once(ai, DIST__MAX(dist__ms_left(deadline_ms, 2000), 1));
+                if (s != DIST__NO_SOCKET) { freeaddrinfo(res); return s; }
+                last_err = errno;
+            }
+            freeaddrinfo(res);
+        }
+        if (dist__now_ms() >= deadline_ms) {
+            if (gai != 0) dist__format(why, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
+            else dist__format(why, cap, "cannot connect to %s port %d: %s", host, port, strerror(last_err));
+            return DIST__NO_SOCKET;
+        }
+        dist__sleep_ms(DIST__MIN(backoff, dist__ms_left(deadline_ms, 1000)));
+        backoff = DIST__MIN(backoff * 2, 1000);
+    }
+}
+
+/* Writes or reads exactly `len` bytes on a non-blocking socket before
+   `deadline_ms`.  Returns 0, -1 (error, errno set), -2 (orderly close) or
+   -3 (timed out). */
+static int dist__io_all(dist__socket s, void *buf, size_t len, int writing, int64_t deadline_ms) {
+    uint8_t *p = (uint8_t *)buf;
+    while (len > 0) {
+        ssize_t n = writing ? send(s, p, len, MSG_NOSIGNAL) : recv(s, p, len, 0);
+        if (n > 0) { p += n; len -= (size_t)n; continue; }
+        if (n == 0 && !writing) return -2;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        {
+            struct pollfd pfd = { s, (short)(writing ? POLLOUT : POLLIN), 0 };
+            int ms = dist__ms_left(deadline_ms, 1000);
+            if (ms == 0 && dist__now_ms() >= deadline_ms) return -3;
+            if (poll(&pfd, 1, ms) < 0 && errno != EINTR) return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *dist__io_error(int r) {
+    return r == -2 ? "the connection was closed" : r == -3 ? "timed out" : strerror(errno);
+}
+
+/* [SECTION] store: server
+   Request:  u32 body bytes | u8 command | u8 parts | u16 0 | i64 number |
+             parts, each u32 length + bytes
+   Response: u32 body bytes | i32 status | u32 parts | i64 number | parts
+   Clients say hello first (the mesh handshake with purpose STORE); a
+   refused hello is answered with status 1 and a u32-length reason. */
+enum {
+    DIST__STORE_SET = 1, DIST__STORE_GET, DIST__STORE_ADD, DIST__STORE_WAIT,
+    DIST__STORE_CHECK, DIST__STORE_CAS, DIST__STORE_DELETE
+};
+#define DIST__STORE_REQ_HDR   16
+#define DIST__STORE_RESP_HDR  20
+#define DIST__STORE_MAX_PARTS 64
+#define DIST__STORE_MAX_BODY  (DIST__MAX_VALUE * 2 + 65536)
+
+typedef struct dist__kv { char *key; uint8_t *val; size_t vlen; } dist__kv;
+
+typedef struct dist__store_conn {
+    dist__socket fd;
+    int hello_done, rank, closing;
+    int64_t hello_deadline;
+    uint8_t *in;  size_t in_len, in_cap;
+    uint8_t *out; size_t out_len, out_off, out_cap;
+    int parked;                 /* a GET or WAIT waiting for its keys */
+    int64_t park_deadline;
+} dist__store_conn;
+
+typedef struct dist__store_server {
+    dist__socket listen_fd;
+    dist__wakeup wake;
+    pthread_t thread;
+    pthread_mutex_t lock;       /* guards `stop` only */
+    int stop, world, timeout_ms;
+    uint64_t secret;
+    dist__store_conn *conns; int nconns, cap_conns;
+    dist__kv *kv; int nkv, cap_kv;
+    unsigned char *joined;      /* [world] */
+    dist__log log;
+} dist__store_server;
+
+static int dist__grow(void **p, size_t *cap, size_t need, size_t elem) {
+    size_t n = *cap ? *cap : 16;
+    void *q;
+    if (need <= *cap) return 0;
+    while (n < need) n *= 2;
+    q = DIST_REALLOC(*p, n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static dist__kv *dist__kv_find(dist__store_server *sv, const char *key, size_t klen) {
+    for (int i = 0; i < sv->nkv; i++)
+        if (strlen(sv->kv[i].key) == klen && memcmp(sv->kv[i].key, key, klen) == 0) return &sv->kv[i];
+    return NULL;
+}
+
+static int dist__kv_set(dist__store_server *sv, const char *key, size_t klen, const void *v, size_t vlen) {
+    dist__kv *kv = dist__kv_find(sv, key, klen);
+    uint8_t *nv = (uint8_t *)DIST_MALLOC(vlen ? vlen : 1);
+    if (!nv) return -1;
+    if (vlen) memcpy(nv, v, vlen);
+    if (!kv) {
+        size_t cap = (size_t)sv->cap_kv;
+        char *k = (char *)DIST_MALLOC(klen + 1);
+        if (!k || dist__grow((void **)&sv->kv, &cap, (size_t)sv->nkv + 1, sizeof *sv->kv) != 0) {
+            DIST_FREE(k); DIST_FREE(nv); return -1;
+        }
+        sv->cap_kv = (int)cap;
+        memcpy(k, key, klen); k[klen] = 0;
+        kv = &sv->kv[sv->nkv++];
+        kv->key = k;
+        kv->val = NULL;
+    }
+    DIST_FREE(kv->val);
+    kv->val = nv;
+    kv->vlen = vlen;
+    return 0;
+}
+
+static void dist__store_reply(dist__store_conn *c, int32_t status, int64_t num, const void *val, size_t vlen, int has_val) {
+    size_t body = DIST__STORE_RESP_HDR - 4 + (has_val ? 4 + vlen : 0);
+    size_t cap = c->out_cap;
+    uint8_t *p;
+    if (dist__grow((void **)&c->out, &cap, c->out_len + 4 + body, 1) != 0) { c->closing = 1; return; }
+    c->out_cap = cap;
+    p = c->out + c->out_len;
+    dist__put32(p, (uint32_t)body);
+    dist__put32(p + 4, (uint32_t)status);
+    dist__put32(p + 8, has_val ? 1u : 0u);
+    dist__put64(p + 12, (uint64_t)num);
+    if (has_val) {
+        dist__put32(p + 20, (uint32_t)vlen);
+        if (vlen) memcpy(p + 24, val, vlen);
+    }
+    c->out_len += 4 + body;
+}
+
+/* The parts of a complete request at c->in; returns their count or -1. */
+static int dist__store_parts(const uint8_t *req, size_t body, const uint8_t **ptr, size_t *len) {
+    int n = req[5];
+    size_t off = DIST__STORE_REQ_HDR;
+    if (n > DIST__STORE_MAX_PARTS) return -1;
+    for (int i = 0; i < n; i++) {
+        uint32_t l;
+        if (off + 4 > body + 4) return -1;
+        l = dist__get32(req + off);
+        off += 4;
+        if (l > body + 4 - off) return -1;
+        ptr[i] = req + off; len[i] = l;
+        off += l;
+    }
+    return off == body + 4 ? n : -1;
+}
+
+static int dist__store_keys_ok(int n, const size_t *len, int first, int last) {
+    for (int i = first; i <= last && i < n; i++)
+        if (len[i] == 0 || len[i] > DIST__MAX_KEY) return 0;
+    return 1;
+}
+
+/* Executes the request at the head of c->in.  Returns 1 when done (a reply
+   was queued), 0 when it must wait for keys (parked). */
+static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size_t body) {
+    const uint8_t *req = c->in, *ptr[DIST__STORE_MAX_PARTS];
+    size_t len[DIST__STORE_MAX_PARTS];
+    int cmd = req[4];
+    int64_t num = (int64_t)dist__get64(req + 8);
+    int n = dist__store_parts(req, body, ptr, len);
+    dist__kv *kv;
+    if (n < 1 || !dist__store_keys_ok(n, len, 0, cmd == DIST__STORE_WAIT || cmd == DIST__STORE_CHECK ? n - 1 : 0)) {
+        dist__store_reply(c, DIST_ERR_PROTOCOL, 0, NULL, 0, 0);
+        return 1;
+    }
+    switch (cmd) {
+    case DIST__STORE_SET:
+        if (n != 2 || len[1] > DIST__MAX_VALUE) break;
+        dist__store_reply(c, dist__kv_set(sv, (const char *)ptr[0], len[0], ptr[1], len[1]) ? DIST_ERR_NOMEM : DIST_OK, 0, NULL, 0, 0);
+        return 1;
+    case DIST__STORE_GET:
+        if (n != 1) break;
+        kv = dist__kv_find(sv, (const char *)ptr[0], len[0]);
+        if (kv) { dist__store_reply(c, DIST_OK, 0, kv->val, kv->vlen, 1); return 1; }
+        goto park;
+    case DIST__STORE_WAIT:
+    case DIST__STORE_CHECK: {
+        int all = 1;
+        for (int i = 0; i < n; i++) if (!dist__kv_find(sv, (const char *)ptr[i], len[i])) all = 0;
+        if (cmd == DIST__STORE_CHECK || all) { dist__store_reply(c, DIST_OK, all, NULL, 0, 0); return 1; }
+        goto park;
+    }
+    case DIST__STORE_ADD: {
+        char text[32], *end;
+        long long cur = 0;
+        kv = dist__kv_find(sv, (const char *)ptr[0], len[0]);
+        if (n != 1) break;
+        if (kv) {
+            if (kv->vlen == 0 || kv->vlen >= sizeof text) { dist__store_reply(c, DIST_ERR_INVALID, 0, NULL, 0, 0); return 1; }
+            memcpy(text, kv->val, kv->vlen); text[kv->vlen] = 0;
+            cur = strtoll(text, &end, 10);
+            if (*end) { dist__store_reply(c, DIST_ERR_INVALID, 0, NULL, 0, 0); return 1; }
+        }
+        cur = (long long)((uint64_t)cur + (uint64_t)num);
+        snprintf(text, sizeof text, "%lld", cur);
+        dist__store_reply(c, dist__kv_set(sv, (const char *)ptr[0], len[0], text, strlen(text)) ? DIST_ERR_NOMEM : DIST_OK, cur, NULL, 0, 0);
+        return 1;
+    }
+    case DIST__STORE_CAS: {
+        int expect_missing = num != 0;
+        if (n != 3 || len[2] > DIST__MAX_VALUE) break;
+        kv = dist__kv_find(sv, (const char *)ptr[0], len[0]);
+        if ((!kv && expect_missing) || (kv && !expect_missing && kv->vlen == len[1] && memcmp(kv->val, ptr[1], len[1]) == 0)) {
+            if (dist__kv_set(sv, (const char *)ptr[0], len[0], ptr[2], len[2]) != 0) { dist__store_reply(c, DIST_ERR_NOMEM, 0, NULL, 0, 0); return 1; }
+            kv = dist__kv_find(sv, (const char *)ptr[0], len[0]);
+        }
+        if (kv) dist__store_reply(c, DIST_OK, 0, kv->val, kv->vlen, 1);
+        else dist__store_reply(c, DIST_ERR_NOT_FOUND, 0, NULL, 0, 0);
+        return 1;
+    }
+    case DIST__STORE_DELETE:
+        if (n != 1) break;
+        kv = dist__kv_find(sv, (const char *)ptr[0], len[0]);
+        if (kv) {
+            DIST_FREE(kv->key); DIST_FREE(kv->val);
+            *kv = sv->kv[--sv->nkv];
+        }
+        dist__store_reply(c, DIST_OK, kv ? 1 : 0, NULL, 0, 0);
+        return 1;
+    default: break;
+    }
+    dist__store_reply(c, DIST_ERR_PROTOCOL, 0, NULL, 0, 0);
+    return 1;
+park:
+    if (!c->parked) {
+        c->parked = 1;
+        c->park_deadline = dist__now_ms() + (num > 0 ? num : sv->timeout_ms);
+    }
+    if (dist__now_ms() >= c->park_deadline) {
+        dist__store_reply(c, DIST_ERR_TIMEOUT, 0, NULL, 0, 0);
+        return 1;
+    }
+    return 0;
+}
+
+static void dist__store_refuse(dist__store_server *sv, dist__store_conn *c, const char *reason) {
+    dist__hello h;
+    uint8_t b[DIST__HELLO_SIZE + 4];
+    size_t rl = strlen(reason), cap = c->out_cap;
+    memset(&h, 0, sizeof h);
+    h.magic = DIST__MAGIC; h.version = DIST__PROTOCOL_VERSION; h.purpose = DIST__PURPOSE_STORE;
+    h.world = sv->world; h.status = 1;
+    dist__hello_encode(&h, b);
+    dist__put32(b + DIST__HELLO_SIZE, (uint32_t)rl);
+    if (dist__grow((void **)&c->out, &cap, c->out_len + sizeof b + rl, 1) == 0) {
+        c->out_cap = cap;
+        memcpy(c->out + c->out_len, b, sizeof b);
+        memcpy(c->out + c->out_len + sizeof b, reason, rl);
+        c->out_len += sizeof b + rl;
+    }
+    c->closing = 1;
+    /* Remember why, so the ranks left waiting can say what went wrong. */
+    dist__kv_set(sv, "dist/rejected", 13, reason, rl);
+    dist__logf(&sv->log, DIST_LOG_WARN, "store refused a client: %s", reason);
+}
+
+static void dist__store_hello(dist__store_server *sv, dist__store_conn *c) {
+    dist__hello h;
+    char why[200], peer[64] = "?";
+    uint8_t b[DIST__HELLO_SIZE];
+    size_t cap = c->out_cap;
+    int port = 0;
+    dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
+    if (dist__hello_decode(c->in, &h, why, sizeof why) != 0 || h.purpose != DIST__PURPOSE_STORE) {
+        char reason[300];
+        dist__format(reason, sizeof reason, "a client at %s:%d is not a dist rank of this job: %s", peer, port,
+                     h.purpose != DIST__PURPOSE_STORE && h.magic == DIST__MAGIC ? "wrong purpose" : why);
+        dist__store_refuse(sv, c, reason);
+        return;
+    }
+    if (h.world != sv->world) {
+        dist__format(why, sizeof why, "a process at %s:%d says world size %d (rank %d), but this job has world size %d",
+                     peer, port, (int)h.world, (int)h.rank, sv->world);
+        dist__store_refuse(sv, c, why);
+        return;
+    }
+    if (h.secret != sv->secret) {
+        dist__format(why, sizeof why, "rank %d at %s:%d does not know the job's secret", (int)h.rank, peer, port);
+        dist__store_refuse(sv, c, why);
+        return;
+    }
+    if (sv->joined[h.rank]) {
+        dist__format(why, sizeof why, "rank %d joined twice (again from %s:%d)", (int)h.rank, peer, port);
+        dist__store_refuse(sv, c, why);
+        return;
+    }
+    sv->joined[h.rank] = 1;
+    c->rank = h.rank;
+    c->hello_done = 1;
+    h.status = 0;
+    dist__hello_encode(&h, b);
+    if (dist__grow((void **)&c->out, &cap, c->out_len + sizeof b, 1) == 0) {
+        c->out_cap = cap;
+        memcpy(c->out + c->out_len, b, sizeof b);
+        c->out_len += sizeof b;
+    }
+}
+
+/* Runs every complete request in c->in, stopping at a parked one. */
+static void dist__store_serve(dist__store_server *sv, dist__store_conn *c) {
+    while (!c->closing) {
+        size_t used;
+        if (!c->hello_done) {
+            if (c->in_len < DIST__HELLO_SIZE) return;
+            dist__store_hello(sv, c);
+            used = DIST__HELLO_SIZE;
+        } else {
+            uint32_t body;
+            if (c->in_len < 4) return;
+            body = dist__get32(c->in);
+            if (body < DIST__STORE_REQ_HDR - 4 || body > DIST__STORE_MAX_BODY) { c->closing = 1; return; }
+            if (c->in_len < 4 + (size_t)body) return;
+            if (!dist__store_execute(sv, c, body)) return;
+            c->parked = 0;
+            used = 4 + (size_t)body;
+        }
+        memmove(c->in, c->in + used, c->in_len - used);
+        c->in_len -= used;
+    }
+}
+
+static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
+    for (;;) {
+        size_t cap = c->in_cap;
+        ssize_t n;
+        if (dist__grow((void **)&c->in, &cap, c->in_len + 65536, 1) != 0) { c->closing = 1; return; }
+        c->in_cap = cap;
+        n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            if (c->in_len > DIST__STORE_MAX_BODY + 4 + 65536) { c->closing = 1; return; }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        c->closing = 1;
+        c->out_len = c->out_off = 0;
+        return;
+    }
+    if (!c->parked) dist__store_serve(sv, c);
+}
+
+static void dist__store_flush(dist__store_conn *c) {
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n > 0) { c->out_off += (size_t)n; continue; }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        c->closing = 1; c->out_len = c->out_off = 0;
+        return;
+    }
+    c->out_len = c->out_off = 0;
+}
+
+static void dist__store_accept(dist__store_server *sv) {
+    for (;;) {
+        size_t cap = (size_t)sv->cap_conns;
+        dist__store_conn *c;
+        dist__socket s = accept(sv->listen_fd, NULL, NULL);
+        if (s < 0) return;
+        dist__set_cloexec(s);
+        dist__set_nonblocking(s, 1);
+        dist__tune_socket(s);
+        if (dist__grow((void **)&sv->conns, &cap, (size_t)sv->nconns + 1, sizeof *sv->conns) != 0) { close(s); return; }
+        sv->cap_conns = (int)cap;
+        c = &sv->conns[sv->nconns++];
+        memset(c, 0, sizeof *c);
+        c->fd = s;
+        c->rank = -1;
+        c->hello_deadline = dist__now_ms() + DIST__MIN(sv->timeout_ms, 30000);
+    }
+}
+
+static void dist__store_conn_free(dist__store_conn *c) {
+    dist__close(c->fd);
+    DIST_FREE(c->in);
+    DIST_FREE(c->out);
+}
+
+static int dist__store_stopping(dist__store_server *sv) {
+    int s;
+    pthread_mutex_lock(&sv->lock);
+    s = sv->stop;
+    pthread_mutex_unlock(&sv->lock);
+    return s;
+}
+
+static void *dist__store_thread(void *arg) {
+    dist__store_server *sv = (dist__store_server *)arg;
+    struct pollfd *pfds = NULL;
+    size_t pcap = 0;
+    while (!dist__store_stopping(sv)) {
+        int n = 0, timeout = 1000;
+        int64_t now = dist__now_ms();
+        if (dist__grow((void **)&pfds, &pcap, (size_t)sv->nconns + 2, sizeof *pfds) != 0) { dist__sleep_ms(10); continue; }
+        pfds[n].fd = sv->wake.rfd; pfds[n].events = POLLIN; n++;
+        pfds[n].fd = sv->listen_fd; pfds[n].events = POLLIN; n++;
+        for (int i = 0; i < sv->nconns; i++) {
+            dist__store_conn *c = &sv->conns[i];
+            pfds[n].fd = c->fd;
+            pfds[n].events = (short)(POLLIN | (c->out_len > c->out_off ? POLLOUT : 0));
+            n++;
+            if (c->parked) timeout = DIST__MIN(timeout, (int)DIST__MAX(c->park_deadline - now, 0));
+        }
+        if (poll(pfds, (nfds_t)n, timeout) < 0 && errno != EINTR) dist__sleep_ms(1);
+        if (pfds[0].revents) dist__wakeup_drain(&sv->wake);
+        for (int i = 0; i < sv->nconns; i++) {
+            dist__store_conn *c = &sv->conns[i];
+            short re = pfds[i + 2].revents;
+            if (re & (POLLIN | POLLERR | POLLHUP)) dist__store_read(sv, c);
+            if (c->out_len > c->out_off) dist__store_flush(c);
+        }
+        if (pfds[1].revents) dist__store_accept(sv);
+        /* A write to the store may have released parked requests; deadlines
+           may have passed; hellos that never came are dropped. */
+        now = dist__now_ms();
+        for (int i = 0; i < sv->nconns; i++) {
+            dist__store_conn *c = &sv->conns[i];
+            if (c->parked) { dist__store_serve(sv, c); if (c->out_len > c->out_off) dist__store_flush(c); }
+            if (!c->hello_done && !c->closing && now > c->hello_deadline) c->closing = 1;
+        }
+        for (int i = 0; i < sv->nconns;) {
+            dist__store_conn *c = &sv->conns[i];
+            if (c->closing && c->out_len == c->out_off) {
+                dist__store_conn_free(c);
+                sv->conns[i] = sv->conns[--sv->nconns];
+            } else i++;
+        }
+    }
+    DIST_FREE(pfds);
+    return NULL;
+}
+
+static void dist__store_server_free(dist__store_server *sv) {
+    if (!sv) return;
+    for (int i = 0; i < sv->nconns; i++) dist__store_conn_free(&sv->conns[i]);
+    for (int i = 0; i < sv->nkv; i++) { DIST_FREE(sv->kv[i].key); DIST_FREE(sv->kv[i].val); }
+    DIST_FREE(sv->conns);
+    DIST_FREE(sv->kv);
+    DIST_FREE(sv->joined);
+    dist__close(sv->listen_fd);
+    dist__wakeup_close(&sv->wake);
+    pthread_mutex_destroy(&sv->lock);
+    DIST_FREE(sv);
+}
+
+static void dist__store_server_stop(dist__store_server *sv) {
+    if (!sv) return;
+    pthread_mutex_lock(&sv->lock);
+    sv->stop = 1;
+    pthread_mutex_unlock(&sv->lock);
+    dist__wakeup_signal(&sv->wake);
+    pthread_join(sv->thread, NULL);
+    dist__store_server_free(sv);
+}
+
+/* Takes ownership of `listen_fd`. */
+static dist__store_server *dist__store_server_start(dist__socket listen_fd, int world, int timeout_ms,
+                                                    uint64_t secret, const dist__log *log) {
+    dist__store_server *sv = (dist__store_server *)DIST_MALLOC(sizeof *sv);
+    if (!sv) { dist__close(listen_fd); return NULL; }
+    memset(sv, 0, sizeof *sv);
+    sv->listen_fd = listen_fd;
+    sv->world = world;
+    sv->timeout_ms = timeout_ms;
+    sv->secret = secret;
+    sv->log = *log;
+    sv->wake.rfd = sv->wake.wfd = -1;
+    pthread_mutex_init(&sv->lock, NULL);
+    sv->joined = (unsigned char *)DIST_MALLOC((size_t)world);
+    if (!sv->joined || dist__wakeup_open(&sv->wake) != 0) { dist__store_server_free(sv); return NULL; }
+    memset(sv->joined, 0, (size_t)world);
+    dist__set_nonblocking(listen_fd, 1);
+    if (pthread_create(&sv->thread, NULL, dist__store_thread, sv) != 0) { dist__store_server_free(sv); return NULL; }
+    return sv;
+}
+
+/* [SECTION] core structures */
+struct dist__engine;
+
+typedef struct dist__msg {         /* a message nobody had asked for yet */
+    struct dist__msg *next;
+    int src;
+    dist__frame f;
+    uint8_t *data; size_t cap;     /* pooled buffer */
+    int complete, dead;            /* dead: refused by a receive, dropped when complete */
+    dist_result err;               /* payload lost: why */
+    dist_req_t *claimed;           /* a receive waiting for the rest of it */
+} dist__msg;
+
+enum { DIST__REQ_SEND = 1, DIST__REQ_RECV = 2 };
+
+struct dist_req {
+    dist_req_t *next;              /* posted list, send queue or free list */
+    struct dist__engine *eng;
+    dist_t *comm;
+    int kind, peer, source;
+    uint8_t frame_kind;
+    uint32_t comm_id;
+    int64_t tag;
+    dist_dtype dtype;
+    size_t count;
+    uint64_t nbytes, sent;
+    const uint8_t *sbuf;
+    uint8_t *rbuf;
+    uint8_t hdr[DIST__HDR_SIZE];
+    dist__msg *msg;
+    uint64_t opno;
+    int done, pooled, queued;
+    dist_result result;
+    char err[DIST__ERRLEN];
+};
+
+enum { DIST__PEER_OK = 0, DIST__PEER_LEFT, DIST__PEER_FAILED };
+
+typedef struct dist__peer {
+    dist__socket fd;
+    int rank, state;
+    char why[200];
+    dist_req_t *sq_head, *sq_tail;   /* sends in posting order */
+    dist_req_t bye;                  /* our goodbye frame */
+    int bye_queued;
+    /* receive side, touched only by the driver */
+    uint8_t *stage; size_t stage_pos, stage_end;
+    uint8_t hdr[DIST__HDR_SIZE]; size_t hdr_got;
+    int in_payload;
+    dist__frame cur;
+    uint8_t *dst;                    /* NULL: discard the payload */
+    uint64_t left;
+    dist_req_t *rx_req;
+    dist__msg *rx_msg;
+} dist__peer;
+
+typedef struct dist__req_block { struct dist__req_block *next; dist_req_t reqs[64]; } dist__req_block;
+
+typedef struct dist__engine {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;             /* completions; driver role released */
+    pthread_cond_t bg_cond;          /* the progress thread's nap */
+    int rank, world;
+    dist__peer *peers;               /* [world]; peers[rank] is unused */
+    dist__wakeup wake;
+    int driving, polling, bg_driving, want_drive, sleepers, stop, failed_peers;
+    int64_t caller_drove_ns;
+    pthread_t thread; int thread_started;
+    dist_req_t *posted_head, *posted_tail;
+    dist__msg *unexp_head, *unexp_tail;
+    dist_req_t *free_reqs;
+    dist__req_block *blocks;
+    dist__msg *free_msgs; int nfree_msgs;
+    struct pollfd *pfds; int *pfd_peer;
+    dist__log log;
+} dist__engine;
+
+struct dist {
+    dist__engine *eng;
+    int rank, world, local_rank, timeout_ms;
+    uint32_t id;
+    uint64_t job;
+    uint64_t nsend, nrecv;           /* operation numbers for messages */
+    pthread_mutex_t err_lock;
+    char err[DIST__ERRLEN];
+    /* store client */
+    dist__socket store_fd;
+    pthread_mutex_t store_lock;
+    uint8_t *store_buf; size_t store_cap;
+    int store_broken;
+    dist__store_server *server;      /* rank 0 only */
+    char file_path[512];             /* file:// rendezvous, removed by rank 0 */
+};
+
+/* Records a failure for `d` (may be NULL) and the calling thread. */
+static dist_result dist__fail(dist_t *d, dist_result code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    dist__vformat(dist__thread_error, sizeof dist__thread_error, fmt, ap);
+    va_end(ap);
+    if (d) {
+        pthread_mutex_lock(&d->err_lock);
+        memcpy(d->err, dist__thread_error, sizeof d->err);
+        pthread_mutex_unlock(&d->err_lock);
+        if (d->eng) dist__logf(&d->eng->log, DIST_LOG_ERROR, "%s", dist__thread_error);
+    }
+    return code;
+}
+
+DIST_API const char *dist_error_message(const dist_t *d) {
+    return d ? d->err : dist__thread_error;
+}
+
+DIST_API int dist_rank(const dist_t *d) { return d ? d->rank : -1; }
+DIST_API int dist_world_size(const dist_t *d) { return d ? d->world : 0; }
+DIST_API int dist_local_rank(const dist_t *d) { return d ? d->local_rank : -1; }
+DIST_API int dist_timeout_ms(const dist_t *d) { return d ? d->timeout_ms : 0; }
+
+/* [SECTION] store: client and public API */
+typedef struct dist__store_part { const void *p; size_t n; } dist__store_part;
+
+typedef struct dist__store_resp {
+    int32_t status;
+    int64_t num;
+    const uint8_t *val;     /* points into d->store_buf */
+    size_t vlen;
+    int has_val;
+} dist__store_resp;
+
+static int dist__store_timeout(const dist_t *d, int timeout_ms) {
+    return timeout_ms > 0 ? timeout_ms : d->timeout_ms;
+}
+
+/* One request, one response; the caller holds d->store_lock.  `wait_ms` is
+   how long the server may park the request. */
+static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_t num,
+                                    const dist__store_part *parts, int nparts, int wait_ms,
+                                    dist__store_resp *resp) {
+    size_t body = DIST__STORE_REQ_HDR - 4, need;
+    int64_t deadline = dist__now_ms() + wait_ms + 5000;   /* the server answers at wait_ms */
+    uint8_t hdr[DIST__STORE_RESP_HDR];
+    uint32_t rbody;
+    int r;
+    if (d->store_fd == DIST__NO_SOCKET || d->store_broken)
+        return dist__fail(d, DIST_ERR_FAILED, "store %s: the connection to the store (rank 0) was lost earlier", what);
+    for (int i = 0; i < nparts; i++) body += 4 + parts[i].n;
+    need = 4 + body;
+    if (dist__grow((void **)&d->store_buf, &d->store_cap, need, 1) != 0)
+        return dist__fail(d, DIST_ERR_NOMEM, "store %s: out of memory for a %zu-byte request", what, need);
+    dist__put32(d->store_buf, (uint32_t)body);
+    d->store_buf[4] = (uint8_t)cmd; d->store_buf[5] = (uint8_t)nparts;
+    d->store_buf[6] = d->store_buf[7] = 0;
+    dist__put64(d->store_buf + 8, (uint64_t)num);
+    {
+        size_t off = DIST__STORE_REQ_HDR;
+        for (int i = 0; i < nparts; i++) {
+            dist__put32(d->store_buf + off, (uint32_t)parts[i].n);
+            if (parts[i].n) memcpy(d->store_buf + off + 4, parts[i].p, parts[i].n);
+            off += 4 + parts[i].n;
+        }
+    }
+    if ((r = dist__io_all(d->store_fd, d->store_buf, need, 1, deadline)) != 0 ||
+        (r = dist__io_all(d->store_fd, hdr, sizeof hdr, 0, deadline)) != 0) {
+        d->store_broken = 1;
+        return dist__fail(d, r == -3 ? DIST_ERR_TIMEOUT : DIST_ERR_PEER_LOST,
+                          "store %s: talking to the store on rank 0: %s", what, dist__io_error(r));
+    }
+    rbody = dist__get32(hdr);
+    resp->status = (int32_t)dist__get32(hdr + 4);
+    resp->has_val = (int)dist__get32(hdr + 8);
+    resp->num = (int64_t)dist__get64(hdr + 12);
+    resp->val = NULL; resp->vlen = 0;
+    if (rbody < DIST__STORE_RESP_HDR - 4 || rbody > DIST__MAX_VALUE + 64 || resp->has_val > 1 ||
+        (resp->has_val && rbody < DIST__STORE_RESP_HDR)) {
+        d->store_broken = 1;
+        return dist__fail(d, DIST_ERR_PROTOCOL, "store %s: malformed response from the store (%u bytes)", what, (unsigned)rbody);
+    }
+    if (rbody > DIST__STORE_RESP_HDR - 4) {
+        size_t rest = rbody - (DIST__STORE_RESP_HDR - 4);
+        if (dist__grow((void **)&d->store_buf, &d->store_cap, rest, 1) != 0 ||
+            (r = dist__io_all(d->store_fd, d->store_buf, rest, 0, deadline)) != 0) {
+            d->store_broken = 1;
+            return dist__fail(d, DIST_ERR_PEER_LOST, "store %s: reading the store's response failed", what);
+        }
+        if (!resp->has_val || dist__get32(d->store_buf) != rest - 4) {
+            d->store_broken = 1;
+            return dist__fail(d, DIST_ERR_PROTOCOL, "store %s: malformed value in the store's response", what);
+        }
+        resp->val = d->store_buf + 4;
+        resp->vlen = rest - 4;
+    }
+    return DIST_OK;
+}
+
+static dist_result dist__store_key_check(dist_t *d, const char *what, const char *key) {
+    size_t n = key ? strlen(key) : 0;
+    if (n == 0 || n > DIST__MAX_KEY)
+        return dist__fail(d, DIST_ERR_INVALID, "store %s: key must be 1 to %d bytes, got %s", what, DIST__MAX_KEY,
+                          key ? "a longer or empty one" : "NULL");
+    return DIST_OK;
+}
+
+/* Status of a response -> result with a message. */
+static dist_result dist__store_status(dist_t *d, const char *what, const char *key, int wait_ms, const dist__store_resp *rs) {
+    switch (rs->status) {
+    case DIST_OK: return DIST_OK;
+    case DIST_ERR_TIMEOUT:
+        return dist__fail(d, DIST_ERR_TIMEOUT, "store %s \"%s\": not set after %.1f s", what, key, wait_ms / 1000.0);
+    case DIST_ERR_NOT_FOUND:
+        return dist__fail(d, DIST_ERR_NOT_FOUND, "store %s \"%s\": no such key", what, key);
+    case DIST_ERR_INVALID:
+        return dist__fail(d, DIST_ERR_INVALID, "store %s \"%s\": the value is not an integer", what, key);
+    case DIST_ERR_NOMEM:
+        return dist__fail(d, DIST_ERR_NOMEM, "store %s \"%s\": the store on rank 0 is out of memory", what, key);
+    default:
+        return dist__fail(d, DIST_ERR_PROTOCOL, "store %s \"%s\": the store answered status %d", what, key, (int)rs->status);
+    }
+}
+
+/* Copies a response's value out, get-style. */
+static dist_result dist__store_copy_out(dist_t *d, const char *what, const char *key, const dist__store_resp *rs,
+                                        void *buf, size_t cap, size_t *len) {
+    if (len) *len = rs->vlen;
+    if (rs->vlen > cap)
+        return dist__fail(d, DIST_ERR_TRUNCATED, "store %s \"%s\": the value has %zu bytes, the buffer %zu", what, key, rs->vlen, cap);
+    if (rs->vlen && buf) memcpy(buf, rs->val, rs->vlen);
+    return DIST_OK;
+}
+
+#define DIST__STORE_BEGIN(d, what, key)                                              \
+    dist_result res;                                                                 \
+    dist__store_resp rs;                                                             \
+    if (!(d)) return dist__fail(NULL, DIST_ERR_INVALID, "store %s: NULL communicator", what); \
+    if ((res = dist__store_key_check(d, what, key)) != DIST_OK) return res;          \
+    pthread_mutex_lock(&(d)->store_lock)
+
+DIST_API dist_result dist_store_set(dist_t *d, const char *key, const void *value, size_t len) {
+    dist__store_part parts[2];
+    DIST__STORE_BEGIN(d, "set", key);
+    parts[0].p = key; parts[0].n = strlen(key);
+    parts[1].p = value; parts[1].n = len;
+    if (len > DIST__MAX_VALUE || (len && !value)) {
+        pthread_mutex_unlock(&d->store_lock);
+        return dist__fail(d, DIST_ERR_INVALID, "store set \"%s\": value of %zu bytes (at most %zu, non-NULL)", key, len, DIST__MAX_VALUE);
+    }
+    res = dist__store_call(d, "set", DIST__STORE_SET, 0, parts, 2, 0, &rs);
+    if (res == DIST_OK) res = dist__store_status(d, "set", key, 0, &rs);
+    pthread_mutex_unlock(&d->store_lock);
+    return res;
+}
+
+DIST_API dist_result dist_store_get(dist_t *d, const char *key, void *buf, size_t cap, size_t *len) {
+    dist__store_part part;
+    int wait_ms;
+    DIST__STORE_BEGIN(d, "get", key);
+    wait_ms = dist__store_timeout(d, 0);
+    part.p = key; part.n = strlen(key);
+    res = dist__store_call(d, "get", DIST__STORE_GET, wait_ms, &part, 1, wait_ms, &rs);
+    if (res == DIST_OK) res = dist__store_status(d, "get", key, wait_ms, &rs);
+    if (res == DIST_OK) res = dist__store_copy_out(d, "get", key, &rs, buf, cap, len);
+    pthread_mutex_unlock(&d->store_lock);
+    return res;
+}
+
+DIST_API dist_result dist_store_add(dist_t *d, const char *key, int64_t amount, int64_t *result) {
+    dist__store_part part;
+    DIST__STORE_BEGIN(d, "add", key);
+    part.p = key; part.n = strlen(key);
+    res = dist__store_call(d, "add", DIST__STORE_ADD, amount, &part, 1, 0, &rs);
+    if (res == DIST_OK) res = dist__store_status(d, "add", key, 0, &rs);
+    if (res == DIST_OK && result) *result = rs.num;
+    pthread_mutex_unlock(&d->store_lock);
+    return res;
+}
+
+static dist_result dist__store_keys(dist_t *d, const char *what, int cmd, const char *const *keys, int nkeys,
+                                    int wait_ms, int *all) {
+    dist__store_part parts[DIST__STORE_MAX_PARTS];
+    dist__store_resp rs;
+    dist_result res = DIST_OK;
+    if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "store %s: NULL communicator", what);
+    if (nkeys < 1 || nkeys > DIST__STORE_MAX_PARTS || !keys)
+        return dist__fail(d, DIST_ERR_INVALID, "store %s: %d keys (1 to %d per call)", what, nkeys, DIST__STORE_MAX_PARTS);
+    for (int i = 0; i < nkeys; i++) {
+        if ((res = dist__store_key_check(d, what, keys[i])) != DIST_OK) return res;
+        parts[i].p = keys[i]; parts[i].n = strlen(keys[i]);
+    }
+    pthread_mutex_lock(&d->store_lock);
+    res = dist__store_call(d, what, cmd, wait_ms, parts, nkeys, wait_ms, &rs);
+    if (res == DIST_OK) res = dist__store_status(d, what, keys[0], wait_ms, &rs);
+    if (res == DIST_OK && all) *all = (int)rs.num;
+    pthread_mutex_unlock(&d->store_lock);
+    return res;
+}
+
+DIST_API dist_result dist_store_wait(dist_t *d, const char *const *keys, int nkeys, int timeout_ms) {
+    return dist__store_keys(d, "wait", DIST__STORE_WAIT, keys, nkeys, d ? dist__store_timeout(d, timeout_ms) : 0, NULL);
+}
+
+DIST_API dist_result dist_store_check(dist_t *d, const char *const *keys, int nkeys, int *exists) {
+    int all = 0;
+    dist_result r = dist__store_keys(d, "check", DIST__STORE_CHECK, keys, nkeys, 0, &all);
+    if (exists) *exists = r == DIST_OK ? all : 0;
+    return r;
+}
+
+DIST_API dist_result dist_store_compare_set(dist_t *d, const char *key, const void *expected, size_t expected_len,
+                                            const void *desired, size_t desired_len,
+                                            void *out, size_t cap, size_t *out_len) {
+    dist__store_part parts[3];
+    DIST__STORE_BEGIN(d, "compare_set", key);
+    parts[0].p = key; parts[0].n = strlen(key);
+    parts[1].p = expected; parts[1].n = expected_len;
+    parts[2].p = desired; parts[2].n = desired_len;
+    if (desired_len > DIST__MAX_VALUE || expected_len > DIST__MAX_VALUE ||
+        (expected_len && !expected) || (desired_len && !desired)) {
+        pthread_mutex_unlock(&d->store_lock);
+        return dist__fail(d, DIST_ERR_INVALID, "store compare_set \"%s\": bad value arguments", key);
+    }
+    res = dist__store_call(d, "compare_set", DIST__STORE_CAS, expected_len == 0, parts, 3, 0, &rs);
+    if (res == DIST_OK) res = dist__store_status(d, "compare_set", key, 0, &rs);
+    if (res == DIST_OK) res = dist__store_copy_out(d, "compare_set", key, &rs, out, cap, out_len);
+    else if (out_len) *out_len = 0;
+    pthread_mutex_unlock(&d->store_lock);
+    return res;
+}
+
+DIST_API dist_result dist_store_delete(dist_t *d, const char *key, int *deleted) {
+    dist__store_part part;
+    DIST__STORE_BEGIN(d, "delete", key);
+    part.p = key; part.n = strlen(key);
+    res = dist__store_call(d, "delete", DIST__STORE_DELETE, 0, &part, 1, 0, &rs);
+    if (res == DIST_OK) res = dist__store_status(d, "delete", key, 0, &rs);
+    if (deleted) *deleted = res == DIST_OK ? (int)rs.num : 0;
+    pthread_mutex_unlock(&d->store_lock);
+    return res;
+}
+
+/* [SECTION] engine: peers, requests, matching, progress */
+
+static dist_req_t *dist__req_alloc(dist__engine *e) {
+    dist_req_t *r = e->free_reqs;
+    if (!r) {
+        dist__req_block *b = (dist__req_block *)DIST_MALLOC(sizeof *b);
+        if (!b) return NULL;
+        b->next = e->blocks;
+        e->blocks = b;
+        for (int i = 63; i >= 0; i--) { b->reqs[i].next = e->free_reqs; e->free_reqs = &b->reqs[i]; }
+        r = e->free_reqs;
+    }
+    e->free_reqs = r->next;
+    memset(r, 0, offsetof(dist_req_t, err));
+    r->err[0] = 0;
+    r->pooled = 1;
+    r->eng = e;
+    return r;
+}
+
+static void dist__req_release(dist__engine *e, dist_req_t *r) {
+    if (r->pooled) { r->next = e->free_reqs; e->free_reqs = r; r->done = -1; }
+}
+
+/* "recv #4 from rank 2 (tag 0, 10 x float32)" */
+static void dist__req_describe(const dist_req_t *r, char *buf, size_t cap) {
+    if (r->kind == DIST__REQ_SEND)
+        dist__format(buf, cap, "send #%llu to rank %d (tag %lld, %zu x %s)", (unsigned long long)r->opno, r->peer,
+                     (long long)r->tag, r->count, dist_dtype_name(r->dtype));
+    else if (r->peer == DIST_ANY_SOURCE)
+        dist__format(buf, cap, "recv #%llu from any rank (tag %lld, %zu x %s)", (unsigned long long)r->opno,
+                     (long long)r->tag, r->count, dist_dtype_name(r->dtype));
+    else
+        dist__format(buf, cap, "recv #%llu from rank %d (tag %lld, %zu x %s)", (unsigned long long)r->opno, r->peer,
+                     (long long)r->tag, r->count, dist_dtype_name(r->dtype));
+}
+
+static void dist__req_complete(dist__engine *e, dist_req_t *r, dist_result res) {
+    r->result = res;
+    r->done = 1;
+    if (e->sleepers) pthread_cond_broadcast(&e->cond);
+}
+
+static void dist__req_failf(dist__engine *e, dist_req_t *r, dist_result res, const char *fmt, ...) {
+    char what[160], why[DIST__ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    dist__vformat(why, sizeof why, fmt, ap);
+    va_end(ap);
+    dist__req_describe(r, what, sizeof what);
+    dist__format(r->err, sizeof r->err, "%s: %s", what, why);
+    dist__req_complete(e, r, res);
+}
+
+static void dist__list_remove(dist_req_t **head, dist_req_t **tail, dist_req_t *r) {
+    dist_req_t *prev = NULL;
+    for (dist_req_t *it = *head; it; prev = it, it = it->next) {
+        if (it != r) continue;
+        if (prev) prev->next = it->next; else *head = it->next;
+        if (*tail == it) *tail = prev;
+        it->next = NULL;
+        return;
+    }
+}
+
+static void dist__list_append(dist_req_t **head, dist_req_t **tail, dist_req_t *r) {
+    r->next = NULL;
+    if (*tail) (*tail)->next = r; else *head = r;
+    *tail = r;
+}
+
+/* Unexpected-message buffers are pooled: a steady stream of early messages
+   of similar sizes allocates only at first. */
+static dist__msg *dist__msg_get(dist__engine *e, uint64_t nbytes) {
+    dist__msg **pp = &e->free_msgs, *m = NULL;
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->cap >= nbytes) { m = *pp; *pp = m->next; e->nfree_msgs--; break; }
+    if (!m) {
+        if (nbytes > SIZE_MAX - 64) return NULL;
+        m = (dist__msg *)DIST_MALLOC(sizeof *m);
+        if (!m) return NULL;
+        m->cap = (size_t)(nbytes < 4096 ? 4096 : nbytes);
+        m->data = (uint8_t *)DIST_MALLOC(m->cap);
+        if (!m->data) { DIST_FREE(m); return NULL; }
+    }
+    {
+        uint8_t *data = m->data; size_t cap = m->cap;
+        memset(m, 0, sizeof *m);
+        m->data = data; m->cap = cap;
+    }
+    return m;
+}
+
+static void dist__msg_put(dist__engine *e, dist__msg *m) {
+    if (e->nfree_msgs < 16 && m->cap <= ((size_t)64 << 20)) {
+        m->next = e->free_msgs; e->free_msgs = m; e->nfree_msgs++;
+    } else {
+        DIST_FREE(m->data); DIST_FREE(m);
+    }
+}
+
+static void dist__unexp_remove(dist__engine *e, dist__msg *m) {
+    dist__msg *prev = NULL;
+    for (dist__msg *it = e->unexp_head; it; prev = it, it = it->next) {
+        if (it != m) continue;
+        if (prev) prev->next = it->next; else e->unexp_head = it->next;
+        if (e->unexp_tail == it) e->unexp_tail = prev;
+        return;
+    }
+}
+
+static int dist__req_matches(const dist_req_t *r, int src, const dist__frame *f) {
+    return r->comm_id == f->comm && r->frame_kind == f->kind && r->tag == f->tag &&
+           (r->peer == src || r->peer == DIST_ANY_SOURCE);
+}
+
+/* A receive found its message: the sizes must agree exactly. */
+static int dist__recv_sizes_agree(dist__engine *e, dist_req_t *r, int src, const dist__frame *f) {
+    if (f->dtype == (uint8_t)r->dtype && f->count == r->count) return 1;
+    r->source = src;
+    dist__req_failf(e, r, DIST_ERR_MISMATCH, "rank %d sent %llu x %s, this rank expects %zu x %s", src,
+                    (unsigned long long)f->count, dist_dtype_name((dist_dtype)f->dtype), r->count, dist_dtype_name(r->dtype));
+    return 0;
+}
+
+/* Delivers a complete unexpected message to its receive. */
+static void dist__msg_deliver(dist__engine *e, dist__msg *m, dist_req_t *r) {
+    r->msg = NULL;
+    r->source = m->src;
+    if (m->err != DIST_OK)
+        dist__req_failf(e, r, m->err, "the message from rank %d was lost (%s)", m->src, dist_result_text(m->err));
+    else {
+        if (m->f.nbytes) memcpy(r->rbuf, m->data, (size_t)m->f.nbytes);
+        dist__req_complete(e, r, DIST_OK);
+    }
+    dist__msg_put(e, m);
+}
+
+static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result code) {
+    dist_req_t *r, *next, *prev = NULL;
+    while ((r = p->sq_head) != NULL) {
+        p->sq_head = r->next;
+        r->queued = 0;
+        if (r != &p->bye) dist__req_failf(e, r, code, "%s", p->why);
+    }
+    p->sq_tail = NULL;
+    for (r = e->posted_head; r; r = next) {
+        next = r->next;
+        if (r->peer == p->rank || (r->peer == DIST_ANY_SOURCE && p->state == DIST__PEER_FAILED)) {
+            if (prev) prev->next = next; else e->posted_head = next;
+            if (e->posted_tail == r) e->posted_tail = prev;
+            r->queued = 0;
+            dist__req_failf(e, r, code, "%s", p->why);
+        } else prev = r;
+    }
+    if (p->rx_req) { dist__req_failf(e, p->rx_req, code, "%s", p->why); p->rx_req = NULL; }
+    if (p->rx_msg && !p->rx_msg->complete) {
+        dist__msg *m = p->rx_msg;
+        m->err = code;
+        m->complete = 1;
+        if (m->claimed) { dist_req_t *c = m->claimed; m->claimed = NULL; dist__msg_deliver(e, m, c); }
+    }
+    p->rx_msg = NULL;
+    p->in_payload = 0;
+    p->dst = NULL;
+}
+
+/* The connection to `p` is over: every request that needs it fails now. */
+static void dist__peer_fail(dist__engine *e, dist__peer *p, const char *fmt, ...) {
+    va_list ap;
+    if (p->state == DIST__PEER_FAILED) return;
+    va_start(ap, fmt);
+    dist__vformat(p->why, sizeof p->why, fmt, ap);
+    va_end(ap);
+    p->state = DIST__PEER_FAILED;
+    e->failed_peers++;
+    dist__close(p->fd);
+    p->fd = DIST__NO_SOCKET;
+    dist__logf(&e->log, DIST_LOG_ERROR, "%s", p->why);
+    dist__peer_fail_requests(e, p, DIST_ERR_PEER_LOST);
+    if (e->sleepers) pthread_cond_broadcast(&e->cond);
+}
+
+static void dist__peer_write(dist__engine *e, dist__peer *p) {
+    dist_req_t *r;
+    while (p->fd >= 0 && (r = p->sq_head) != NULL) {
+        struct iovec iov[2];
+        struct msghdr mh;
+        int n = 0;
+        ssize_t w;
+        uint64_t total = DIST__HDR_SIZE + r->nbytes;
+        if (r->sent < DIST__HDR_SIZE) {
+            iov[n].iov_base = r->hdr + r->sent; iov[n].iov_len = DIST__HDR_SIZE - (size_t)r->sent; n++;
+            if (r->nbytes) { iov[n].iov_base = (void *)r->sbuf; iov[n].iov_len = (size_t)DIST__MIN(r->nbytes, (uint64_t)1 << 30); n++; }
+        } else {
+            uint64_t off = r->sent - DIST__HDR_SIZE;
+            iov[n].iov_base = (void *)(r->sbuf + off); iov[n].iov_len = (size_t)DIST__MIN(r->nbytes - off, (uint64_t)1 << 30); n++;
+        }
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            dist__peer_fail(e, p, "the connection to rank %d broke while sending (%s)", p->rank, strerror(errno));
+            return;
+        }
+        r->sent += (uint64_t)w;
+        if (r->sent == total) {
+            p->sq_head = r->next;
+            if (!p->sq_head) p->sq_tail = NULL;
+            r->queued = 0;
+            dist__req_complete(e, r, DIST_OK);
+        }
+    }
+}
+
+/* Reads what the kernel has into the staging buffer.  Returns 1 if bytes
+   arrived, 0 if none are ready or the connection ended. */
+static int dist__peer_fill(dist__engine *e, dist__peer *p) {
+    for (;;) {
+        ssize_t n = recv(p->fd, p->stage, DIST__STAGE_SIZE, 0);
+        if (n > 0) { p->stage_pos = 0; p->stage_end = (size_t)n; return 1; }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n == 0 && p->state == DIST__PEER_LEFT && !p->in_payload && p->hdr_got == 0) {
+            dist__close(p->fd);           /* the orderly end after its goodbye */
+            p->fd = DIST__NO_SOCKET;
+            return 0;
+        }
+        if (n == 0)
+            dist__peer_fail(e, p, "rank %d closed its connection without saying goodbye (did it exit or crash?)", p->rank);
+        else
+            dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(errno));
+        return 0;
+    }
+}
+
+static void dist__on_goodbye(dist__engine *e, dist__peer *p) {
+    p->state = DIST__PEER_LEFT;
+    dist__format(p->why, sizeof p->why, "rank %d has shut down (it called dist_destroy)", p->rank);
+    dist__peer_fail_requests(e, p, DIST_ERR_PEER_LOST);
+}
+
+/* A complete header arrived from `p`: decide where its payload goes. */
+static int dist__on_header(dist__engine *e, dist__peer *p) {
+    char why[200];
+    dist__frame *f = &p->cur;
+    dist_req_t *r;
+    if (dist__frame_decode(p->hdr, f, why, sizeof why) != 0) {
+        dist__peer_fail(e, p, "rank %d sent a malformed frame: %s", p->rank, why);
+        return -1;
+    }
+    if (f->kind == DIST__FRAME_BYE) { dist__on_goodbye(e, p); return 0; }
+    p->in_payload = 1;
+    p->left = f->nbytes;
+    p->dst = NULL; p->rx_req = NULL; p->rx_msg = NULL;
+    for (r = e->posted_head; r; r = r->next)
+        if (dist__req_matches(r, p->rank, f)) break;
+    if (r) {
+        dist__list_remove(&e->posted_head, &e->posted_tail, r);
+        r->queued = 0;
+        if (dist__recv_sizes_agree(e, r, p->rank, f)) {
+            r->source = p->rank;
+            p->rx_req = r;
+            p->dst = r->rbuf;
+        }
+        return 0;
+    }
+    {
+        dist__msg *m = dist__msg_get(e, f->nbytes);
+        if (!m) {
+            dist__logf(&e->log, DIST_LOG_ERROR, "out of memory for a %llu-byte message from rank %d; it is dropped",
+                       (unsigned long long)f->nbytes, p->rank);
+            return 0;   /* discarded: its receive will time out */
+        }
+        m->src = p->rank;
+        m->f = *f;
+        if (e->unexp_tail) e->unexp_tail->next = m; else e->unexp_head = m;
+        e->unexp_tail = m;
+        p->rx_msg = m;
+        p->dst = m->data;
+    }
+    return 0;
+}
+
+static void dist__on_payload_done(dist__engine *e, dist__peer *p) {
+    p->in_payload = 0;
+    if (p->rx_req) { dist__req_complete(e, p->rx_req, DIST_OK); p->rx_req = NULL; }
+    if (p->rx_msg) {
+        dist__msg *m = p->rx_msg;
+        p->rx_msg = NULL;
+        m->complete = 1;
+        if (m->claimed) { dist_req_t *r = m->claimed; dist__unexp_remove(e, m); dist__msg_deliver(e, m, r); }
+        else if (m->dead) { dist__unexp_remove(e, m); dist__msg_put(e, m); }
+    }
+}
+
+static void dist__peer_read(dist__engine *e, dist__peer *p) {
+    for (int rounds = 0; rounds < 256 && p->fd >= 0; rounds++) {
+        size_t avail = p->stage_end - p->stage_pos;
+        if (!p->in_payload) {
+            size_t n;
+            if (avail == 0) { if (!dist__peer_fill(e, p)) return; avail = p->stage_end; }
+            n = DIST__MIN(DIST__HDR_SIZE - p->hdr_got, avail);
+            memcpy(p->hdr + p->hdr_got, p->stage + p->stage_pos, n);
+            p->stage_pos += n; p->hdr_got += n;
+            if (p->hdr_got == DIST__HDR_SIZE) {
+                p->hdr_got = 0;
+                if (dist__on_header(e, p) != 0) return;
+            }
+        } else if (p->left == 0) {
+            dist__on_payload_done(e, p);
+        } else if (avail > 0) {
+            size_t n = (size_t)DIST__MIN((uint64_t)avail, p->left);
+            if (p->dst) { memcpy(p->dst, p->stage + p->stage_pos, n); p->dst += n; }
+            p->stage_pos += n; p->left -= n;
+        } else if (p->dst && p->left >= DIST__STAGE_SIZE) {
+            /* Large payloads go straight from the socket to their buffer. */
+            ssize_t n = recv(p->fd, p->dst, (size_t)DIST__MIN(p->left, (uint64_t)1 << 30), 0);
+            if (n > 0) { p->dst += n; p->left -= (uint64_t)n; continue; }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection in the middle of a message (did it exit or crash?)", p->rank);
+            else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(errno));
+            return;
+        } else if (!dist__peer_fill(e, p)) {
+            return;
+        }
+    }
+}
+
+/* One round: poll every socket (lock released meanwhile), then read and
+   write whatever is ready.  The caller holds the lock and the driver role. */
+static void dist__progress(dist__engine *e, int timeout_ms) {
+    int n = 0;
+    e->pfds[n].fd = e->wake.rfd; e->pfds[n].events = POLLIN; e->pfd_peer[n] = -1; n++;
+    for (int i = 0; i < e->world; i++) {
+        dist__peer *p = &e->peers[i];
+        if (i == e->rank || p->fd < 0) continue;
+        e->pfds[n].fd = p->fd;
+        e->pfds[n].events = (short)(POLLIN | (p->sq_head ? POLLOUT : 0));
+        e->pfd_peer[n] = i;
+        n++;
+    }
+    e->polling = 1;
+    pthread_mutex_unlock(&e->lock);
+    n = poll(e->pfds, (nfds_t)n, timeout_ms) > 0 ? n : 0;
+    pthread_mutex_lock(&e->lock);
+    e->polling = 0;
+    for (int i = 0; i < n; i++) {
+        short re = e->pfds[i].revents;
+        dist__peer *p;
+        if (!re) continue;
+        if (e->pfd_peer[i] < 0) { dist__wakeup_drain(&e->wake); continue; }
+        p = &e->peers[e->pfd_peer[i]];
+        if (p->fd != e->pfds[i].fd) continue;      /* closed meanwhile */
+        if (re & (POLLIN | POLLERR | POLLHUP)) dist__peer_read(e, p);
+        if (p->fd >= 0 && (re & (POLLOUT | POLLERR))) dist__peer_write(e, p);
+    }
+}
+
+/* Releases the driver role and wakes whoever waits for it. */
+static void dist__drive_once(dist__engine *e, int timeout_ms, int is_bg) {
+    e->driving = 1;
+    e->bg_driving = is_bg;
+    dist__progress(e, timeout_ms);
+    e->driving = 0;
+    e->bg_driving = 0;
+    if (!is_bg) e->caller_drove_ns = dist__now_ns();
+    if (e->sleepers) pthread_cond_broadcast(&e->cond);
+}
+
+/* Makes progress or sleeps, for at most `ms`, on behalf of a waiting
+   caller.  The caller holds the lock. */
+static void dist__wait_step(dist__engine *e, int ms) {
+    if (!e->driving) {
+        dist__drive_once(e, ms, 0);
+        return;
+    }
+    e->want_drive++;
+    if (e->bg_driving && e->polling) dist__wakeup_signal(&e->wake);
+    e->sleepers++;
+    dist__cond_wait_ms(&e->cond, &e->lock, ms);
+    e->sleepers--;
+    e->want_drive--;
+}
+
+static void *dist__progress_thread(void *arg) {
+    dist__engine *e = (dist__engine *)arg;
+    pthread_mutex_lock(&e->lock);
+    while (!e->stop) {
+        /* Step aside while callers drive: they see their messages first hand. */
+        if (e->driving || e->want_drive || dist__now_ns() - e->caller_drove_ns < 1000000) {
+            dist__cond_wait_ms(&e->bg_cond, &e->lock, 1);
+            continue;
+        }
+        dist__drive_once(e, 200, 1);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+/* Withdraws a request whose wait ran out of time, so nothing is written to
+   its buffer after the caller gets it back. */
+static void dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms) {
+    if (r->kind == DIST__REQ_RECV) {
+        if (r->msg) { r->msg->claimed = NULL; r->msg = NULL; }
+        else if (r->queued) { dist__list_remove(&e->posted_head, &e->posted_tail, r); r->queued = 0; }
+        else if (r->source >= 0 && r->source < e->world && e->peers[r->source].rx_req == r) {
+            dist__peer *p = &e->peers[r->source];
+            p->rx_req = NULL;
+            p->dst = NULL;    /* the rest of that payload is discarded */
+        }
+        dist__req_failf(e, r, DIST_ERR_TIMEOUT, "no message after %.1f s", waited_ms / 1000.0);
+        return;
+    }
+    {
+        dist__peer *p = &e->peers[r->peer];
+        if (r->queued && r->sent == 0) {
+            dist__list_remove(&p->sq_head, &p->sq_tail, r);
+            r->queued = 0;
+            dist__req_failf(e, r, DIST_ERR_TIMEOUT, "rank %d did not take the data within %.1f s", r->peer, waited_ms / 1000.0);
+        } else if (r->queued) {
+            /* Half a frame is on the wire: the stream cannot continue. */
+            dist__peer_fail(e, p, "a send to rank %d timed out after %.1f s mid-message; the connection was closed",
+                            r->peer, waited_ms / 1000.0);
+        }
+    }
+}
+
+/* Waits for one request under the lock, bounded by the communicator's
+   timeout. */
+static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
+    int64_t start = dist__now_ns(), deadline = start + (int64_t)timeout_ms * 1000000;
+    while (!r->done) {
+        int64_t now = dist__now_ns();
+        if (now >= deadline) { dist__req_withdraw(e, r, timeout_ms); break; }
+        dist__wait_step(e, (int)DIST__MIN((deadline - now + 999999) / 1000000, 100));
+    }
+}
+
+static void dist__engine_free(dist__engine *e) {
+    if (!e) return;
+    for (int i = 0; e->peers && i < e->world; i++) { dist__close(e->peers[i].fd); DIST_FREE(e->peers[i].stage); }
+    while (e->blocks) { dist__req_block *b = e->blocks; e->blocks = b->next; DIST_FREE(b); }
+    while (e->unexp_head) { dist__msg *m = e->unexp_head; e->unexp_head = m->next; DIST_FREE(m->data); DIST_FREE(m); }
+    while (e->free_msgs) { dist__msg *m = e->free_msgs; e->free_msgs = m->next; DIST_FREE(m->data); DIST_FREE(m); }
+    DIST_FREE(e->peers); DIST_FREE(e->pfds); DIST_FREE(e->pfd_peer);
+    dist__wakeup_close(&e->wake);
+    pthread_cond_destroy(&e->cond); pthread_cond_destroy(&e->bg_cond);
+    pthread_mutex_destroy(&e->lock);
+    DIST_FREE(e);
+}
+
+static dist__engine *dist__engine_new(int rank, int world, const dist__log *log) {
+    dist__engine *e = (dist__engine *)DIST_MALLOC(sizeof *e);
+    if (!e) return NULL;
+    memset(e, 0, sizeof *e);
+    e->rank = rank; e->world = world; e->log = *log;
+    e->wake.rfd = e->wake.wfd = -1;
+    pthread_mutex_init(&e->lock, NULL);
+    dist__cond_init(&e->cond); dist__cond_init(&e->bg_cond);
+    e->peers = (dist__peer *)DIST_MALLOC(sizeof *e->peers * (size_t)world);
+    e->pfds = (struct pollfd *)DIST_MALLOC(sizeof *e->pfds * ((size_t)world + 1));
+    e->pfd_peer = (int *)DIST_MALLOC(sizeof(int) * ((size_t)world + 1));
+    if (!e->peers || !e->pfds || !e->pfd_peer || dist__wakeup_open(&e->wake) != 0) { dist__engine_free(e); return NULL; }
+    memset(e->peers, 0, sizeof *e->peers * (size_t)world);
+    for (int i = 0; i < world; i++) { e->peers[i].fd = DIST__NO_SOCKET; e->peers[i].rank = i; }
+    return e;
+}
+
+/* [SECTION] point-to-point API */
+
+static dist_result dist__p2p_check(dist_t *d, const char *what, const void *buf, size_t count, dist_dtype dtype,
+                                   int peer, int tag, int any_ok) {
+    if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", what);
+    if (dtype < 0 || dtype >= DIST_DTYPE_COUNT)
+        return dist__fail(d, DIST_ERR_INVALID, "%s: unknown dtype %d", what, (int)dtype);
+    if (peer < (any_ok ? DIST_ANY_SOURCE : 0) || peer >= d->world)
+        return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, peer, d->world - 1);
+    if (tag < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: tag %d is negative", what, tag);
+    if (count && !buf) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL buffer for %zu elements", what, count);
+    if (count > DIST__MAX_MESSAGE / dist_dtype_size(dtype))
+        return dist__fail(d, DIST_ERR_INVALID, "%s: %zu x %s is too large", what, count, dist_dtype_name(dtype));
+    return DIST_OK;
+}
+
+static void dist__req_init(dist_t *d, dist_req_t *r, int kind, size_t count, dist_dtype dtype, int peer, int tag) {
+    r->eng = d->eng;
+    r->comm = d;
+    r->kind = kind;
+    r->peer = peer;
+    r->source = -1;
+    r->frame_kind = DIST__FRAME_DATA;
+    r->comm_id = d->id;
+    r->tag = tag;
+    r->dtype = dtype;
+    r->count = count;
+    r->nbytes = (uint64_t)count * dist_dtype_size(dtype);
+    r->opno = kind == DIST__REQ_SEND ? ++d->nsend : ++d->nrecv;
+}
+
+/* A message to oneself is matched (or queued) at once. */
+static void dist__send_to_self(dist__engine *e, dist_req_t *s) {
+    dist__frame f;
+    dist_req_t *r;
+    memset(&f, 0, sizeof f);
+    f.kind = s->frame_kind; f.dtype = (uint8_t)s->dtype; f.comm = s->comm_id; f.tag = s->tag;
+    f.count = s->count; f.nbytes = s->nbytes;
+    for (r = e->posted_head; r; r = r->next)
+        if (dist__req_matches(r, e->rank, &f)) break;
+    if (r) {
+        dist__list_remove(&e->posted_head, &e->posted_tail, r);
+        r->queued = 0;
+        if (dist__recv_sizes_agree(e, r, e->rank, &f)) {
+            r->source = e->rank;
+            if (s->nbytes) memcpy(r->rbuf, s->sbuf, (size_t)s->nbytes);
+            dist__req_complete(e, r, DIST_OK);
+        }
+    } else {
+        dist__msg *m = dist__msg_get(e, s->nbytes);
+        if (!m) { dist__req_failf(e, s, DIST_ERR_NOMEM, "no memory to buffer a message to itself"); return; }
+        m->src = e->rank; m->f = f; m->complete = 1;
+        if (s->nbytes) memcpy(m->data, s->sbuf, (size_t)s->nbytes);
+        if (e->unexp_tail) e->unexp_tail->next = m; else e->unexp_head = m;
+        e->unexp_tail = m;
+    }
+    dist__req_complete(e, s, DIST_OK);
+}
+
+static void dist__post_send(dist__engine *e, dist_req_t *r) {
+    dist__peer *p = &e->peers[r->peer];
+    dist__frame f;
+    memset(&f, 0, sizeof f);
+    f.kind = r->frame_kind; f.dtype = (uint8_t)r->dtype; f.comm = r->comm_id; f.tag = r->tag;
+    f.count = r->count; f.nbytes = r->nbytes;
+    dist__frame_encode(&f, r->hdr);
+    if (r->peer == e->rank) { dist__send_to_self(e, r); return; }
+    if (p->state != DIST__PEER_OK || p->fd < 0 || p->bye_queued) {
+        dist__req_failf(e, r, DIST_ERR_PEER_LOST, "%s", p->state == DIST__PEER_OK ? "this rank is shutting down" : p->why);
+        return;
+    }
+    r->queued = 1;
+    dist__list_append(&p->sq_head, &p->sq_tail, r);
+    if (p->sq_head == r) dist__peer_write(e, p);   /* try at once: most sends finish here */
+    if (r->queued && e->polling) dist__wakeup_signal(&e->wake);
+}
+
+static void dist__post_recv(dist__engine *e, dist_req_t *r) {
+    dist__frame f;
+    dist__msg *m;
+    memset(&f, 0, sizeof f);
+    f.kind = r->frame_kind; f.comm = r->comm_id; f.tag = r->tag;
+    for (m = e->unexp_head; m; m = m->next)
+        if (!m->claimed && !m->dead && dist__req_matches(r, m->src, &m->f)) break;
+    if (m) {
+        if (!dist__recv_sizes_agree(e, r, m->src, &m->f)) {
+            if (m->complete) { dist__unexp_remove(e, m); dist__msg_put(e, m); }
+            else m->dead = 1;
+            return;
+        }
+        if (m->complete) { dist__unexp_remove(e, m); dist__msg_deliver(e, m, r); }
+        else { m->claimed = r; r->msg = m; }
+        return;
+    }
+    if (r->peer != DIST_ANY_SOURCE && r->peer != e->rank && e->peers[r->peer].state != DIST__PEER_OK) {
+        dist__req_failf(e, r, DIST_ERR_PEER_LOST, "%s", e->peers[r->peer].why);
+        return;
+    }
+    if (r->peer == DIST_ANY_SOURCE && e->failed_peers) {
+        for (int i = 0; i < e->world; i++)
+            if (e->peers[i].state == DIST__PEER_FAILED) { dist__req_failf(e, r, DIST_ERR_PEER_LOST, "%s", e->peers[i].why); return; }
+    }
+    r->queued = 1;
+    dist__list_append(&e->posted_head, &e->posted_tail, r);
+}
+
+/* Copies a failed request's sentence to its communicator. */
+static dist_result dist__req_finish(dist_t *d, dist_req_t *r) {
+    if (r->result != DIST_OK) return dist__fail(d, r->result, "%s", r->err);
+    return DIST_OK;
+}
+
+static dist_result dist__start(dist_t *d, int kind, void *buf, size_t count, dist_dtype dtype, int peer, int tag,
+                               dist_req_t **out) {
+    const char *what = kind == DIST__REQ_SEND ? "isend" : "irecv";
+    dist__engine *e;
+    dist_req_t *r;
+    dist_result res = dist__p2p_check(d, what, buf, count, dtype, peer, tag, kind == DIST__REQ_RECV);
+    if (res != DIST_OK) return res;
+    if (!out) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL request pointer", what);
+    *out = NULL;
+    e = d->eng;
+    pthread_mutex_lock(&e->lock);
+    r = dist__req_alloc(e);
+    if (!r) { pthread_mutex_unlock(&e->lock); return dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory for a request", what); }
+    dist__req_init(d, r, kind, count, dtype, peer, tag);
+    if (kind == DIST__REQ_SEND) { r->sbuf = (const uint8_t *)buf; dist__post_send(e, r); }
+    else { r->rbuf = (uint8_t *)buf; dist__post_recv(e, r); }
+    pthread_mutex_unlock(&e->lock);
+    *out = r;
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_isend(dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag, dist_req_t **req) {
+    return dist__start(d, DIST__REQ_SEND, (void *)buf, count, dtype, dst, tag, req);
+}
+
+DIST_API dist_result dist_irecv(dist_t *d, void *buf, size_t count, dist_dtype dtype, int src, int tag, dist_req_t **req) {
+    return dist__start(d, DIST__REQ_RECV, buf, count, dtype, src, tag, req);
+}
+
+/* Blocking calls use a request on the stack: nothing is allocated. */
+static dist_result dist__blocking(dist_t *d, int kind, void *buf, size_t count, dist_dtype dtype, int peer, int tag) {
+    const char *what = kind == DIST__REQ_SEND ? "send" : "recv";
+    dist_req_t r;
+    dist__engine *e;
+    dist_result res = dist__p2p_check(d, what, buf, count, dtype, peer, tag, kind == DIST__REQ_RECV);
+    if (res != DIST_OK) return res;
+    e = d->eng;
+    memset(&r, 0, offsetof(dist_req_t, err));
+    r.err[0] = 0;
+    pthread_mutex_lock(&e->lock);
+    dist__req_init(d, &r, kind, count, dtype, peer, tag);
+    if (kind == DIST__REQ_SEND) { r.sbuf = (const uint8_t *)buf; dist__post_send(e, &r); }
+    else { r.rbuf = (uint8_t *)buf; dist__post_recv(e, &r); }
+    dist__wait_locked(e, &r, d->timeout_ms);
+    pthread_mutex_unlock(&e->lock);
+    return dist__req_finish(d, &r);
+}
+
+DIST_API dist_result dist_send(dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag) {
+    return dist__blocking(d, DIST__REQ_SEND, (void *)buf, count, dtype, dst, tag);
+}
+
+DIST_API dist_result dist_recv(dist_t *d, void *buf, size_t count, dist_dtype dtype, int src, int tag) {
+    return dist__blocking(d, DIST__REQ_RECV, buf, count, dtype, src, tag);
+}
+
+static dist_result dist__req_valid(const dist_req_t *r, const char *what) {
+    if (!r) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL request", what);
+    if (r->done < 0 || !r->eng)
+        return dist__fail(r->comm, DIST_ERR_INVALID, "%s: the request was already completed by dist_wait", what);
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_wait(dist_req_t *r) {
+    dist__engine *e;
+    dist_t *d;
+    dist_result res = dist__req_valid(r, "wait");
+    if (res != DIST_OK) return res;
+    e = r->eng; d = r->comm;
+    pthread_mutex_lock(&e->lock);
+    dist__wait_locked(e, r, d->timeout_ms);
+    res = dist__req_finish(d, r);
+    dist__req_release(e, r);
+    pthread_mutex_unlock(&e->lock);
+    return res;
+}
+
+DIST_API dist_result dist_test(dist_req_t *r, int *done) {
+    dist__engine *e;
+    dist_result res = dist__req_valid(r, "test");
+    if (done) *done = 0;
+    if (res != DIST_OK) return res;
+    if (!done) return dist__fail(r->comm, DIST_ERR_INVALID, "test: NULL `done` pointer");
+    e = r->eng;
+    pthread_mutex_lock(&e->lock);
+    if (!r->done && !e->driving) dist__drive_once(e, 0, 0);
+    *done = r->done;
+    res = r->done ? r->result : DIST_OK;
+    if (res != DIST_OK) dist__fail(r->comm, res, "%s", r->err);
+    pthread_mutex_unlock(&e->lock);
+    return res;
+}
+
+DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs) {
+    dist_result first = DIST_OK;
+    if (n < 0 || (n > 0 && !reqs)) return dist__fail(NULL, DIST_ERR_INVALID, "wait_all: %d requests at %p", n, (void *)reqs);
+    for (int i = 0; i < n; i++) {
+        dist_result r;
+        if (!reqs[i]) continue;
+        r = dist_wait(reqs[i]);
+        reqs[i] = NULL;
+        if (r != DIST_OK && first == DIST_OK) first = r;
+    }
+    return first;
+}
+
+DIST_API int dist_req_source(const dist_req_t *r) {
+    return r && r->done > 0 ? r->source : -1;
+}
+
+/* [SECTION] rendezvous: init methods and the mesh */
+
+typedef struct dist__setup {
+    int method;                      /* 'e' env, 't' tcp, 'f' file */
+    char host[256]; int port;
+    char path[512];
+    int rank, world, local_rank, timeout_ms;
+    uint64_t secret;
+    const char *ifname;
+    dist__socket listen_fd;          /* inherited store socket, or none */
+} dist__setup;
+
+static int dist__parse_int(const char *s, int *out) {
+    char *end;
+    long v;
+    if (!s || !*s) return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < INT_MIN || v > INT_MAX) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Rank and world size from the first pair of variables that is set. */
+static int dist__env_rank_world(int *rank, int *world, const char **from) {
+    static const char *pairs[][2] = {
+        { "RANK", "WORLD_SIZE" }, { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+        { "PMI_RANK", "PMI_SIZE" }, { "SLURM_PROCID", "SLURM_NTASKS" },
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        const char *r = dist__getenv(pairs[i][0]), *w = dist__getenv(pairs[i][1]);
+        if (!r || !w) continue;
+        *from = pairs[i][0];
+        return dist__parse_int(r, rank) || dist__parse_int(w, world) ? -1 : 1;
+    }
+    return 0;
+}
+
+static void dist__env_local_rank(int *local) {
+    static const char *names[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (dist__parse_int(dist__getenv(names[i]), local) == 0) return;
+    *local = 0;
+}
+
+/* "?rank=1&world_size=4" at the end of a URL. */
+static void dist__url_query(const char *url, int *rank, int *world) {
+    const char *q = strchr(url, '?');
+    while (q && *q) {
+        const char *v = strchr(q + 1, '=');
+        char buf[24];
+        size_t n;
+        int x;
+        if (!v) break;
+        n = strcspn(v + 1, "&");
+        if (n < sizeof buf) {
+            memcpy(buf, v + 1, n); buf[n] = 0;
+            if (dist__parse_int(buf, &x) == 0) {
+                if (strncmp(q + 1, "rank=", 5) == 0) *rank = x;
+                else if (strncmp(q + 1, "world_size=", 11) == 0) *world = x;
+            }
+        }
+        q = strchr(v, '&');
+    }
+}
+
+static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
+    const char *url = cfg->init_method ? cfg->init_method : dist__getenv("DIST_INIT_METHOD");
+    const char *secret = cfg->secret ? cfg->secret : dist__getenv("DIST_SECRET");
+    const char *from = "the config";
+    int qrank = -1, qworld = -1, fd = -1;
+    memset(s, 0, sizeof *s);
+    s->listen_fd = DIST__NO_SOCKET;
+    if (!url) url = "env://";
+    s->ifname = cfg->socket_ifname ? cfg->socket_ifname : dist__getenv("DIST_SOCKET_IFNAME");
+    s->secret = secret ? dist__fnv1a(secret) : 0;
+    /* timeout */
+    s->timeout_ms = cfg->timeout_ms;
+    if (s->timeout_ms <= 0) {
+        const char *t = dist__getenv("DIST_TIMEOUT");
+        double sec = t ? strtod(t, NULL) : 300.0;
+        if (!(sec > 0) || sec > 2e6) return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_TIMEOUT=%s is not a positive number of seconds", t);
+        s->timeout_ms = (int)(sec * 1000.0 + 0.5);
+    }
+    /* where the store is */
+    if (strncmp(url, "env://", 6) == 0) {
+        const char *a = dist__getenv("MASTER_ADDR"), *p = dist__getenv("MASTER_PORT");
+        s->method = 'e';
+        if (!a) return dist__fail(NULL, DIST_ERR_INIT, "init env://: MASTER_ADDR is not set (the host where rank 0 runs)");
+        if (!p) return dist__fail(NULL, DIST_ERR_INIT, "init env://: MASTER_PORT is not set (a free port on MASTER_ADDR)");
+        if (strlen(a) >= sizeof s->host) return dist__fail(NULL, DIST_ERR_INIT, "init env://: MASTER_ADDR is too long");
+        snprintf(s->host, sizeof s->host, "%s", a);
+        if (dist__parse_int(p, &s->port) || s->port <= 0 || s->port > 65535)
+            return dist__fail(NULL, DIST_ERR_INIT, "init env://: MASTER_PORT=%s is not a port number", p);
+        if (s->host[0] == '[') {   /* MASTER_ADDR=[::1] */
+            size_t n = strlen(s->host);
+            if (n > 2 && s->host[n - 1] == ']') { memmove(s->host, s->host + 1, n - 2); s->host[n - 2] = 0; }
+        }
+    } else if (strncmp(url, "tcp://", 6) == 0) {
+        s->method = 't';
+        if (dist__split_hostport(url + 6, s->host, sizeof s->host, &s->port) != 0)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: \"%s\" is not tcp://host:port (IPv6: tcp://[::1]:port)", url);
+    } else if (strncmp(url, "file://", 7) == 0) {
+        size_t n = strcspn(url + 7, "?");
+        s->method = 'f';
+        if (n == 0 || n >= sizeof s->path || url[7] != '/')
+            return dist__fail(NULL, DIST_ERR_INIT, "init: \"%s\" is not file:///absolute/path", url);
+        memcpy(s->path, url + 7, n); s->path[n] = 0;
+    } else {
+        return dist__fail(NULL, DIST_ERR_INIT, "init: unknown init method \"%s\" (env://, tcp://host:port, file:///path)", url);
+    }
+    /* who we are */
+    dist__url_query(url, &qrank, &qworld);
+    if (cfg->world_size > 0) { s->rank = cfg->rank; s->world = cfg->world_size; }
+    else if (qworld > 0) { s->world = qworld; s->rank = qrank; from = "the URL"; }
+    else {
+        int got = dist__env_rank_world(&s->rank, &s->world, &from);
+        if (got < 0) return dist__fail(NULL, DIST_ERR_INIT, "init: %s or its world size is not a number", from);
+        if (got == 0)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: world size unknown: set RANK and WORLD_SIZE (or run under "
+                                                   "distrun, mpirun or srun), or set cfg.rank and cfg.world_size");
+        if (qrank >= 0) s->rank = qrank;
+    }
+    if (s->world < 1 || s->world > DIST__MAX_WORLD || s->rank < 0 || s->rank >= s->world)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of world size %d (from %s) is out of range", s->rank, s->world, from);
+    if (cfg->local_rank > 0) s->local_rank = cfg->local_rank; else dist__env_local_rank(&s->local_rank);
+    /* an inherited listening socket for the store (dist_spawn, distrun) */
+    if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
+    else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;
+    if (fd >= 0 && s->rank == 0) {
+        int acc = 0;
+        socklen_t len = sizeof acc;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || !acc)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: inherited store socket %d is not a listening socket", fd);
+        s->listen_fd = fd;
+    }
+    return DIST_OK;
+}
+
+/* file:// : rank 0 writes "dist-rendezvous 1 <host> <port> <world>" under
+   an fcntl lock; the others read it. */
+static int dist__file_lock(int fd, short type, int64_t deadline_ms) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    while (fcntl(fd, F_SETLK, &fl) != 0) {
+        if (errno != EACCES && errno != EAGAIN && errno != EINTR) return -1;
+        if (dist__now_ms() >= deadline_ms) return -1;
+        dist__sleep_ms(5);
+    }
+    return 0;
+}
+
+static dist_result dist__file_publish(const dist__setup *s, const char *host, int port, int64_t deadline) {
+    char line[400];
+    int n, fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot create it: %s", s->path, strerror(errno));
+    n = snprintf(line, sizeof line, "dist-rendezvous 1 %s %d %d\n", host, port, s->world);
+    if (dist__file_lock(fd, F_WRLCK, deadline) != 0 || ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+        int err = errno;
+        close(fd);
+        return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot write it: %s", s->path, strerror(err));
+    }
+    fsync(fd);
+    close(fd);   /* releases the lock */
+    return DIST_OK;
+}
+
+/* Returns 1 and the store's address when the file holds one. */
+static int dist__file_read(const dist__setup *s, char *host, size_t cap, int *port, int *world, int64_t deadline) {
+    char line[400], fmt[64];
+    ssize_t n;
+    int ok = 0, ver = 0, fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    if (dist__file_lock(fd, F_RDLCK, deadline) == 0 && (n = pread(fd, line, sizeof line - 1, 0)) > 0) {
+        line[n] = 0;
+        snprintf(fmt, sizeof fmt, "dist-rendezvous %%d %%%zus %%d %%d", cap - 1);
+        ok = sscanf(line, fmt, &ver, host, port, world) == 4 && ver == 1 && *port > 0 && *port <= 65535;
+    }
+    close(fd);
+    return ok;
+}
+
+static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, int64_t deadline, int *refused) {
+    dist__hello h;
+    uint8_t b[DIST__HELLO_SIZE];
+    char why[300];
+    int r;
+    *refused = 0;
+    memset(&h, 0, sizeof h);
+    h.magic = DIST__MAGIC; h.version = DIST__PROTOCOL_VERSION; h.purpose = DIST__PURPOSE_STORE;
+    h.rank = s->rank; h.world = s->world; h.secret = s->secret;
+    dist__hello_encode(&h, b);
+    if ((r = dist__io_all(d->store_fd, b, sizeof b, 1, deadline)) != 0 ||
+        (r = dist__io_all(d->store_fd, b, sizeof b, 0, deadline)) != 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: saying hello to the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
+    if (dist__hello_decode(b, &h, why, sizeof why) != 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: the store at %s:%d answered strangely: %s", s->host, s->port, why);
+    if (h.status != 0) {
+        uint8_t lb[4];
+        uint32_t len;
+        *refused = 1;
+        if (dist__io_all(d->store_fd, lb, 4, 0, deadline) == 0 && (len = dist__get32(lb)) < sizeof why &&
+            dist__io_all(d->store_fd, why, len, 0, deadline) == 0) why[len] = 0;
+        else snprintf(why, sizeof why, "no reason given");
+        return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the store on rank 0 (%s:%d) refused this process: %s",
+                          s->rank, s->world, s->host, s->port, why);
+    }
+    return DIST_OK;
+}
+
+/* Connects this rank to the store, hosting it first on rank 0. */
+static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *log, int64_t deadline) {
+    char why[300];
+    int refused = 0;
+    if (s->rank == 0) {
+        dist__socket ls = s->listen_fd;
+        if (s->method == 'f') {
+            char adv[256];
+            if (ls == DIST__NO_SOCKET) ls = dist__listen(NULL, AF_INET, 0, why, sizeof why);
+            if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init file://: store: %s", why);
+            if (!(s->ifname && dist__ifname_address(s->ifname, adv, sizeof adv) == 0)) dist__default_address(adv, sizeof adv);
+            dist__sock_name(ls, 0, why, sizeof why, &s->port);
+            snprintf(s->host, sizeof s->host, "%s", adv);
+            if (dist__file_publish(s, s->host, s->port, deadline) != DIST_OK) { dist__close(ls); return DIST_ERR_INIT; }
+            snprintf(d->file_path, sizeof d->file_path, "%s", s->path);
+        } else if (ls == DIST__NO_SOCKET) {
+            ls = dist__listen(s->host, AF_UNSPEC, s->port, why, sizeof why);
+            if (ls == DIST__NO_SOCKET && errno != EADDRINUSE) ls = dist__listen(NULL, AF_UNSPEC, s->port, why, sizeof why);
+            if (ls == DIST__NO_SOCKET)
+                return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 cannot host the store: %s (is another job using port %d?)", why, s->port);
+        } else if (s->method == 'f') {
+            /* unreachable: file:// with an inherited socket is handled above */
+        }
+        d->server = dist__store_server_start(ls, s->world, s->timeout_ms, s->secret, log);
+        if (!d->server) return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 could not start the store (out of memory or threads)");
+    }
+    for (;;) {
+        int world = s->world;
+        if (s->method == 'f' && s->rank != 0) {
+            while (!dist__file_read(s, s->host, sizeof s->host, &s->port, &world, deadline)) {
+                if (dist__now_ms() >= deadline)
+                    return dist__fail(NULL, DIST_ERR_TIMEOUT, "init file://%s: rank 0 did not write the rendezvous file within %.1f s",
+                                      s->path, s->timeout_ms / 1000.0);
+                dist__sleep_ms(20);
+            }
+        }
+        d->store_fd = dist__connect_retry(s->host, s->port,
+                                          s->method == 'f' ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
+        if (d->store_fd != DIST__NO_SOCKET) break;
+        if (s->method != 'f' || dist__now_ms() >= deadline)
+            return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d could not reach the store of rank 0 within %.1f s: %s",
+                              s->rank, s->timeout_ms / 1000.0, why);
+    }
+    if (dist__store_hello_exchange(d, s, deadline, &refused) != DIST_OK) return refused ? DIST_ERR_INIT : DIST_ERR_INIT;
+    return DIST_OK;
+}
+
+/* After a rendezvous wait timed out: who is missing, and did the store
+   turn anyone away? */
+static dist_result dist__rendezvous_timeout(dist_t *d, const char *waiting_for) {
+    char rej[256] = "";
+    size_t len = 0;
+    const char *key = "dist/rejected";
+    int exists = 0;
+    if (dist_store_check(d, &key, 1, &exists) == DIST_OK && exists &&
+        dist_store_get(d, key, rej, sizeof rej - 1, &len) == DIST_OK) rej[len] = 0;
+    else rej[0] = 0;
+    return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d of %d timed out after %.1f s waiting for %s%s%s", d->rank, d->world,
+                      d->timeout_ms / 1000.0, waiting_for, rej[0] ? "; the store refused a process: " : "", rej);
+}
+
+typedef struct dist__pending_conn {
+    dist__socket fd;
+    int expect_rank;                 /* connector side: the rank we called; -1 = accepted */
+    uint8_t buf[DIST__HELLO_SIZE];
+    size_t got;
+} dist__pending_conn;
+
+static void dist__mesh_hello(const dist_t *d, uint64_t secret, int status, uint8_t *b) {
+    dist__hello h;
+    memset(&h, 0, sizeof h);
+    h.magic = DIST__MAGIC; h.version = DIST__PROTOCOL_VERSION; h.purpose = DIST__PURPOSE_MESH;
+    h.job = d->job; h.rank = d->rank; h.world = d->world; h.secret = secret; h.status = status;
+    dist__hello_encode(&h, b);
+}
+
+/* A full hello arrived on a pending connection: 1 accepted, 0 refused. */
+static int dist__mesh_check_hello(dist_t *d, dist__pending_conn *pc, uint64_t secret, int64_t deadline) {
+    dist__engine *e = d->eng;
+    dist__hello h;
+    char why[200];
+    if (dist__hello_decode(pc->buf, &h, why, sizeof why) != 0) goto refuse;
+    if (h.purpose != DIST__PURPOSE_MESH) { snprintf(why, sizeof why, "not a mesh connection"); goto refuse; }
+    if (h.job != d->job) { snprintf(why, sizeof why, "it belongs to another job"); goto refuse; }
+    if (h.world != d->world) { dist__format(why, sizeof why, "it says world size %d", (int)h.world); goto refuse; }
+    if (h.secret != secret) { snprintf(why, sizeof why, "it does not know the job's secret"); goto refuse; }
+    if (h.status != 0) { snprintf(why, sizeof why, "it refused this rank"); goto refuse; }
+    if (pc->expect_rank >= 0 ? h.rank != pc->expect_rank : (h.rank <= d->rank || e->peers[h.rank].fd >= 0)) {
+        dist__format(why, sizeof why, "it claims rank %d", (int)h.rank);
+        goto refuse;
+    }
+    if (pc->expect_rank < 0) {   /* the acceptor answers */
+        uint8_t b[DIST__HELLO_SIZE];
+        dist__mesh_hello(d, secret, 0, b);
+        if (dist__io_all(pc->fd, b, sizeof b, 1, deadline) != 0) { snprintf(why, sizeof why, "it hung up"); goto refuse; }
+    }
+    e->peers[h.rank].fd = pc->fd;
+    pc->fd = DIST__NO_SOCKET;
+    return 1;
+refuse:
+    dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection: %s", why);
+    dist__close(pc->fd);
+    pc->fd = DIST__NO_SOCKET;
+    return 0;
+}
+
+static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secret, int64_t deadline) {
+    dist__engine *e = d->eng;
+    int n = d->world, npend = 0, connected = 0;
+    dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(2 * n + 16));
+    struct pollfd *pfds = (struct pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(2 * n + 17));
+    dist_result res = DIST_OK;
+    if (!pend || !pfds) { DIST_FREE(pend); DIST_FREE(pfds); return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory for the mesh"); }
+    /* Call every lower rank; their answers are read below with the accepts. */
+    for (int j = 0; j < d->rank && res == DIST_OK; j++) {
+        char key[32], val[300], host[256], why[300];
+        size_t len = 0;
+        int port = 0;
+        uint8_t b[DIST__HELLO_SIZE];
+        snprintf(key, sizeof key, "dist/addr/%d", j);
+        if (dist_store_get(d, key, val, sizeof val - 1, &len) != DIST_OK) {
+            char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
+            res = dist__rendezvous_timeout(d, w);
+            break;
+        }
+        val[len] = 0;
+        if (sscanf(val, "%255s %d", host, &port) != 2) { res = dist__fail(NULL, DIST_ERR_PROTOCOL, "init: rank %d published a bad address \"%s\"", j, val); break; }
+        pend[npend].fd = dist__connect_retry(host, port, deadline, why, sizeof why);
+        if (pend[npend].fd == DIST__NO_SOCKET) { res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d cannot connect to rank %d: %s", d->rank, j, why); break; }
+        pend[npend].expect_rank = j;
+        pend[npend].got = 0;
+        dist__mesh_hello(d, secret, 0, b);
+        if (dist__io_all(pend[npend].fd, b, sizeof b, 1, deadline) != 0) {
+            dist__close(pend[npend].fd);
+            res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d could not greet rank %d at %s:%d", d->rank, j, host, port);
+            break;
+        }
+        npend++;
+    }
+    while (res == DIST_OK && connected < n - 1) {
+        int np = 0;
+        if (dist__now_ms() >= deadline) {
+            char w[200]; int off = snprintf(w, sizeof w, "the mesh (no connection from rank");
+            for (int j = 0; j < n && off < (int)sizeof w - 16; j++)
+                if (j != d->rank && e->peers[j].fd < 0) off += snprintf(w + off, sizeof w - (size_t)off, " %d", j);
+            snprintf(w + off, sizeof w - (size_t)off, ")");
+            res = dist__rendezvous_timeout(d, w);
+            break;
+        }
+        pfds[np].fd = ls; pfds[np].events = POLLIN; np++;
+        for (int i = 0; i < npend; i++) { pfds[np].fd = pend[i].fd; pfds[np].events = POLLIN; np++; }
+        poll(pfds, (nfds_t)np, dist__ms_left(deadline, 100));
+        if ((pfds[0].revents & POLLIN) && npend < 2 * n + 16) {
+            dist__socket s = accept(ls, NULL, NULL);
+            if (s >= 0) {
+                dist__set_cloexec(s); dist__set_nonblocking(s, 1); dist__tune_socket(s);
+                pend[npend].fd = s; pend[npend].expect_rank = -1; pend[npend].got = 0; npend++;
+            }
+        }
+        for (int i = 0; i < npend; i++) {
+            dist__pending_conn *pc = &pend[i];
+            ssize_t r;
+            if (i + 1 >= np || !pfds[i + 1].revents) continue;
+            r = recv(pc->fd, pc->buf + pc->got, DIST__HELLO_SIZE - pc->got, 0);
+            if (r > 0) pc->got += (size_t)r;
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
+                if (pc->expect_rank >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d hung up on rank %d during the handshake (another job, or a different secret?)", pc->expect_rank, d->rank);
+                dist__close(pc->fd); pc->fd = DIST__NO_SOCKET;
+            } else if (pc->got == DIST__HELLO_SIZE) {
+                int exp = pc->expect_rank;
+                if (dist__mesh_check_hello(d, pc, secret, deadline)) connected++;
+                else if (exp >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d answered the handshake wrongly (see the log)", exp);
+            }
+        }
+        for (int i = 0; i < npend;) {   /* drop finished entries, keeping order */
+            if (pend[i].fd == DIST__NO_SOCKET) { memmove(&pend[i], &pend[i + 1], sizeof *pend * (size_t)(npend - i - 1)); npend--; }
+            else i++;
+        }
+    }
+    for (int i = 0; i < npend; i++) dist__close(pend[i].fd);
+    DIST_FREE(pend); DIST_FREE(pfds);
+    return res;
+}
+
+/* [SECTION] life cycle: init, destroy */
+
+static void dist__free_comm(dist_t *d) {
+    if (!d) return;
+    if (d->eng) {
+        if (d->eng->thread_started) {
+            pthread_mutex_lock(&d->eng->lock);
+            d->eng->stop = 1;
+            pthread_cond_broadcast(&d->eng->bg_cond);
+            dist__wakeup_signal(&d->eng->wake);
+            pthread_mutex_unlock(&d->eng->lock);
+            pthread_join(d->eng->thread, NULL);
+        }
+        dist__engine_free(d->eng);
+    }
+    dist__close(d->store_fd);
+    dist__store_server_stop(d->server);
+    if (d->file_path[0]) unlink(d->file_path);
+    DIST_FREE(d->store_buf);
+    pthread_mutex_destroy(&d->store_lock);
+    pthread_mutex_destroy(&d->err_lock);
+    DIST_FREE(d);
+}
+
+static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *log, int64_t deadline) {
+    char key[32], addr[300], host[256], why[300];
+    dist__socket ls;
+    dist_result r;
+    int port = 0;
+    if ((r = dist__store_join(d, s, log, deadline)) != DIST_OK) return r;
+    /* the job id */
+    if (s->rank == 0) {
+        d->job = dist__random_u64();
+        snprintf(addr, sizeof addr, "%016llx", (unsigned long long)d->job);
+        if ((r = dist_store_set(d, "dist/job", addr, 16)) != DIST_OK) return r;
+    } else {
+        size_t len = 0;
+        if (dist_store_get(d, "dist/job", addr, sizeof addr - 1, &len) != DIST_OK) return dist__rendezvous_timeout(d, "rank 0's job id");
+        addr[len] = 0;
+        d->job = strtoull(addr, NULL, 16);
+    }
+    /* our mesh address: the interface asked for, else the one that reached the store */
+    if (s->ifname) {
+        if (dist__ifname_address(s->ifname, host, sizeof host) != 0)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_SOCKET_IFNAME=%s: no such interface with an address", s->ifname);
+    } else if (dist__sock_name(d->store_fd, 0, host, sizeof host, NULL) != 0) {
+        return dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot read the local address: %s", strerror(errno));
+    }
+    ls = dist__listen(host, AF_UNSPEC, 0, why, sizeof why);
+    if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: %s", s->rank, why);
+    dist__sock_name(ls, 0, why, sizeof why, &port);
+    snprintf(key, sizeof key, "dist/addr/%d", s->rank);
+    snprintf(addr, sizeof addr, "%s %d", host, port);
+    r = dist_store_set(d, key, addr, strlen(addr));
+    if (r == DIST_OK) r = dist__mesh_connect(d, ls, s->secret, deadline);
+    dist__close(ls);
+    return r;
+}
+
+DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
+    dist_config zero;
+    dist__setup s;
+    dist__log log;
+    dist_t *d;
+    dist__engine *e;
+    dist_result r;
+    int64_t deadline;
+    if (!world) return dist__fail(NULL, DIST_ERR_INVALID, "init: NULL `world` pointer");
+    *world = NULL;
+    memset(&zero, 0, sizeof zero);
+    if (!cfg) cfg = &zero;
+    dist__thread_error[0] = 0;
+    if ((r = dist__setup_from(cfg, &s)) != DIST_OK) return r;
+    dist__log_setup(&log, cfg);
+    log.rank = s.rank;
+    deadline = dist__now_ms() + s.timeout_ms;
+    d = (dist_t *)DIST_MALLOC(sizeof *d);
+    if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
+    memset(d, 0, sizeof *d);
+    d->rank = s.rank; d->world = s.world; d->local_rank = s.local_rank; d->timeout_ms = s.timeout_ms;
+    d->store_fd = DIST__NO_SOCKET;
+    pthread_mutex_init(&d->err_lock, NULL);
+    pthread_mutex_init(&d->store_lock, NULL);
+    d->eng = e = dist__engine_new(s.rank, s.world, &log);
+    if (!e) { dist__close(s.listen_fd); dist__free_comm(d); return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory"); }
+    dist__logf(&log, DIST_LOG_INFO, "joining a job of %d ranks (timeout %.1f s)", s.world, s.timeout_ms / 1000.0);
+    r = dist__init_steps(d, &s, &log, deadline);
+    for (int i = 0; r == DIST_OK && i < s.world; i++) {
+        if (i == s.rank) continue;
+        e->peers[i].stage = (uint8_t *)DIST_MALLOC(DIST__STAGE_SIZE);
+        if (!e->peers[i].stage) r = dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
+    }
+    if (r == DIST_OK) {
+        if (pthread_create(&e->thread, NULL, dist__progress_thread, e) != 0) r = dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot start the progress thread");
+        else e->thread_started = 1;
+    }
+    if (r != DIST_OK) {
+        char msg[DIST__ERRLEN];
+        memcpy(msg, dist__thread_error, sizeof msg);
+        dist__free_comm(d);
+        memcpy(dist__thread_error, msg, sizeof msg);
+        return r;
+    }
+    dist__logf(&log, DIST_LOG_INFO, "connected to %d peers", s.world - 1);
+    *world = d;
+    return DIST_OK;
+}
+
+/* Sends goodbye to every peer and waits (bounded) for theirs. */
+static int dist__goodbye(dist__engine *e, int timeout_ms) {
+    int64_t deadline = dist__now_ns() + (int64_t)timeout_ms * 1000000;
+    int missing = 0;
+    pthread_mutex_lock(&e->lock);
+    while (e->posted_head) {            /* nothing is written to a buffer after destroy */
+        dist_req_t *r = e->posted_head;
+        e->posted_head = r->next;
+        r->queued = 0;
+        dist__req_failf(e, r, DIST_ERR_ABORTED, "the communicator was destroyed with this receive pending");
+    }
+    e->posted_tail = NULL;
+    for (int i = 0; i < e->world; i++) {
+        dist__peer *p = &e->peers[i];
+        dist__frame f;
+        if (i == e->rank || p->fd < 0 || p->state == DIST__PEER_FAILED || p->bye_queued) continue;
+        memset(&f, 0, sizeof f);
+        f.kind = DIST__FRAME_BYE;
+        memset(&p->bye, 0, offsetof(dist_req_t, err));
+        dist__frame_encode(&f, p->bye.hdr);
+        p->bye.kind = DIST__REQ_SEND; p->bye.peer = i; p->bye.queued = 1; p->bye.eng = e;
+        p->bye_queued = 1;
+        dist__list_append(&p->sq_head, &p->sq_tail, &p->bye);
+        if (p->sq_head == &p->bye) dist__peer_write(e, p);
+    }
+    for (;;) {
+        missing = 0;
+        for (int i = 0; i < e->world; i++) {
+            dist__peer *p = &e->peers[i];
+            if (i == e->rank || p->state == DIST__PEER_FAILED) continue;
+            if (p->state == DIST__PEER_OK || (p->fd >= 0 && p->sq_head)) missing++;
+        }
+        if (!missing || dist__now_ns() >= deadline) break;
+        dist__wait_step(e, 50);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return missing;
+}
+
+DIST_API dist_result dist_destroy(dist_t *d) {
+    int missing;
+    int timeout_ms;
+    if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "destroy: NULL communicator");
+    timeout_ms = d->timeout_ms;
+    missing = dist__goodbye(d->eng, timeout_ms);
+    dist__free_comm(d);
+    if (missing)
+        return dist__fail(NULL, DIST_ERR_TIMEOUT, "destroy: %d peer(s) did not shut down within %.1f s; closed anyway", missing, timeout_ms / 1000.0);
+    return DIST_OK;
+}
+
+/* [SECTION] spawn */
+
+/* The child's whole life: init, the user's function, destroy.  The child
+   is a process this library created, so it ends here with the function's
+   return value (after flushing stdio); the caller's process never does. */
+static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg,
+                              dist__socket ls, int port, int report_fd) {
+    dist_config c;
+    char url[64];
+    dist_t *w = NULL;
+    int code;
+    ssize_t wr;
+    if (cfg) c = *cfg; else memset(&c, 0, sizeof c);
+    if (!c.init_method) {
+        snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+        c.init_method = url;
+    }
+    c.world_size = nprocs;
+    c.rank = rank;
+    c.store_listen_fd = (rank == 0 && ls != DIST__NO_SOCKET) ? ls + 1 : 0;
+    if (rank != 0) dist__close(ls);
+    if (dist_init(&w, &c) != DIST_OK) {
+        wr = write(report_fd, dist__thread_error, strlen(dist__thread_error));
+        code = 1;
+    } else {
+        code = fn(w, arg);
+        if (dist_destroy(w) != DIST_OK && code == 0) {
+            wr = write(report_fd, dist__thread_error, strlen(dist__thread_error));
+        }
+    }
+    DIST__UNUSED(wr);
+    close(report_fd);
+    fflush(NULL);
+    _exit(code & 0xff);
+}
+
+DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *arg, const dist_config *cfg) {
+    pid_t *pids;
+    int *pipes, port = 0, failed = 0, result = 0, alive;
+    dist__socket ls = DIST__NO_SOCKET;
+    char why[300];
+    int64_t kill_at = 0;
+    if (nprocs < 1 || nprocs > DIST__MAX_WORLD || !fn) {
+        dist__fail(NULL, DIST_ERR_INVALID, "spawn: %d processes and fn %s", nprocs, fn ? "set" : "NULL");
+        return -1;
+    }
+    if (!cfg || !cfg->init_method) {
+        ls = dist__listen("127.0.0.1", AF_INET, 0, why, sizeof why);
+        if (ls == DIST__NO_SOCKET) { dist__fail(NULL, DIST_ERR_INIT, "spawn: %s", why); return -1; }
+        dist__sock_name(ls, 0, why, sizeof why, &port);
+    }
+    pids = (pid_t *)DIST_MALLOC(sizeof *pids * (size_t)nprocs);
+    pipes = (int *)DIST_MALLOC(sizeof *pipes * (size_t)nprocs);
+    if (!pids || !pipes) { DIST_FREE(pids); DIST_FREE(pipes); dist__close(ls); dist__fail(NULL, DIST_ERR_NOMEM, "spawn: out of memory"); return -1; }
+    fflush(NULL);   /* or the children would print the parent's buffered output again */
+    for (int i = 0; i < nprocs; i++) {
+        int p[2];
+        if (pipe(p) != 0) { pids[i] = -1; failed = 1; break; }
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            close(p[0]);
+            for (int j = 0; j < i; j++) close(pipes[j]);
+            dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, p[1]);
+        }
+        close(p[1]);
+        pipes[i] = p[0];
+        dist__set_nonblocking(p[0], 1);
+        if (pids[i] < 0) { close(p[0]); failed = 1; break; }
+    }
+    dist__close(ls);
+    dist__thread_error[0] = 0;
+    /* Reap; on the first failure stop the others: SIGTERM, then SIGKILL. */
+    do {
+        alive = 0;
+        for (int i = 0; i < nprocs; i++) {
+            int st;
+            if (pids[i] <= 0) continue;
+            if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+                int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+                char msg[DIST__ERRLEN] = "";
+                ssize_t n = read(pipes[i], msg, sizeof msg - 1);
+                msg[n > 0 ? n : 0] = 0;
+                pids[i] = 0;
+                if (code != 0 && !result) {
+                    result = code;
+                    dist__fail(NULL, DIST_ERR_FAILED, "spawn: rank %d %s %d%s%s", i,
+                               WIFEXITED(st) ? "exited with code" : "was killed by signal",
+                               WIFEXITED(st) ? code : code - 128, msg[0] ? ": " : "", msg);
+                }
+                if (code != 0 && !failed) { failed = 1; }
+            } else alive++;
+        }
+        if (failed && alive) {
+            if (!kill_at) {
+                kill_at = dist__now_ms() + 2000;
+                for (int i = 0; i < nprocs; i++) if (pids[i] > 0) kill(pids[i], SIGTERM);
+            } else if (dist__now_ms() >= kill_at) {
+                for (int i = 0; i < nprocs; i++) if (pids[i] > 0) kill(pids[i], SIGKILL);
+            }
+        }
+        if (alive) dist__sleep_ms(2);
+    } while (alive);
+    for (int i = 0; i < nprocs; i++) if (pipes[i] >= 0) close(pipes[i]);
+    DIST_FREE(pids); DIST_FREE(pipes);
+    if (failed && !result) { result = -1; if (!dist__thread_error[0]) dist__fail(NULL, DIST_ERR_SYSTEM, "spawn: could not start every rank"); }
+    return result;
+}
+
+#endif /* DIST_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+This software is available under 2 licenses -- choose whichever you prefer.
+------------------------------------------------------------------------------
+ALTERNATIVE A - MIT License
+Copyright (c) 2026 the dist authors
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+ALTERNATIVE B - Public Domain (www.unlicense.org)
+This is free and unencumbered software released into the public domain.
+Anyone is free to copy, modify, publish, use, compile, sell, or distribute this
+software, either in source code form or as a compiled binary, for any purpose,
+commercial or non-commercial, and by any means.
+In jurisdictions that recognize copyright laws, the author or authors of this
+software dedicate any and all copyright interest in the software to the public
+domain. We make this dedication in perpetuity to the benefit of the public at
+large and to the detriment of our heirs and successors. We intend this
+dedication to be an overt act of relinquishment in perpetuity of all present
+and future rights to this software under copyright law.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN
+ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION
+WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+------------------------------------------------------------------------------
+*/
