@@ -1583,7 +1583,9 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
                                     const dist__store_part *parts, int nparts, int wait_ms,
                                     dist__store_resp *resp) {
     size_t body = DIST__STORE_REQ_HDR - 4, need;
-    int64_t deadline = dist__now_ms() + wait_ms + 5000;   /* the server answers at wait_ms */
+    /* The server answers a parked request at wait_ms; beyond that, allow
+       for a busy rank 0, bounded by the communicator's timeout. */
+    int64_t deadline = dist__now_ms() + wait_ms + DIST__MIN(d->timeout_ms, 30000);
     uint8_t hdr[DIST__STORE_RESP_HDR];
     uint32_t rbody;
     int r;
