@@ -1,0 +1,138 @@
+# dist - build, tests, demo, sanitizers and benchmarks (GNU make).
+#
+#   make test       build the tests and run them all (tests/run.sh)
+#   make demo       build and run examples/demo.c
+#   make sanitize   the test suite under AddressSanitizer + UBSan (build/asan)
+#   make tsan       the test suite under ThreadSanitizer (build/tsan)
+#   make bench      build bench/*.c and run bench/run.sh if there is one
+#   make clean
+#
+# Run a subset with T=substring, e.g. `make test T=store`.
+# Everything below is overridable from the command line or environment:
+# CC, CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS, BUILD, ...
+
+BUILD    ?= build
+CSTD     ?= -std=c11
+CFLAGS   ?= -O2 -g -Wall -Wextra -Wpedantic -Werror
+CPPFLAGS ?= -D_GNU_SOURCE -I.
+LDFLAGS  ?=
+LDLIBS   ?= -lm
+# Added to every compile and link; the sanitizer targets set it.
+SANFLAGS ?=
+T        ?=
+
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+TSAN_FLAGS := -fsanitize=thread
+
+# ---- CUDA hook -----------------------------------------------------------
+# dist_cuda.h (when it exists) needs the CUDA headers.  They are added as a
+# system include directory so that -Wpedantic -Werror only judge our code.
+# Set CUDA_HOME if CUDA lives elsewhere.
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(wildcard dist_cuda.h),)
+ifneq ($(wildcard $(CUDA_HOME)/include),)
+CUDA_CPPFLAGS := -isystem $(CUDA_HOME)/include
+endif
+endif
+# --------------------------------------------------------------------------
+
+HEADERS    := $(wildcard dist.h dist_rpc.h dist_cuda.h)
+TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
+TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(sort $(wildcard bench/*.c))
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+DISTRUN    := $(if $(wildcard tools/distrun.c),$(BUILD)/distrun)
+DEMO       := $(if $(wildcard examples/demo.c),$(BUILD)/demo)
+
+ALL_CFLAGS   = $(CSTD) $(CFLAGS) $(SANFLAGS) -pthread
+ALL_CPPFLAGS = $(CPPFLAGS) $(CUDA_CPPFLAGS)
+ALL_LDFLAGS  = $(LDFLAGS) $(SANFLAGS) -pthread
+# One step from source to program; -MMD records the headers each includes.
+LINK_PROGRAM = $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -MF $@.d $< -o $@ $(ALL_LDFLAGS) $(LDLIBS)
+
+.PHONY: all test check build-tests run-tests demo sanitize tsan bench clean deps
+.DELETE_ON_ERROR:
+
+all: build-tests $(DEMO)
+
+build-tests: $(TEST_BINS) $(DISTRUN)
+
+$(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)/tests
+	$(LINK_PROGRAM)
+
+$(BUILD)/bench/%: bench/%.c $(HEADERS) | $(BUILD)/bench
+	$(LINK_PROGRAM)
+
+$(BUILD)/distrun: tools/distrun.c | $(BUILD)
+	$(LINK_PROGRAM)
+
+$(BUILD)/demo: examples/demo.c $(HEADERS) | $(BUILD)
+	$(LINK_PROGRAM)
+
+$(BUILD) $(BUILD)/tests $(BUILD)/bench:
+	mkdir -p $@
+
+-include $(wildcard $(BUILD)/tests/*.d $(BUILD)/bench/*.d $(BUILD)/*.d)
+
+# Tools the compile checks want (clang, g++).  When one is missing and we
+# are root on a Debian-like system, install it; otherwise those checks skip.
+deps:
+	@missing=""; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
+	if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "installing:$$missing"; \
+	        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	          apt-get install -y -qq $$missing >/dev/null; } \
+	        || echo "warning: could not install$$missing; their checks will be skipped"; \
+	    else \
+	        echo "note: not installed:$$missing (their checks will be skipped)"; \
+	    fi; \
+	fi
+
+# A test that fails to build is reported by the runner as a failure (the
+# compiler's message is above), so the rest of the suite still runs.
+# RUN_SUITE: $(1) = build dir, $(2) = sanitizer flags, $(3) = runner env.
+define RUN_SUITE
+@$(MAKE) --no-print-directory -k BUILD='$(1)' SANFLAGS='$(2)' build-tests \
+    || echo "warning: some programs in $(1) did not build; their tests fail"
+@$(3) tests/run.sh -b '$(1)' $(if $(T),'$(T)')
+endef
+
+test: deps
+	$(call RUN_SUITE,$(BUILD),$(SANFLAGS),)
+
+check: test
+
+# Runs whatever is built, without building (handy while editing a test).
+run-tests:
+	@tests/run.sh -b '$(BUILD)' $(if $(T),'$(T)')
+
+# Sanitizer passes: the same suite, no compile checks (they do not depend on
+# the sanitizer), more time per test.  Disabling ASLR (setarch -R) avoids
+# ThreadSanitizer's "unexpected memory mapping" on kernels with large
+# mmap randomisation.
+sanitize:
+	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=2)
+
+TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 \
+    DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")"
+
+tsan:
+	$(call RUN_SUITE,$(BUILD)/tsan,$(TSAN_FLAGS),$(TSAN_ENV))
+
+demo: $(BUILD)/demo
+	./$(BUILD)/demo
+
+# bench/run.sh is started from the repository root with BUILD_DIR and
+# BENCH_DIR (where the programs are) in its environment.
+bench: $(BENCH_BINS) $(DISTRUN)
+	@if [ -f bench/run.sh ]; then \
+	    BUILD_DIR='$(BUILD)' BENCH_DIR='$(BUILD)/bench' bash bench/run.sh; \
+	else \
+	    echo "built $(words $(BENCH_BINS)) benchmark(s) in $(BUILD)/bench; no bench/run.sh to run"; \
+	fi
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# tests/run.sh - run the test suite, one test at a time.
+#
+#   tests/run.sh [-b BUILD_DIR] [FILTER]
+#
+# Tests, in this order:
+#   compile checks   every header that exists (dist.h, dist_rpc.h,
+#                    dist_cuda.h) built alone with gcc, clang, g++, with
+#                    DIST_STATIC and across several translation units
+#                    (tests/compile/check.sh); then the CMake package
+#                    (tests/compile/cmake.sh).  Off with DIST_COMPILE_CHECKS=0.
+#   programs         tests/test_NAME.c, built by make as BUILD_DIR/tests/test_NAME
+#                    (a source whose program is missing counts as a failure)
+#   scripts          tests/test_NAME.sh, run with bash
+# FILTER keeps the tests whose name contains it.
+#
+# Each test runs under `timeout -k 5 LIMIT` (120 s unless its source has a
+# line `// TIMEOUT: 300` or `# TIMEOUT: 300`), from the repository root,
+# with stdin from /dev/null and its output in BUILD_DIR/logs/NAME.log.
+# Exit status 0 is a pass, 77 a skip (its last output line says why),
+# anything else a failure.
+#
+# Environment:
+#   BUILD_DIR             as -b (default: build)
+#   DIST_COMPILE_CHECKS   0 leaves the compile checks out
+#   DIST_TEST_TIMEOUT     default limit in seconds (120)
+#   DIST_TIMEOUT_SCALE    multiplies every limit (sanitizer passes)
+#   DIST_TEST_WRAPPER     command put in front of each test (e.g. setarch)
+# Tests see BUILD_DIR, DISTRUN (the launcher's path) and DIST_TEST_NAME,
+# all absolute.
+#
+# The last line printed is always "N passed, N failed, N skipped"; the exit
+# status is 0 exactly when nothing failed.
+
+set -u
+
+usage() { echo "usage: $0 [-b BUILD_DIR] [FILTER]" >&2; exit 2; }
+
+build_dir=${BUILD_DIR:-build}
+while getopts "b:h" opt; do
+    case $opt in
+        b) build_dir=$OPTARG ;;
+        *) usage ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -le 1 ] || usage
+filter=${1:-}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+mkdir -p "$build_dir" || exit 2
+build_dir=$(cd "$build_dir" && pwd)
+log_dir=$build_dir/logs
+mkdir -p "$log_dir" || exit 2
+
+default_limit=${DIST_TEST_TIMEOUT:-120}
+scale=${DIST_TIMEOUT_SCALE:-1}
+wrapper=${DIST_TEST_WRAPPER:-}
+compile_checks=${DIST_COMPILE_CHECKS:-1}
+
+export BUILD_DIR=$build_dir
+export DISTRUN=$build_dir/distrun
+
+now() { if [ -n "${EPOCHREALTIME:-}" ]; then echo "${EPOCHREALTIME/,/.}"; else date +%s.%N; fi; }
+
+# The limit a source file declares, or the default; then scaled.
+limit_of() {
+    local src=$1 n=""
+    if [ -n "$src" ] && [ -f "$src" ]; then
+        n=$(grep -m1 -E '^[[:space:]]*(//|#|/\*)[[:space:]]*TIMEOUT:[[:space:]]*[0-9]+' "$src" \
+            | sed -E 's/.*TIMEOUT:[[:space:]]*([0-9]+).*/\1/')
+    fi
+    awk -v n="${n:-$default_limit}" -v s="$scale" \
+        'BEGIN { v = n * s; printf "%d\n", (v == int(v)) ? v : int(v) + 1 }'
+}
+
+# ---- collect the tests: name, source (may be empty), command ------------
+sep=$'\x1f'
+tests=()
+add() { tests+=("$1$sep$2$sep$3"); }
+
+if [ "$compile_checks" != 0 ]; then
+    # Keep this list in step with tests/compile/check.sh.
+    variants="c11-gcc c11-clang c++11-g++ static-gcc static-clang multi-tu-gcc multi-tu-clang multi-tu-c++"
+    for h in dist.h dist_rpc.h dist_cuda.h; do
+        [ -f "$h" ] || continue
+        for v in $variants; do
+            add "compile/$h/$v" "" "bash tests/compile/check.sh $h $v $build_dir/compile/$h/$v"
+        done
+    done
+    add "compile/cmake-package" "" "bash tests/compile/cmake.sh $build_dir/compile/cmake"
+fi
+for src in tests/test_*.c tests/test_*.sh; do
+    [ -f "$src" ] || continue
+    case $src in
+        *.c) name=$(basename "$src" .c); add "$name" "$src" "$build_dir/tests/$name" ;;
+        *.sh) name=$(basename "$src"); add "$name" "$src" "bash $src" ;;
+    esac
+done
+
+# ---- run ------------------------------------------------------------------
+passed=0 failed=0 skipped=0
+current="" interrupted=0
+trap 'interrupted=1; [ -n "$current" ] && kill -TERM "$current" 2>/dev/null' INT TERM
+
+show_tail() { tail -n "${2:-15}" "$1" | sed 's/^/    | /'; }
+
+for entry in "${tests[@]+"${tests[@]}"}"; do
+    IFS=$sep read -r name src cmd <<<"$entry"
+    case $name in *"$filter"*) ;; *) continue ;; esac
+
+    log=$log_dir/$name.log
+    mkdir -p "$(dirname "$log")"
+    limit=$(limit_of "$src")
+
+    if [[ $src == *.c && ! -x $cmd ]]; then
+        echo "$cmd was not built: the compiler's message is in the output of make" >"$log"
+        echo "FAIL $name (not built)"
+        failed=$((failed + 1))
+        continue
+    fi
+
+    start=$(now)
+    # timeout puts the test in its own process group and, at the limit,
+    # signals the whole group (ranks a test forked included).
+    # shellcheck disable=SC2086
+    DIST_TEST_NAME=$name timeout -k 5 "$limit" $wrapper $cmd </dev/null >"$log" 2>&1 &
+    current=$!
+    wait "$current"; rc=$?
+    if [ "$interrupted" = 1 ]; then
+        wait "$current" 2>/dev/null
+        echo "INTERRUPTED $name"
+        failed=$((failed + 1))
+        break
+    fi
+    # Whatever the test left running in its group goes now.
+    if kill -0 -- "-$current" 2>/dev/null; then
+        kill -KILL -- "-$current" 2>/dev/null
+        echo "[run.sh] killed processes the test left behind" >>"$log"
+    fi
+    current=""
+    secs=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+
+    if [ "$rc" = 0 ]; then
+        echo "PASS $name ($secs s)"
+        passed=$((passed + 1))
+    elif [ "$rc" = 77 ]; then
+        reason=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)
+        echo "SKIP $name: ${reason:-(no reason given)}"
+        skipped=$((skipped + 1))
+    elif { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } &&
+         awk -v t="$secs" -v l="$limit" 'BEGIN { exit !(t >= l - 0.5) }'; then
+        echo "TIMEOUT $name (limit $limit s) -- last lines of $log:"
+        show_tail "$log"
+        failed=$((failed + 1))
+    else
+        why="exit $rc"
+        if [ "$rc" -gt 128 ] && sig=$(kill -l $((rc - 128)) 2>/dev/null); then
+            why="exit $rc, SIG$sig"
+        fi
+        echo "FAIL $name ($why, $secs s) -- last lines of $log:"
+        show_tail "$log"
+        failed=$((failed + 1))
+    fi
+done
+
+[ -z "$filter" ] || [ $((passed + failed + skipped)) -gt 0 ] ||
+    echo "no test matches \"$filter\""
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$interrupted" = 0 ] || exit 130
+[ "$failed" = 0 ]

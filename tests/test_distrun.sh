@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# Tests for the launcher: tests/test_distrun.sh
+# Expects a built launcher at $DISTRUN (default build/distrun); builds only a
+# small C helper with ${CC:-cc}.  Every launcher run is bounded by a time
+# limit, so the script cannot hang.  Exit status 0 when every check passes.
+set -u
+
+DISTRUN=${DISTRUN:-build/distrun}
+case $DISTRUN in /*) ;; *) DISTRUN=$PWD/$DISTRUN ;; esac
+if [ ! -x "$DISTRUN" ]; then
+    echo "FAIL: no launcher at $DISTRUN (build it first)"
+    exit 1
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_distrun.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+FAILS=0
+pass() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; FAILS=$((FAILS + 1)); }
+now_ms() { date +%s%3N; }
+
+# The helper prints, on one line, what a rank sees: its environment, its
+# open fds, and whether DIST_STORE_LISTEN_FD is a listening socket on
+# MASTER_PORT that really accepts a connection.
+cat > "$T/helper.c" <<'EOF'
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *env(const char *n) { const char *v = getenv(n); return v ? v : "-"; }
+
+static void print_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    int self = d ? dirfd(d) : -1, first = 1;
+    struct dirent *e;
+    printf(" fds=");
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == self) continue;
+        printf("%s%s", first ? "" : ",", e->d_name);
+        first = 0;
+    }
+    if (d) closedir(d);
+}
+
+static void check_store(void) {
+    const char *s = getenv("DIST_STORE_LISTEN_FD");
+    int fd, acc = 0, c;
+    socklen_t len = sizeof acc;
+    struct sockaddr_in sa;
+    if (!s) { printf(" store=none"); return; }
+    fd = atoi(s);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || !acc) { printf(" store=not-listening"); return; }
+    len = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0) { printf(" store=no-name"); return; }
+    if (ntohs(sa.sin_port) != atoi(env("MASTER_PORT"))) { printf(" store=port-%d", ntohs(sa.sin_port)); return; }
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(c, (struct sockaddr *)&sa, sizeof sa) != 0) { printf(" store=no-connect"); return; }
+    if (accept(fd, NULL, NULL) < 0) { printf(" store=no-accept"); return; }
+    printf(" store=ok");
+}
+
+int main(void) {
+    printf("RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s MASTER_ADDR=%s MASTER_PORT=%s",
+           env("RANK"), env("WORLD_SIZE"), env("LOCAL_RANK"), env("LOCAL_WORLD_SIZE"), env("GROUP_RANK"),
+           env("MASTER_ADDR"), env("MASTER_PORT"));
+    print_fds();
+    check_store();
+    printf("\n");
+    return 0;
+}
+EOF
+if ! ${CC:-cc} -std=c11 -Wall -o "$T/helper" "$T/helper.c"; then
+    echo "FAIL: cannot compile the test helper"
+    exit 1
+fi
+
+# run LIMIT ARGS...: the launcher with a time limit; sets RC, OUT, ERR, MS
+run() {
+    local limit=$1 t0
+    shift
+    t0=$(now_ms)
+    timeout -s KILL "$limit" "$DISTRUN" "$@" > "$T/out" 2> "$T/err" < /dev/null
+    RC=$?
+    MS=$(( $(now_ms) - t0 ))
+    OUT=$(cat "$T/out")
+    ERR=$(cat "$T/err")
+}
+
+# ---- environment, single node ------------------------------------------
+run 10 -n 3 "$T/helper"
+port=$(sed -n 's/^\[0\] .*MASTER_PORT=\([0-9]*\).*/\1/p' "$T/out")
+ok=1
+for r in 0 1 2; do
+    grep -q "^\[$r\] RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port " "$T/out" || ok=0
+done
+if [ "$RC" = 0 ] && [ -n "$port" ] && [ "$port" -gt 0 ] && [ $ok = 1 ] && [ -z "$ERR" ]; then
+    pass "env per rank (single node, port $port)"
+else
+    fail "env per rank (single node)" "rc=$RC" "$OUT" "$ERR"
+fi
+
+# ---- store socket only for rank 0; no other fds leak ---------------------
+# fd 9 is open in the launcher; no rank may see it.
+run 10 -n 3 "$T/helper" 9> "$T/leak"
+store0=$(grep '^\[0\]' "$T/out" | sed -n 's/.* fds=\([0-9,]*\) store=\(.*\)$/\1 \2/p')
+if grep -q '^\[0\] .* fds=0,1,2,[0-9]* store=ok$' "$T/out" &&
+   grep -q '^\[1\] .* fds=0,1,2 store=none$' "$T/out" &&
+   grep -q '^\[2\] .* fds=0,1,2 store=none$' "$T/out"; then
+    pass "DIST_STORE_LISTEN_FD only in rank 0, listening on MASTER_PORT (rank 0: $store0); no leaked fds"
+else
+    fail "store socket / fd leaks" "rc=$RC" "$OUT" "$ERR"
+fi
+
+# ---- environment, multi-node ---------------------------------------------
+run 10 --nnodes 2 --node_rank=1 --master-addr 10.1.2.3 --master-port 29555 --nproc-per-node 2 "$T/helper"
+if [ "$RC" = 0 ] &&
+   grep -q '^\[2\] RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 fds=0,1,2 store=none$' "$T/out" &&
+   grep -q '^\[3\] RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 fds=0,1,2 store=none$' "$T/out" &&
+   [ "$(wc -l < "$T/out")" = 2 ]; then
+    pass "env per rank (--nnodes 2 --node-rank 1, given port: no socket)"
+else
+    fail "env per rank (multi-node)" "rc=$RC" "$OUT" "$ERR"
+fi
+
+# ---- --master-port on one node: no socket either --------------------------
+run 10 -n 2 --master-port 29777 "$T/helper"
+if [ "$RC" = 0 ] && grep -q '^\[0\] RANK=0 .*MASTER_PORT=29777 fds=0,1,2 store=none$' "$T/out"; then
+    pass "--master-port on one node passes the port, no socket"
+else
+    fail "--master-port on one node" "rc=$RC" "$OUT" "$ERR"
+fi
+
+# ---- output prefixing ----------------------------------------------------
+run 10 -n 2 sh -c 'echo "out $RANK"; echo "err $RANK" >&2; printf "two\nlines\n"; printf "partial $RANK"'
+exp_out=$(printf '[0] out 0\n[0] two\n[0] lines\n[0] partial 0\n[1] out 1\n[1] two\n[1] lines\n[1] partial 1')
+got_out=$(sort -s -t']' -k1,1 "$T/out")
+if [ "$RC" = 0 ] && [ "$got_out" = "$exp_out" ] && [ "$(sort "$T/err")" = "$(printf '[0] err 0\n[1] err 1')" ]; then
+    pass "stdout/stderr lines prefixed, partial last line flushed"
+else
+    fail "prefixing" "rc=$RC" "$OUT" "$ERR"
+fi
+
+# a 200000-byte line comes out in pieces, each prefixed, nothing lost
+run 10 -n 1 sh -c 'head -c 200000 /dev/zero | tr "\0" x; echo; echo end'
+if [ "$RC" = 0 ] && [ "$(grep -vc '^\[0\] ' "$T/out")" = 0 ] &&
+   [ "$(grep '^\[0\] x' "$T/out" | sed 's/^\[0\] //' | tr -d '\n' | wc -c)" = 200000 ] &&
+   [ "$(tail -n 1 "$T/out")" = "[0] end" ]; then
+    pass "long line split into prefixed pieces, no bytes lost"
+else
+    fail "long line" "rc=$RC" "$(head -c 300 "$T/out")"
+fi
+
+run 10 -n 2 --no-prefix sh -c 'echo "plain $RANK"'
+if [ "$RC" = 0 ] && [ "$(sort "$T/out")" = "$(printf 'plain 0\nplain 1')" ]; then
+    pass "--no-prefix"
+else
+    fail "--no-prefix" "rc=$RC" "$OUT" "$ERR"
+fi
+
+# ---- all succeed: exit 0, silent -----------------------------------------
+run 10 -n 4 true
+if [ "$RC" = 0 ] && [ -z "$OUT$ERR" ]; then pass "all ranks exit 0: exit 0, no output"; else fail "all succeed" "rc=$RC" "$OUT" "$ERR"; fi
+
+# ---- one rank fails: the others are stopped quickly ------------------------
+run 20 -n 4 sh -c 'if [ "$RANK" = 2 ]; then sleep 0.2; exit 3; fi; sleep 20'
+if [ "$RC" = 3 ] && [ "$MS" -lt 5000 ] && [ "$(printf '%s\n' "$ERR" | grep -c '^distrun:')" = 1 ] &&
+   printf '%s\n' "$ERR" | grep -Eq '^distrun: rank 2 \(pid [0-9]+\) exited with code 3; stopped 3 other ranks$'; then
+    pass "rank 2 exits 3: others stopped in ${MS} ms, exit 3, one summary line"
+else
+    fail "failure stops others" "rc=$RC ms=$MS" "$ERR"
+fi
+
+# ---- a rank killed by a signal -------------------------------------------
+run 20 -n 4 sh -c 'if [ "$RANK" = 1 ]; then sleep 0.2; kill -KILL $$; fi; sleep 20'
+if [ "$RC" = 137 ] && [ "$MS" -lt 5000 ] &&
+   printf '%s\n' "$ERR" | grep -Eq '^distrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); stopped 3 other ranks$'; then
+    pass "rank 1 killed by SIGKILL: exit 137, summary names the signal"
+else
+    fail "killed rank" "rc=$RC ms=$MS" "$ERR"
+fi
+
+# ---- a rank that ignores SIGTERM is killed after --kill-grace ---------------
+run 20 -n 2 --kill-grace 0.5 sh -c 'if [ "$RANK" = 0 ]; then sleep 0.2; exit 1; fi; trap "" TERM; sleep 20'
+if [ "$RC" = 1 ] && [ "$MS" -lt 4000 ]; then
+    pass "rank ignoring SIGTERM is SIGKILLed after --kill-grace (${MS} ms)"
+else
+    fail "--kill-grace" "rc=$RC ms=$MS" "$ERR"
+fi
+
+# ---- exec failure -> 127 ---------------------------------------------------
+run 10 -n 2 "$T/no-such-program"
+if [ "$RC" = 127 ] && printf '%s\n' "$ERR" | grep -q "cannot execute '$T/no-such-program'" &&
+   printf '%s\n' "$ERR" | grep -Eq '^distrun: rank [01] \(pid [0-9]+\) exited with code 127'; then
+    pass "program that cannot be executed: exit 127"
+else
+    fail "exec failure" "rc=$RC" "$ERR"
+fi
+
+# ---- --timeout -> 124 -------------------------------------------------------
+run 20 -n 3 --timeout 0.5 sleep 20
+if [ "$RC" = 124 ] && [ "$MS" -lt 5000 ] &&
+   printf '%s\n' "$ERR" | grep -q '^distrun: timed out after 0.5 s (--timeout); stopped 3 ranks$'; then
+    pass "--timeout: exit 124 in ${MS} ms"
+else
+    fail "--timeout" "rc=$RC ms=$MS" "$ERR"
+fi
+
+# ---- signals to the launcher ---------------------------------------------
+# start_bg ARGS...: the launcher in the background, killed by a watchdog
+# after 20 s if it is still there; wait_ready N: until N ranks said "ready".
+start_bg() {
+    "$DISTRUN" "$@" > "$T/out" 2> "$T/err" < /dev/null &
+    BG=$!
+    ( sleep 20; kill -KILL $BG ) > /dev/null 2>&1 &
+    WD=$!
+}
+wait_ready() {
+    for _ in $(seq 100); do
+        [ "$(grep -c ' ready$' "$T/out")" -ge "$1" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+finish_bg() {
+    local t0
+    t0=$(now_ms)
+    wait $BG
+    RC=$?
+    MS=$(( $(now_ms) - t0 ))
+    kill $WD 2> /dev/null
+    wait $WD 2> /dev/null
+    ERR=$(cat "$T/err")
+}
+
+start_bg -n 3 sh -c 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.05; done'
+wait_ready 3
+kill -TERM $BG
+finish_bg
+if [ "$RC" = 143 ] && [ "$(grep -c '^\[[0-2]\] got TERM$' "$T/out")" = 3 ] &&
+   printf '%s\n' "$ERR" | grep -q '^distrun: got signal 15 (Terminated); forwarded it to 3 ranks$'; then
+    pass "SIGTERM forwarded to every rank, exit 143"
+else
+    fail "SIGTERM forwarding" "rc=$RC" "$(cat "$T/out")" "$ERR"
+fi
+
+# ranks that ignore SIGINT: the first is forwarded, the second kills them
+start_bg -n 2 --kill-grace 15 sh -c 'trap "" INT; echo ready; while :; do sleep 0.05; done'
+wait_ready 2
+kill -INT $BG
+sleep 0.3
+kill -0 $BG 2> /dev/null && alive=yes || alive=no
+kill -INT $BG
+finish_bg
+if [ "$alive" = yes ] && [ "$RC" = 130 ] && [ "$MS" -lt 3000 ]; then
+    pass "SIGINT forwarded; a second SIGINT kills the ranks (exit 130)"
+else
+    fail "second SIGINT" "alive after first=$alive rc=$RC ms=$MS" "$ERR"
+fi
+
+# ---- arguments --------------------------------------------------------------
+bad=0
+for args in "-n 0 true" "--bogus true" "" "--nnodes 2 true" "--nnodes 2 --node-rank 2 --master-port 1 true" \
+            "--master-port 70000 true" "--timeout x true" "-n"; do
+    # shellcheck disable=SC2086
+    run 10 $args
+    if [ "$RC" != 2 ] || ! printf '%s\n' "$ERR" | grep -q "^Try 'distrun --help'"; then
+        bad=1
+        fail "bad arguments '$args' -> exit 2" "rc=$RC" "$ERR"
+    fi
+done
+[ $bad = 0 ] && pass "bad arguments: one error line plus a hint, exit 2"
+run 10 --help
+if [ "$RC" = 0 ] && printf '%s\n' "$OUT" | grep -q '^usage: distrun'; then pass "--help"; else fail "--help" "rc=$RC"; fi
+run 10 -n2 -- "$T/helper" --not-an-option
+if [ "$RC" = 0 ] && [ "$(wc -l < "$T/out")" = 2 ]; then pass "-n2 and -- before PROG"; else fail "-n2 --" "rc=$RC" "$ERR"; fi
+
+if [ $FAILS = 0 ]; then
+    echo "test_distrun: all checks passed"
+    exit 0
+fi
+echo "test_distrun: $FAILS check(s) failed"
+exit 1
