@@ -133,7 +133,11 @@ LICENSE
 
 #ifndef DIST_API
 #  ifdef DIST_STATIC
-#    define DIST_API static
+#    if defined(__GNUC__) || defined(__clang__)
+#      define DIST_API static __attribute__((unused))   /* unused calls: no warning */
+#    else
+#      define DIST_API static
+#    endif
 #  else
 #    define DIST_API extern
 #  endif
