@@ -62,6 +62,8 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_SOCKET_IFNAME        network interface whose address the mesh uses
    DIST_SECRET               shared secret every connection must know
    DIST_DEBUG                info | detail: log to stderr
+   DIST_SPIN_US              microseconds a waiting call polls before it
+                             sleeps (200; 0 never polls)
 
 STEP BY STEP
    1. dist_init(&world, &cfg) joins the job.  Rank 0 hosts a key-value store
@@ -230,6 +232,9 @@ typedef struct dist_config {
                                 (fd + 1, so 0 stays "none") for the store
                                 instead of binding; dist_spawn and distrun
                                 pass it so no port can be stolen in between  */
+    int spin_us;             /* 0: $DIST_SPIN_US, else 200.  A waiting call
+                                polls this long (yielding the CPU between
+                                polls) before it sleeps; < 0: never polls   */
 } dist_config;
 
 typedef struct dist dist_t;          /* a communicator */
@@ -429,6 +434,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    Everything POSIX-specific lives here, so another platform replaces this
    section and nothing else. */
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -1495,6 +1501,7 @@ typedef struct dist__peer {
     int bye_queued;
     /* receive side, touched only by the driver */
     uint8_t *stage; size_t stage_pos, stage_end;
+    int drained;                     /* the last read emptied the socket */
     uint8_t hdr[DIST__HDR_SIZE]; size_t hdr_got;
     int in_payload;
     dist__frame cur;
@@ -1515,6 +1522,7 @@ typedef struct dist__engine {
     dist__wakeup wake;
     int driving, polling, bg_driving, want_drive, sleepers, stop, failed_peers;
     int64_t caller_drove_ns;
+    int64_t spin_ns;                 /* how long a waiting caller polls before sleeping */
     pthread_t thread; int thread_started;
     dist_req_t *posted_head, *posted_tail;
     dist__msg *unexp_head, *unexp_tail;
@@ -2011,7 +2019,7 @@ static void dist__peer_write(dist__engine *e, dist__peer *p) {
 static int dist__peer_fill(dist__engine *e, dist__peer *p) {
     for (;;) {
         ssize_t n = recv(p->fd, p->stage, DIST__STAGE_SIZE, 0);
-        if (n > 0) { p->stage_pos = 0; p->stage_end = (size_t)n; return 1; }
+        if (n > 0) { p->stage_pos = 0; p->stage_end = (size_t)n; p->drained = n < DIST__STAGE_SIZE; return 1; }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
         if (n == 0 && p->state == DIST__PEER_LEFT && !p->in_payload && p->hdr_got == 0) {
@@ -2087,9 +2095,15 @@ static void dist__on_payload_done(dist__engine *e, dist__peer *p) {
     }
 }
 
+/* Reads and dispatches what `p`'s socket holds.  A read that returns less
+   than it asked for emptied the socket, so the next read would only say
+   EAGAIN: that syscall is saved, and poll (level-triggered) reports
+   whatever arrives later. */
 static void dist__peer_read(dist__engine *e, dist__peer *p) {
+    p->drained = 0;
     for (int rounds = 0; rounds < 256 && p->fd >= 0; rounds++) {
         size_t avail = p->stage_end - p->stage_pos;
+        if (avail == 0 && p->drained && !(p->in_payload && p->left == 0)) return;
         if (!p->in_payload) {
             size_t n;
             if (avail == 0) { if (!dist__peer_fill(e, p)) return; avail = p->stage_end; }
@@ -2108,8 +2122,9 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
             p->stage_pos += n; p->left -= n;
         } else if (p->dst && p->left >= DIST__STAGE_SIZE) {
             /* Large payloads go straight from the socket to their buffer. */
-            ssize_t n = recv(p->fd, p->dst, (size_t)DIST__MIN(p->left, (uint64_t)1 << 30), 0);
-            if (n > 0) { p->dst += n; p->left -= (uint64_t)n; continue; }
+            size_t want = (size_t)DIST__MIN(p->left, (uint64_t)1 << 30);
+            ssize_t n = recv(p->fd, p->dst, want, 0);
+            if (n > 0) { p->dst += n; p->left -= (uint64_t)n; p->drained = (size_t)n < want; continue; }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
             if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection in the middle of a message (did it exit or crash?)", p->rank);
@@ -2227,6 +2242,15 @@ static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
     while (!r->done) {
         int64_t now = dist__now_ns();
         if (now >= deadline) { dist__req_withdraw(e, r, timeout_ms); break; }
+        if (now - start < e->spin_ns && !e->driving) {
+            /* Poll without sleeping for a while: a reply that comes within
+               microseconds is seen without paying for a wake-up (tens of
+               microseconds between CPUs of a VM).  Yielding lets a peer
+               that shares this CPU run meanwhile. */
+            dist__drive_once(e, 0, 0);
+            if (!r->done) { pthread_mutex_unlock(&e->lock); sched_yield(); pthread_mutex_lock(&e->lock); }
+            continue;
+        }
         dist__wait_step(e, (int)DIST__MIN((deadline - now + 999999) / 1000000, 100));
     }
 }
@@ -2489,7 +2513,7 @@ typedef struct dist__setup {
     int method;                      /* 'e' env, 't' tcp, 'f' file */
     char host[256]; int port;
     char path[512];
-    int rank, world, local_rank, timeout_ms;
+    int rank, world, local_rank, timeout_ms, spin_us;
     uint64_t secret;
     const char *ifname;
     dist__socket listen_fd;          /* inherited store socket, or none */
@@ -2609,6 +2633,14 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     if (s->world < 1 || s->world > DIST__MAX_WORLD || s->rank < 0 || s->rank >= s->world)
         return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of world size %d (from %s) is out of range", s->rank, s->world, from);
     if (cfg->local_rank > 0) s->local_rank = cfg->local_rank; else dist__env_local_rank(&s->local_rank);
+    s->spin_us = cfg->spin_us;
+    if (s->spin_us == 0) {
+        const char *v = dist__getenv("DIST_SPIN_US");
+        if (!v) s->spin_us = 200;
+        else if (dist__parse_int(v, &s->spin_us) != 0 || s->spin_us < 0 || s->spin_us > 10000000)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_SPIN_US=%s is not a number of microseconds", v);
+    }
+    if (s->spin_us < 0) s->spin_us = 0;
     /* an inherited listening socket for the store (dist_spawn, distrun) */
     if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
     else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;
@@ -2964,6 +2996,7 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     pthread_mutex_init(&d->store_lock, NULL);
     d->eng = e = dist__engine_new(s.rank, s.world, &log);
     if (!e) { dist__close(s.listen_fd); dist__free_comm(d); return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory"); }
+    e->spin_ns = (int64_t)s.spin_us * 1000;
     dist__logf(&log, DIST_LOG_INFO, "joining a job of %d ranks (timeout %.1f s)", s.world, s.timeout_ms / 1000.0);
     r = dist__init_steps(d, &s, &log, deadline);
     for (int i = 0; r == DIST_OK && i < s.world; i++) {
