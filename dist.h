@@ -453,6 +453,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #include <net/if.h>
 #ifdef __linux__
 #  include <sys/eventfd.h>
+#  include <sys/prctl.h>
 #endif
 #ifndef MSG_NOSIGNAL
 #  define MSG_NOSIGNAL 0
@@ -3083,6 +3084,9 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
     dist_t *w = NULL;
     int code;
     ssize_t wr;
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the parent died: so do its ranks */
+#endif
     if (cfg) c = *cfg; else memset(&c, 0, sizeof c);
     if (!c.init_method) {
         snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
@@ -3125,10 +3129,11 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
     pids = (pid_t *)DIST_MALLOC(sizeof *pids * (size_t)nprocs);
     pipes = (int *)DIST_MALLOC(sizeof *pipes * (size_t)nprocs);
     if (!pids || !pipes) { DIST_FREE(pids); DIST_FREE(pipes); dist__close(ls); dist__fail(NULL, DIST_ERR_NOMEM, "spawn: out of memory"); return -1; }
+    for (int i = 0; i < nprocs; i++) { pids[i] = 0; pipes[i] = -1; }
     fflush(NULL);   /* or the children would print the parent's buffered output again */
     for (int i = 0; i < nprocs; i++) {
         int p[2];
-        if (pipe(p) != 0) { pids[i] = -1; failed = 1; break; }
+        if (pipe(p) != 0) { failed = 1; break; }
         pids[i] = fork();
         if (pids[i] == 0) {
             close(p[0]);
@@ -3136,13 +3141,15 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
             dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, p[1]);
         }
         close(p[1]);
+        if (pids[i] < 0) { pids[i] = 0; close(p[0]); failed = 1; break; }
         pipes[i] = p[0];
         dist__set_nonblocking(p[0], 1);
-        if (pids[i] < 0) { close(p[0]); failed = 1; break; }
     }
     dist__close(ls);
     dist__thread_error[0] = 0;
-    /* Reap; on the first failure stop the others: SIGTERM, then SIGKILL. */
+    /* Reap; on the first failure stop the others: SIGTERM, then SIGKILL.
+       A child's report pipe hangs up when it exits, which wakes the poll
+       below; the timeout is only a safety net (and the SIGKILL clock). */
     do {
         alive = 0;
         for (int i = 0; i < nprocs; i++) {
@@ -3171,7 +3178,13 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
                 for (int i = 0; i < nprocs; i++) if (pids[i] > 0) kill(pids[i], SIGKILL);
             }
         }
-        if (alive) dist__sleep_ms(2);
+        if (alive) {
+            struct pollfd pf[64];
+            int np = 0;
+            for (int i = 0; i < nprocs && np < 64; i++)
+                if (pids[i] > 0) { pf[np].fd = pipes[i]; pf[np].events = POLLIN; pf[np].revents = 0; np++; }
+            if (poll(pf, (nfds_t)np, kill_at ? 20 : 100) < 0 && errno != EINTR) dist__sleep_ms(2);
+        }
     } while (alive);
     for (int i = 0; i < nprocs; i++) if (pipes[i] >= 0) close(pipes[i]);
     DIST_FREE(pids); DIST_FREE(pipes);
