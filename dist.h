@@ -271,8 +271,9 @@ DIST_API dist_result dist_isend(dist_t *d, const void *buf, size_t count, dist_d
 DIST_API dist_result dist_irecv(dist_t *d, void *buf, size_t count, dist_dtype dtype, int src, int tag, dist_req_t **req);
 DIST_API dist_result dist_wait(dist_req_t *req);
 DIST_API dist_result dist_test(dist_req_t *req, int *done);
-/* Waits for all (each is freed); returns the first failure, DIST_OK if none.
-   NULL entries are skipped. */
+/* Waits for all (each is freed), within one timeout of the communicator
+   for the whole call; returns the first failure, DIST_OK if none.  NULL
+   entries are skipped. */
 DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs);
 /* For a completed receive (before dist_wait frees it): the rank it came
    from, which is how a DIST_ANY_SOURCE receive learns its sender. */
@@ -302,6 +303,57 @@ DIST_API dist_result dist_store_compare_set(dist_t *d, const char *key,
                                             void *out, size_t cap, size_t *out_len);
 DIST_API dist_result dist_store_delete(dist_t *d, const char *key, int *deleted);
 DIST_API dist_result dist_store_check(dist_t *d, const char *const *keys, int nkeys, int *exists);
+
+/* ---- collectives ----
+   Every rank of the communicator calls the same collectives in the same
+   order, with the same dtype, count, op and root; a rank that differs fails
+   (DIST_ERR_MISMATCH) with a sentence naming both sides, on every rank that
+   can see it, and nothing hangs.  `count` is always one rank's block; a
+   buffer that holds every rank's block (gather's recv at the root,
+   all_gather's recv, scatter's send at the root, reduce_scatter's send,
+   both all_to_all buffers) holds count x world_size elements, block j
+   belonging to rank j.  Buffers a rank does not use may be NULL (gather's
+   recv and scatter's send off the root).
+   In place: all_gather with send == recv + rank x count (or send == recv),
+   gather at the root likewise, scatter's recv == send + root x count at the
+   root, reduce_scatter with recv anywhere in send, all_to_all with
+   send == recv.  reduce leaves the buffers of ranks other than the root
+   unchanged.  DIST_AVG divides the sum by the world size (integers: the
+   quotient, rounded towards zero).  float16 and bfloat16 are combined in
+   float, rounded after each step.  Results are identical, bit for bit, on
+   every rank.
+   Each call has an _async twin that returns a request (dist_wait,
+   dist_test); a communicator runs its collectives in the order they were
+   called, async or not, on one worker thread per communicator.  Do not
+   call collectives on one communicator from two threads at once; separate
+   communicators (groups) may run at the same time. */
+DIST_API dist_result dist_broadcast     (dist_t *d, void *buf, size_t count, dist_dtype dtype, int root);
+DIST_API dist_result dist_reduce        (dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op, int root);
+DIST_API dist_result dist_all_reduce    (dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op);
+DIST_API dist_result dist_gather        (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root);
+DIST_API dist_result dist_all_gather    (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype);
+DIST_API dist_result dist_scatter       (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root);
+DIST_API dist_result dist_reduce_scatter(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_op op);
+DIST_API dist_result dist_all_to_all    (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype);
+DIST_API dist_result dist_barrier       (dist_t *d);
+
+DIST_API dist_result dist_broadcast_async     (dist_t *d, void *buf, size_t count, dist_dtype dtype, int root, dist_req_t **req);
+DIST_API dist_result dist_reduce_async        (dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op, int root, dist_req_t **req);
+DIST_API dist_result dist_all_reduce_async    (dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op, dist_req_t **req);
+DIST_API dist_result dist_gather_async        (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root, dist_req_t **req);
+DIST_API dist_result dist_all_gather_async    (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_req_t **req);
+DIST_API dist_result dist_scatter_async       (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root, dist_req_t **req);
+DIST_API dist_result dist_reduce_scatter_async(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_op op, dist_req_t **req);
+DIST_API dist_result dist_all_to_all_async    (dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_req_t **req);
+DIST_API dist_result dist_barrier_async       (dist_t *d, dist_req_t **req);
+
+/* ---- groups ----
+   Called by every rank of `parent`, in the same order, with the same list
+   of parent ranks (any order; members are ranked by their parent rank, as
+   in torch's new_group).  Members get a communicator usable with every call
+   (point-to-point ranks are group ranks); others get NULL.  dist_destroy a
+   group before its world (destroying the world destroys its groups too). */
+DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dist_t **group);
 
 /* ---- local launch (torch.multiprocessing.spawn) ----
    Forks nprocs ranks of this program on this host.  Each runs
@@ -417,6 +469,18 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #  define DIST__TLS thread_local
 #else
 #  define DIST__TLS _Thread_local
+#endif
+#ifdef __cplusplus
+#  define DIST__RESTRICT __restrict
+#else
+#  define DIST__RESTRICT restrict
+#endif
+/* gcc's -O2 vectorises only loops that need no epilogue; the reduction
+   kernels ask for its full cost model (clang vectorises them anyway). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#  define DIST__VECTORIZE __attribute__((optimize("vect-cost-model=dynamic")))
+#else
+#  define DIST__VECTORIZE
 #endif
 #define DIST__UNUSED(x) (void)(x)
 #define DIST__MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -670,6 +734,132 @@ static void dist__logf(const dist__log *lg, dist_log_level level, const char *fm
     lg->logger.func(level, msg, lg->logger.user);
 }
 
+/* [SECTION] reductions: one kernel per dtype x op, generated
+   ---------------------------------------------------------------------------
+   acc[i] = op(acc[i], in[i]) or, with in_first, op(in[i], acc[i]): the
+   algorithms fix which operand is whose, so two ranks that compute the same
+   element independently evaluate the same expression bit for bit (max and
+   min of NaNs, and float16/bfloat16 rounding, would otherwise depend on the
+   order).  float16 and bfloat16 are combined in float and rounded to
+   nearest-even once per operation.  Signed integers wrap (computed in the
+   unsigned type: no undefined behaviour).  AVG is SUM here; the average is
+   taken once at the end (dist__scale_avg). */
+
+/* float16 <-> float without branches on the common path (after F. Giesen's
+   half_to_float_fast5 and float_to_half_fast3_rtne): exact, round to
+   nearest even, NaN stays NaN. */
+static float dist__u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t dist__f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static float dist__f16_to_f32(uint16_t h) {
+    uint32_t o = (uint32_t)(h & 0x7fff) << 13, exp = o & 0x0f800000u;
+    uint32_t normal = o + ((uint32_t)(127 - 15) << 23) + (exp == 0x0f800000u ? (uint32_t)(128 - 16) << 23 : 0);
+    uint32_t subnormal = dist__f2u(dist__u2f(o + (113u << 23)) - dist__u2f(113u << 23));
+    return dist__u2f((exp == 0 ? subnormal : normal) | (uint32_t)(h & 0x8000) << 16);
+}
+
+static uint16_t dist__f32_to_f16(float x) {
+    uint32_t f = dist__f2u(x), sign = f & 0x80000000u, a = f ^ sign;
+    uint32_t special = a > 0x7f800000u ? 0x7e00u : 0x7c00u;                      /* NaN, overflow */
+    float magic = dist__u2f((uint32_t)((127 - 15) + (23 - 10) + 1) << 23);
+    uint32_t subnormal = dist__f2u(dist__u2f(a) + magic) - dist__f2u(magic);
+    uint32_t normal = (a + ((uint32_t)(15 - 127) << 23) + 0xfff + ((a >> 13) & 1)) >> 13;
+    uint32_t o = a >= (uint32_t)(127 + 16) << 23 ? special : a < 113u << 23 ? subnormal : normal;
+    return (uint16_t)(o | sign >> 16);
+}
+
+static float dist__bf16_to_f32(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static uint16_t dist__f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);  /* NaN stays NaN */
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+/* The operations, on values already in their computing type. */
+#define DIST__OP_SUM(a, b)  ((a) + (b))
+#define DIST__OP_PROD(a, b) ((a) * (b))
+#define DIST__OP_MAX(a, b)  ((a) > (b) || (a) != (a) ? (a) : (b))   /* NaN wins */
+#define DIST__OP_MIN(a, b)  ((a) < (b) || (a) != (a) ? (a) : (b))
+#define DIST__IOP_SUM(T, U, a, b)  ((T)(U)((U)(a) + (U)(b)))        /* wrapping */
+#define DIST__IOP_PROD(T, U, a, b) ((T)(U)((U)(a) * (U)(b)))
+
+typedef void (*dist__reduce_fn)(void *acc, const void *in, size_t n, int in_first);
+
+/* A kernel over plain C types: two loops, so each vectorises. */
+#define DIST__KERNEL(name, T, EXPR)                                            \
+    DIST__VECTORIZE static void name(void *acc_, const void *in_, size_t n, int in_first) { \
+        T *DIST__RESTRICT acc = (T *)acc_;                                     \
+        const T *DIST__RESTRICT in = (const T *)in_;                           \
+        if (!in_first) for (size_t i = 0; i < n; i++) { T a = acc[i], b = in[i]; acc[i] = EXPR; } \
+        else for (size_t i = 0; i < n; i++) { T a = in[i], b = acc[i]; acc[i] = EXPR; }           \
+    }
+/* The same over 16-bit floats, computed in float. */
+#define DIST__KERNEL16(name, TO, FROM, EXPR)                                   \
+    DIST__VECTORIZE static void name(void *acc_, const void *in_, size_t n, int in_first) { \
+        uint16_t *DIST__RESTRICT acc = (uint16_t *)acc_;                       \
+        const uint16_t *DIST__RESTRICT in = (const uint16_t *)in_;             \
+        if (!in_first) for (size_t i = 0; i < n; i++) { float a = TO(acc[i]), b = TO(in[i]); acc[i] = FROM(EXPR); } \
+        else for (size_t i = 0; i < n; i++) { float a = TO(in[i]), b = TO(acc[i]); acc[i] = FROM(EXPR); }           \
+    }
+
+#define DIST__INT_KERNELS(tname, T, U)                                              \
+    DIST__KERNEL(dist__sum_##tname, T, DIST__IOP_SUM(T, U, a, b))                   \
+    DIST__KERNEL(dist__prod_##tname, T, DIST__IOP_PROD(T, U, a, b))                 \
+    DIST__KERNEL(dist__max_##tname, T, DIST__OP_MAX(a, b))                          \
+    DIST__KERNEL(dist__min_##tname, T, DIST__OP_MIN(a, b))
+#define DIST__FLOAT_KERNELS(tname, T)                                               \
+    DIST__KERNEL(dist__sum_##tname, T, DIST__OP_SUM(a, b))                          \
+    DIST__KERNEL(dist__prod_##tname, T, DIST__OP_PROD(a, b))                        \
+    DIST__KERNEL(dist__max_##tname, T, DIST__OP_MAX(a, b))                          \
+    DIST__KERNEL(dist__min_##tname, T, DIST__OP_MIN(a, b))
+#define DIST__HALF_KERNELS(tname, TO, FROM)                                         \
+    DIST__KERNEL16(dist__sum_##tname, TO, FROM, DIST__OP_SUM(a, b))                 \
+    DIST__KERNEL16(dist__prod_##tname, TO, FROM, DIST__OP_PROD(a, b))               \
+    DIST__KERNEL16(dist__max_##tname, TO, FROM, DIST__OP_MAX(a, b))                 \
+    DIST__KERNEL16(dist__min_##tname, TO, FROM, DIST__OP_MIN(a, b))
+
+DIST__INT_KERNELS(int8, int8_t, uint8_t)
+DIST__INT_KERNELS(uint8, uint8_t, uint8_t)
+DIST__INT_KERNELS(int32, int32_t, uint32_t)
+DIST__INT_KERNELS(int64, int64_t, uint64_t)
+DIST__HALF_KERNELS(float16, dist__f16_to_f32, dist__f32_to_f16)
+DIST__HALF_KERNELS(bfloat16, dist__bf16_to_f32, dist__f32_to_bf16)
+DIST__FLOAT_KERNELS(float32, float)
+DIST__FLOAT_KERNELS(float64, double)
+
+/* [dtype][op], in DIST_DTYPE_LIST order; AVG uses the SUM kernel. */
+static const dist__reduce_fn dist__reduce_table[DIST_DTYPE_COUNT][DIST_OP_COUNT] = {
+#define DIST__REDUCE_ROW(name, text, size) \
+    { dist__sum_##text, dist__prod_##text, dist__max_##text, dist__min_##text, dist__sum_##text },
+    DIST_DTYPE_LIST(DIST__REDUCE_ROW)
+#undef DIST__REDUCE_ROW
+};
+
+/* AVG: divide the sums by n, once, at the end. */
+static void dist__scale_avg(void *buf, size_t count, dist_dtype t, int n) {
+    size_t i;
+    switch (t) {
+#define DIST__AVG_INT(T) { T *p = (T *)buf; for (i = 0; i < count; i++) p[i] = (T)(p[i] / n); } break
+    case DIST_INT8:  DIST__AVG_INT(int8_t);
+    case DIST_UINT8: DIST__AVG_INT(uint8_t);
+    case DIST_INT32: DIST__AVG_INT(int32_t);
+    case DIST_INT64: { int64_t *p = (int64_t *)buf; for (i = 0; i < count; i++) p[i] /= n; } break;
+#undef DIST__AVG_INT
+    case DIST_FLOAT16:  { uint16_t *p = (uint16_t *)buf; for (i = 0; i < count; i++) p[i] = dist__f32_to_f16(dist__f16_to_f32(p[i]) / (float)n); } break;
+    case DIST_BFLOAT16: { uint16_t *p = (uint16_t *)buf; for (i = 0; i < count; i++) p[i] = dist__f32_to_bf16(dist__bf16_to_f32(p[i]) / (float)n); } break;
+    case DIST_FLOAT32: { float *p = (float *)buf; for (i = 0; i < count; i++) p[i] /= (float)n; } break;
+    case DIST_FLOAT64: { double *p = (double *)buf; for (i = 0; i < count; i++) p[i] /= (double)n; } break;
+    default: break;
+    }
+}
+
 /* [SECTION] wire format: little-endian, handshake, frame header */
 static void dist__put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static void dist__put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
@@ -762,7 +952,21 @@ static int dist__hello_decode(const uint8_t *b, dist__hello *h, char *why, size_
      8 tag i64 | 16 count u64 | 24 payload bytes u64 | 32 root i32 |
     36 magic u32 */
 #define DIST__HDR_SIZE 40
-enum { DIST__FRAME_DATA = 1, DIST__FRAME_BYE = 2, DIST__FRAME_COLL = 3 };
+enum { DIST__FRAME_DATA = 1, DIST__FRAME_BYE = 2, DIST__FRAME_COLL = 3, DIST__FRAME_ABORT = 4 };
+
+/* Collective kinds (the low 4 bits of a COLL frame's byte 3; the high 4
+   bits say which algorithm, so ranks that chose differently also fail). */
+#define DIST__COLL_LIST(X) X(BROADCAST, broadcast) X(REDUCE, reduce) X(ALL_REDUCE, all_reduce) \
+    X(GATHER, gather) X(ALL_GATHER, all_gather) X(SCATTER, scatter)                             \
+    X(REDUCE_SCATTER, reduce_scatter) X(ALL_TO_ALL, all_to_all) X(BARRIER, barrier)
+enum {
+    DIST__COLL_NONE = 0,
+#define DIST__COLL_ENUM(up, low) DIST__COLL_##up,
+    DIST__COLL_LIST(DIST__COLL_ENUM)
+#undef DIST__COLL_ENUM
+    DIST__COLL_KINDS
+};
+#define DIST__MAX_ABORT_TEXT 512
 
 typedef struct dist__frame {
     uint8_t kind, dtype, op, coll;
@@ -793,7 +997,7 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         dist__format(why, cap, "frame header with bad magic (stream out of step)");
         return -1;
     }
-    if (f->kind < DIST__FRAME_DATA || f->kind > DIST__FRAME_COLL) {
+    if (f->kind < DIST__FRAME_DATA || f->kind > DIST__FRAME_ABORT) {
         dist__format(why, cap, "unknown frame kind %u", (unsigned)f->kind);
         return -1;
     }
@@ -819,6 +1023,21 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         }
     } else if (f->kind == DIST__FRAME_BYE && f->nbytes != 0) {
         dist__format(why, cap, "goodbye frame with a payload");
+        return -1;
+    } else if (f->kind == DIST__FRAME_COLL) {
+        size_t es = f->dtype < DIST_DTYPE_COUNT ? dist_dtype_size((dist_dtype)f->dtype) : 0;
+        if (es == 0 || f->op >= DIST_OP_COUNT || (f->coll & 15) == 0 || (f->coll & 15) >= DIST__COLL_KINDS) {
+            dist__format(why, cap, "collective frame with dtype %u, op %u, kind %u", (unsigned)f->dtype,
+                         (unsigned)f->op, (unsigned)f->coll);
+            return -1;
+        }
+        if (f->nbytes % es != 0 || f->tag < 0 || f->count > DIST__MAX_MESSAGE) {
+            dist__format(why, cap, "collective frame of %llu bytes of %s, sequence %lld",
+                         (unsigned long long)f->nbytes, dist_dtype_name((dist_dtype)f->dtype), (long long)f->tag);
+            return -1;
+        }
+    } else if (f->kind == DIST__FRAME_ABORT && (f->nbytes > DIST__MAX_ABORT_TEXT || f->tag < 0)) {
+        dist__format(why, cap, "abort frame of %llu bytes", (unsigned long long)f->nbytes);
         return -1;
     }
     return 0;
@@ -1045,6 +1264,7 @@ typedef struct dist__store_server {
     dist__store_conn *conns; int nconns, cap_conns;
     dist__kv *kv; int nkv, cap_kv;
     unsigned char *joined;      /* [world] */
+    char fatal[300];            /* why the job cannot form (a rank of another world size); under lock */
     dist__log log;
 } dist__store_server;
 
@@ -1202,6 +1422,13 @@ static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size
     dist__store_reply(c, DIST_ERR_PROTOCOL, 0, NULL, 0, 0);
     return 1;
 park:
+    if (ptr[0] && len[0] > 5 && memcmp(ptr[0], "dist/", 5) == 0) {
+        char fatal[sizeof sv->fatal];
+        pthread_mutex_lock(&sv->lock);
+        memcpy(fatal, sv->fatal, sizeof fatal);
+        pthread_mutex_unlock(&sv->lock);
+        if (fatal[0]) { dist__store_reply(c, DIST_ERR_INIT, 0, fatal, strlen(fatal), 1); return 1; }
+    }
     if (!c->parked) {
         c->parked = 1;
         c->park_deadline = dist__now_ms() + (num > 0 ? num : sv->timeout_ms);
@@ -1213,7 +1440,10 @@ park:
     return 0;
 }
 
-static void dist__store_refuse(dist__store_server *sv, dist__store_conn *c, const char *reason) {
+/* record: remember the reason for the ranks left waiting (not for
+   strangers, who could otherwise overwrite it); fatal: the job cannot form,
+   so rendezvous requests fail now with the reason instead of timing out. */
+static void dist__store_refuse(dist__store_server *sv, dist__store_conn *c, const char *reason, int record, int fatal) {
     dist__hello h;
     uint8_t b[DIST__HELLO_SIZE + 4];
     size_t rl = strlen(reason), cap = c->out_cap;
@@ -1229,8 +1459,13 @@ static void dist__store_refuse(dist__store_server *sv, dist__store_conn *c, cons
         c->out_len += sizeof b + rl;
     }
     c->closing = 1;
-    /* Remember why, so the ranks left waiting can say what went wrong. */
-    dist__kv_set(sv, "dist/rejected", 13, reason, rl);
+    if (record) dist__kv_set(sv, "dist/rejected", 13, reason, rl);
+    if (fatal) {
+        pthread_mutex_lock(&sv->lock);
+        if (!sv->fatal[0]) dist__format(sv->fatal, sizeof sv->fatal, "%s", reason);
+        pthread_mutex_unlock(&sv->lock);
+        dist__kv_set(sv, "dist/fatal", 10, reason, rl);
+    }
     dist__logf(&sv->log, DIST_LOG_WARN, "store refused a client: %s", reason);
 }
 
@@ -1245,23 +1480,23 @@ static void dist__store_hello(dist__store_server *sv, dist__store_conn *c) {
         char reason[300];
         dist__format(reason, sizeof reason, "a client at %s:%d is not a dist rank of this job: %s", peer, port,
                      h.purpose != DIST__PURPOSE_STORE && h.magic == DIST__MAGIC ? "wrong purpose" : why);
-        dist__store_refuse(sv, c, reason);
+        dist__store_refuse(sv, c, reason, 0, 0);
         return;
     }
     if (h.world != sv->world) {
         dist__format(why, sizeof why, "a process at %s:%d says world size %d (rank %d), but this job has world size %d",
                      peer, port, (int)h.world, (int)h.rank, sv->world);
-        dist__store_refuse(sv, c, why);
+        dist__store_refuse(sv, c, why, 1, 1);
         return;
     }
     if (h.secret != sv->secret) {
         dist__format(why, sizeof why, "rank %d at %s:%d does not know the job's secret", (int)h.rank, peer, port);
-        dist__store_refuse(sv, c, why);
+        dist__store_refuse(sv, c, why, 1, 0);
         return;
     }
     if (sv->joined[h.rank]) {
         dist__format(why, sizeof why, "rank %d joined twice (again from %s:%d)", (int)h.rank, peer, port);
-        dist__store_refuse(sv, c, why);
+        dist__store_refuse(sv, c, why, 1, 0);
         return;
     }
     sv->joined[h.rank] = 1;
@@ -1468,7 +1703,7 @@ typedef struct dist__msg {         /* a message nobody had asked for yet */
     dist_req_t *claimed;           /* a receive waiting for the rest of it */
 } dist__msg;
 
-enum { DIST__REQ_SEND = 1, DIST__REQ_RECV = 2 };
+enum { DIST__REQ_SEND = 1, DIST__REQ_RECV = 2, DIST__REQ_COLL = 3 /* an async collective */ };
 
 struct dist_req {
     dist_req_t *next;              /* posted list, send queue or free list */
@@ -1487,6 +1722,14 @@ struct dist_req {
     dist__msg *msg;
     uint64_t opno;
     int done, pooled, queued;
+    /* collective frames: the descriptor every rank must agree on */
+    uint8_t coll, op;
+    int32_t root;
+    int reduce;                    /* receive: 0 copies, op + 1 combines into rbuf */
+    int in_first;                  /* ...as op(incoming, rbuf) instead of op(rbuf, incoming) */
+    int detached;                  /* released when complete; nobody waits */
+    int by_peer;                   /* failed because another rank reported a failure */
+    dist_req_t *cnext;             /* the collective's list of its requests */
     dist_result result;
     char err[DIST__ERRLEN];
 };
@@ -1503,6 +1746,7 @@ typedef struct dist__peer {
     /* receive side, touched only by the driver */
     uint8_t *stage; size_t stage_pos, stage_end;
     int drained;                     /* the last read emptied the socket */
+    int reads_left;                  /* recv calls this turn may still make (fairness between peers) */
     uint8_t hdr[DIST__HDR_SIZE]; size_t hdr_got;
     int in_payload;
     dist__frame cur;
@@ -1510,6 +1754,8 @@ typedef struct dist__peer {
     uint64_t left;
     dist_req_t *rx_req;
     dist__msg *rx_msg;
+    int rx_abort;                    /* the payload is an abort notice, read into abort_text */
+    char abort_text[DIST__MAX_ABORT_TEXT + 1];
 } dist__peer;
 
 typedef struct dist__req_block { struct dist__req_block *next; dist_req_t reqs[64]; } dist__req_block;
@@ -1532,16 +1778,40 @@ typedef struct dist__engine {
     dist__msg *free_msgs; int nfree_msgs;
     struct pollfd *pfds; int *pfd_peer;
     dist__log log;
+    dist_t **comms; int ncomms, cap_comms;   /* the world and its groups, for abort notices */
 } dist__engine;
+
+typedef struct dist__job dist__job;
+typedef struct dist__step dist__step;
 
 struct dist {
     dist__engine *eng;
+    dist_t *top;                     /* the world this communicator belongs to (itself for the world) */
     int rank, world, local_rank, timeout_ms;
     uint32_t id;
     uint64_t job;
     uint64_t nsend, nrecv;           /* operation numbers for messages */
     pthread_mutex_t err_lock;
     char err[DIST__ERRLEN];
+    /* a group: world rank of each member, group rank of each world rank (-1) */
+    int *members, *group_of;
+    int ngroups_made;                /* dist_new_group calls so far (the same on every rank) */
+    /* collectives; touched by one collective at a time */
+    uint64_t coll_seq;               /* sequence number of the last collective begun */
+    uint64_t done_seq;               /* ...and of the last one ended (its late frames are dropped) */
+    uint64_t abort_seq;              /* a peer reported this collective failed (0: none) */
+    dist_result abort_code;
+    char abort_text[DIST__ERRLEN];
+    uint8_t *scratch; size_t scratch_cap;
+    dist_req_t **slots; size_t slots_cap;
+    dist__step *steps; size_t steps_cap;
+    int algo_override;               /* DIST_ALGO */
+    /* async collectives run in issue order on a worker thread */
+    pthread_mutex_t q_lock;
+    pthread_cond_t q_cond;
+    dist__job *q_head, *q_tail, *q_free;
+    int q_busy, q_stop, worker_started;
+    pthread_t worker;
     /* store client */
     dist__socket store_fd;
     pthread_mutex_t store_lock;
@@ -1550,6 +1820,15 @@ struct dist {
     dist__store_server *server;      /* rank 0 only */
     char file_path[512];             /* file:// rendezvous, removed by rank 0 */
 };
+
+/* Defined with the collectives; the engine calls them. */
+static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const dist__frame *f);
+static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, const char *text);
+static dist_t *dist__engine_comm(dist__engine *e, uint32_t id);
+
+/* A group's rank of a world rank (-1: not a member), and back. */
+static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->group_of[wrank] : wrank; }
+static int dist__wrank(const dist_t *d, int grank) { return d->members ? d->members[grank] : grank; }
 
 /* Records a failure for `d` (may be NULL) and the calling thread. */
 static dist_result dist__fail(dist_t *d, dist_result code, const char *fmt, ...) {
@@ -1581,7 +1860,7 @@ typedef struct dist__store_part { const void *p; size_t n; } dist__store_part;
 typedef struct dist__store_resp {
     int32_t status;
     int64_t num;
-    const uint8_t *val;     /* points into d->store_buf */
+    const uint8_t *val;     /* points into d->top->store_buf */
     size_t vlen;
     int has_val;
 } dist__store_resp;
@@ -1590,7 +1869,7 @@ static int dist__store_timeout(const dist_t *d, int timeout_ms) {
     return timeout_ms > 0 ? timeout_ms : d->timeout_ms;
 }
 
-/* One request, one response; the caller holds d->store_lock.  `wait_ms` is
+/* One request, one response; the caller holds d->top->store_lock.  `wait_ms` is
    how long the server may park the request. */
 static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_t num,
                                     const dist__store_part *parts, int nparts, int wait_ms,
@@ -1602,27 +1881,27 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
     uint8_t hdr[DIST__STORE_RESP_HDR];
     uint32_t rbody;
     int r;
-    if (d->store_fd == DIST__NO_SOCKET || d->store_broken)
+    if (d->top->store_fd == DIST__NO_SOCKET || d->top->store_broken)
         return dist__fail(d, DIST_ERR_FAILED, "store %s: the connection to the store (rank 0) was lost earlier", what);
     for (int i = 0; i < nparts; i++) body += 4 + parts[i].n;
     need = 4 + body;
-    if (dist__grow((void **)&d->store_buf, &d->store_cap, need, 1) != 0)
+    if (dist__grow((void **)&d->top->store_buf, &d->top->store_cap, need, 1) != 0)
         return dist__fail(d, DIST_ERR_NOMEM, "store %s: out of memory for a %zu-byte request", what, need);
-    dist__put32(d->store_buf, (uint32_t)body);
-    d->store_buf[4] = (uint8_t)cmd; d->store_buf[5] = (uint8_t)nparts;
-    d->store_buf[6] = d->store_buf[7] = 0;
-    dist__put64(d->store_buf + 8, (uint64_t)num);
+    dist__put32(d->top->store_buf, (uint32_t)body);
+    d->top->store_buf[4] = (uint8_t)cmd; d->top->store_buf[5] = (uint8_t)nparts;
+    d->top->store_buf[6] = d->top->store_buf[7] = 0;
+    dist__put64(d->top->store_buf + 8, (uint64_t)num);
     {
         size_t off = DIST__STORE_REQ_HDR;
         for (int i = 0; i < nparts; i++) {
-            dist__put32(d->store_buf + off, (uint32_t)parts[i].n);
-            if (parts[i].n) memcpy(d->store_buf + off + 4, parts[i].p, parts[i].n);
+            dist__put32(d->top->store_buf + off, (uint32_t)parts[i].n);
+            if (parts[i].n) memcpy(d->top->store_buf + off + 4, parts[i].p, parts[i].n);
             off += 4 + parts[i].n;
         }
     }
-    if ((r = dist__io_all(d->store_fd, d->store_buf, need, 1, deadline)) != 0 ||
-        (r = dist__io_all(d->store_fd, hdr, sizeof hdr, 0, deadline)) != 0) {
-        d->store_broken = 1;
+    if ((r = dist__io_all(d->top->store_fd, d->top->store_buf, need, 1, deadline)) != 0 ||
+        (r = dist__io_all(d->top->store_fd, hdr, sizeof hdr, 0, deadline)) != 0) {
+        d->top->store_broken = 1;
         return dist__fail(d, r == -3 ? DIST_ERR_TIMEOUT : DIST_ERR_PEER_LOST,
                           "store %s: talking to the store on rank 0: %s", what, dist__io_error(r));
     }
@@ -1633,21 +1912,21 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
     resp->val = NULL; resp->vlen = 0;
     if (rbody < DIST__STORE_RESP_HDR - 4 || rbody > DIST__MAX_VALUE + 64 || resp->has_val > 1 ||
         (resp->has_val && rbody < DIST__STORE_RESP_HDR)) {
-        d->store_broken = 1;
+        d->top->store_broken = 1;
         return dist__fail(d, DIST_ERR_PROTOCOL, "store %s: malformed response from the store (%u bytes)", what, (unsigned)rbody);
     }
     if (rbody > DIST__STORE_RESP_HDR - 4) {
         size_t rest = rbody - (DIST__STORE_RESP_HDR - 4);
-        if (dist__grow((void **)&d->store_buf, &d->store_cap, rest, 1) != 0 ||
-            (r = dist__io_all(d->store_fd, d->store_buf, rest, 0, deadline)) != 0) {
-            d->store_broken = 1;
+        if (dist__grow((void **)&d->top->store_buf, &d->top->store_cap, rest, 1) != 0 ||
+            (r = dist__io_all(d->top->store_fd, d->top->store_buf, rest, 0, deadline)) != 0) {
+            d->top->store_broken = 1;
             return dist__fail(d, DIST_ERR_PEER_LOST, "store %s: reading the store's response failed", what);
         }
-        if (!resp->has_val || dist__get32(d->store_buf) != rest - 4) {
-            d->store_broken = 1;
+        if (!resp->has_val || dist__get32(d->top->store_buf) != rest - 4) {
+            d->top->store_broken = 1;
             return dist__fail(d, DIST_ERR_PROTOCOL, "store %s: malformed value in the store's response", what);
         }
-        resp->val = d->store_buf + 4;
+        resp->val = d->top->store_buf + 4;
         resp->vlen = rest - 4;
     }
     return DIST_OK;
@@ -1673,6 +1952,9 @@ static dist_result dist__store_status(dist_t *d, const char *what, const char *k
         return dist__fail(d, DIST_ERR_INVALID, "store %s \"%s\": the value is not an integer", what, key);
     case DIST_ERR_NOMEM:
         return dist__fail(d, DIST_ERR_NOMEM, "store %s \"%s\": the store on rank 0 is out of memory", what, key);
+    case DIST_ERR_INIT:
+        return dist__fail(d, DIST_ERR_INIT, "init: rank %d of %d: the job cannot form: %.*s", d->rank, d->world,
+                          (int)DIST__MIN(rs->vlen, 250), rs->val ? (const char *)rs->val : "");
     default:
         return dist__fail(d, DIST_ERR_PROTOCOL, "store %s \"%s\": the store answered status %d", what, key, (int)rs->status);
     }
@@ -1693,7 +1975,7 @@ static dist_result dist__store_copy_out(dist_t *d, const char *what, const char 
     dist__store_resp rs;                                                             \
     if (!(d)) return dist__fail(NULL, DIST_ERR_INVALID, "store %s: NULL communicator", what); \
     if ((res = dist__store_key_check(d, what, key)) != DIST_OK) return res;          \
-    pthread_mutex_lock(&(d)->store_lock)
+    pthread_mutex_lock(&(d)->top->store_lock)
 
 DIST_API dist_result dist_store_set(dist_t *d, const char *key, const void *value, size_t len) {
     dist__store_part parts[2];
@@ -1701,12 +1983,12 @@ DIST_API dist_result dist_store_set(dist_t *d, const char *key, const void *valu
     parts[0].p = key; parts[0].n = strlen(key);
     parts[1].p = value; parts[1].n = len;
     if (len > DIST__MAX_VALUE || (len && !value)) {
-        pthread_mutex_unlock(&d->store_lock);
+        pthread_mutex_unlock(&d->top->store_lock);
         return dist__fail(d, DIST_ERR_INVALID, "store set \"%s\": value of %zu bytes (at most %zu, non-NULL)", key, len, DIST__MAX_VALUE);
     }
     res = dist__store_call(d, "set", DIST__STORE_SET, 0, parts, 2, 0, &rs);
     if (res == DIST_OK) res = dist__store_status(d, "set", key, 0, &rs);
-    pthread_mutex_unlock(&d->store_lock);
+    pthread_mutex_unlock(&d->top->store_lock);
     return res;
 }
 
@@ -1719,7 +2001,7 @@ DIST_API dist_result dist_store_get(dist_t *d, const char *key, void *buf, size_
     res = dist__store_call(d, "get", DIST__STORE_GET, wait_ms, &part, 1, wait_ms, &rs);
     if (res == DIST_OK) res = dist__store_status(d, "get", key, wait_ms, &rs);
     if (res == DIST_OK) res = dist__store_copy_out(d, "get", key, &rs, buf, cap, len);
-    pthread_mutex_unlock(&d->store_lock);
+    pthread_mutex_unlock(&d->top->store_lock);
     return res;
 }
 
@@ -1730,7 +2012,7 @@ DIST_API dist_result dist_store_add(dist_t *d, const char *key, int64_t amount, 
     res = dist__store_call(d, "add", DIST__STORE_ADD, amount, &part, 1, 0, &rs);
     if (res == DIST_OK) res = dist__store_status(d, "add", key, 0, &rs);
     if (res == DIST_OK && result) *result = rs.num;
-    pthread_mutex_unlock(&d->store_lock);
+    pthread_mutex_unlock(&d->top->store_lock);
     return res;
 }
 
@@ -1746,11 +2028,20 @@ static dist_result dist__store_keys(dist_t *d, const char *what, int cmd, const 
         if ((res = dist__store_key_check(d, what, keys[i])) != DIST_OK) return res;
         parts[i].p = keys[i]; parts[i].n = strlen(keys[i]);
     }
-    pthread_mutex_lock(&d->store_lock);
+    pthread_mutex_lock(&d->top->store_lock);
     res = dist__store_call(d, what, cmd, wait_ms, parts, nkeys, wait_ms, &rs);
-    if (res == DIST_OK) res = dist__store_status(d, what, keys[0], wait_ms, &rs);
+    if (res == DIST_OK && rs.status == DIST_ERR_TIMEOUT && nkeys > 1) {
+        /* Name a key that is missing, not just the first one asked for. */
+        int missing = 0;
+        dist__store_resp one;
+        for (int i = 0; i < nkeys; i++)
+            if (dist__store_call(d, what, DIST__STORE_CHECK, 0, &parts[i], 1, 0, &one) == DIST_OK && one.num == 0) { missing = i; break; }
+        res = dist__store_status(d, what, keys[missing], wait_ms, &rs);
+    } else if (res == DIST_OK) {
+        res = dist__store_status(d, what, keys[0], wait_ms, &rs);
+    }
     if (res == DIST_OK && all) *all = (int)rs.num;
-    pthread_mutex_unlock(&d->store_lock);
+    pthread_mutex_unlock(&d->top->store_lock);
     return res;
 }
 
@@ -1775,14 +2066,14 @@ DIST_API dist_result dist_store_compare_set(dist_t *d, const char *key, const vo
     parts[2].p = desired; parts[2].n = desired_len;
     if (desired_len > DIST__MAX_VALUE || expected_len > DIST__MAX_VALUE ||
         (expected_len && !expected) || (desired_len && !desired)) {
-        pthread_mutex_unlock(&d->store_lock);
+        pthread_mutex_unlock(&d->top->store_lock);
         return dist__fail(d, DIST_ERR_INVALID, "store compare_set \"%s\": bad value arguments", key);
     }
     res = dist__store_call(d, "compare_set", DIST__STORE_CAS, expected_len == 0, parts, 3, 0, &rs);
     if (res == DIST_OK) res = dist__store_status(d, "compare_set", key, 0, &rs);
     if (res == DIST_OK) res = dist__store_copy_out(d, "compare_set", key, &rs, out, cap, out_len);
     else if (out_len) *out_len = 0;
-    pthread_mutex_unlock(&d->store_lock);
+    pthread_mutex_unlock(&d->top->store_lock);
     return res;
 }
 
@@ -1793,7 +2084,7 @@ DIST_API dist_result dist_store_delete(dist_t *d, const char *key, int *deleted)
     res = dist__store_call(d, "delete", DIST__STORE_DELETE, 0, &part, 1, 0, &rs);
     if (res == DIST_OK) res = dist__store_status(d, "delete", key, 0, &rs);
     if (deleted) *deleted = res == DIST_OK ? (int)rs.num : 0;
-    pthread_mutex_unlock(&d->store_lock);
+    pthread_mutex_unlock(&d->top->store_lock);
     return res;
 }
 
@@ -1822,8 +2113,12 @@ static void dist__req_release(dist__engine *e, dist_req_t *r) {
 }
 
 /* "recv #4 from rank 2 (tag 0, 10 x float32)" */
+static const char *dist__coll_name(int kind);
+
 static void dist__req_describe(const dist_req_t *r, char *buf, size_t cap) {
-    if (r->kind == DIST__REQ_SEND)
+    if (r->frame_kind == DIST__FRAME_COLL)
+        dist__format(buf, cap, "%s #%lld", dist__coll_name(r->coll & 15), (long long)r->tag);
+    else if (r->kind == DIST__REQ_SEND)
         dist__format(buf, cap, "send #%llu to rank %d (tag %lld, %zu x %s)", (unsigned long long)r->opno, r->peer,
                      (long long)r->tag, r->count, dist_dtype_name(r->dtype));
     else if (r->peer == DIST_ANY_SOURCE)
@@ -1837,6 +2132,7 @@ static void dist__req_describe(const dist_req_t *r, char *buf, size_t cap) {
 static void dist__req_complete(dist__engine *e, dist_req_t *r, dist_result res) {
     r->result = res;
     r->done = 1;
+    if (r->detached) { dist__req_release(e, r); return; }
     if (e->sleepers) pthread_cond_broadcast(&e->cond);
 }
 
@@ -1846,8 +2142,12 @@ static void dist__req_failf(dist__engine *e, dist_req_t *r, dist_result res, con
     va_start(ap, fmt);
     dist__vformat(why, sizeof why, fmt, ap);
     va_end(ap);
-    dist__req_describe(r, what, sizeof what);
-    dist__format(r->err, sizeof r->err, "%s: %s", what, why);
+    if (r->frame_kind == DIST__FRAME_COLL) {   /* the collective adds its own context */
+        dist__format(r->err, sizeof r->err, "%s", why);
+    } else {
+        dist__req_describe(r, what, sizeof what);
+        dist__format(r->err, sizeof r->err, "%s: %s", what, why);
+    }
     dist__req_complete(e, r, res);
 }
 
@@ -1913,8 +2213,11 @@ static int dist__req_matches(const dist_req_t *r, int src, const dist__frame *f)
            (r->peer == src || r->peer == DIST_ANY_SOURCE);
 }
 
-/* A receive found its message: the sizes must agree exactly. */
+/* A receive found its message: the sizes (and, for a collective, the whole
+   descriptor) must agree exactly, or the receive fails and the payload is
+   discarded. */
 static int dist__recv_sizes_agree(dist__engine *e, dist_req_t *r, int src, const dist__frame *f) {
+    if (r->frame_kind == DIST__FRAME_COLL) return !dist__coll_mismatch(e, r, src, f);
     if (f->dtype == (uint8_t)r->dtype && f->count == r->count) return 1;
     r->source = src;
     dist__req_failf(e, r, DIST_ERR_MISMATCH, "rank %d sent %llu x %s, this rank expects %zu x %s", src,
@@ -1929,7 +2232,10 @@ static void dist__msg_deliver(dist__engine *e, dist__msg *m, dist_req_t *r) {
     if (m->err != DIST_OK)
         dist__req_failf(e, r, m->err, "the message from rank %d was lost (%s)", m->src, dist_result_text(m->err));
     else {
-        if (m->f.nbytes) memcpy(r->rbuf, m->data, (size_t)m->f.nbytes);
+        if (m->f.nbytes && r->reduce)
+            dist__reduce_table[r->dtype][r->reduce - 1](r->rbuf, m->data, (size_t)m->f.nbytes / dist_dtype_size(r->dtype), r->in_first);
+        else if (m->f.nbytes)
+            memcpy(r->rbuf, m->data, (size_t)m->f.nbytes);
         dist__req_complete(e, r, DIST_OK);
     }
     dist__msg_put(e, m);
@@ -1943,9 +2249,14 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
         if (r != &p->bye) dist__req_failf(e, r, code, "%s", p->why);
     }
     p->sq_tail = NULL;
+    /* A collective that involves a rank that died cannot complete: all its
+       receives fail, whichever peer they wait for.  (A rank that left
+       cleanly did its part of every collective before it left.) */
     for (r = e->posted_head; r; r = next) {
         next = r->next;
-        if (r->peer == p->rank || (r->peer == DIST_ANY_SOURCE && p->state == DIST__PEER_FAILED)) {
+        if (r->peer == p->rank || (r->peer == DIST_ANY_SOURCE && p->state == DIST__PEER_FAILED) ||
+            (r->frame_kind == DIST__FRAME_COLL && p->state == DIST__PEER_FAILED &&
+             (!r->comm->group_of || r->comm->group_of[p->rank] >= 0))) {
             if (prev) prev->next = next; else e->posted_head = next;
             if (e->posted_tail == r) e->posted_tail = prev;
             r->queued = 0;
@@ -1960,6 +2271,7 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
         if (m->claimed) { dist_req_t *c = m->claimed; m->claimed = NULL; dist__msg_deliver(e, m, c); }
     }
     p->rx_msg = NULL;
+    p->rx_abort = 0;
     p->in_payload = 0;
     p->dst = NULL;
 }
@@ -2018,6 +2330,7 @@ static void dist__peer_write(dist__engine *e, dist__peer *p) {
 /* Reads what the kernel has into the staging buffer.  Returns 1 if bytes
    arrived, 0 if none are ready or the connection ended. */
 static int dist__peer_fill(dist__engine *e, dist__peer *p) {
+    if (p->reads_left-- <= 0) return 0;
     for (;;) {
         ssize_t n = recv(p->fd, p->stage, DIST__STAGE_SIZE, 0);
         if (n > 0) { p->stage_pos = 0; p->stage_end = (size_t)n; p->drained = n < DIST__STAGE_SIZE; return 1; }
@@ -2054,7 +2367,12 @@ static int dist__on_header(dist__engine *e, dist__peer *p) {
     if (f->kind == DIST__FRAME_BYE) { dist__on_goodbye(e, p); return 0; }
     p->in_payload = 1;
     p->left = f->nbytes;
-    p->dst = NULL; p->rx_req = NULL; p->rx_msg = NULL;
+    p->dst = NULL; p->rx_req = NULL; p->rx_msg = NULL; p->rx_abort = 0;
+    if (f->kind == DIST__FRAME_ABORT) {
+        p->rx_abort = 1;
+        p->dst = (uint8_t *)p->abort_text;
+        return 0;
+    }
     for (r = e->posted_head; r; r = r->next)
         if (dist__req_matches(r, p->rank, f)) break;
     if (r) {
@@ -2066,6 +2384,12 @@ static int dist__on_header(dist__engine *e, dist__peer *p) {
             p->dst = r->rbuf;
         }
         return 0;
+    }
+    if (f->kind == DIST__FRAME_COLL) {
+        /* A frame of a collective that already ended here (it failed, and
+           its peers sent on): nobody will ask for it. */
+        dist_t *cd = dist__engine_comm(e, f->comm);
+        if (cd && (uint64_t)f->tag <= cd->done_seq) return 0;
     }
     {
         dist__msg *m = dist__msg_get(e, f->nbytes);
@@ -2084,8 +2408,14 @@ static int dist__on_header(dist__engine *e, dist__peer *p) {
     return 0;
 }
 
+
 static void dist__on_payload_done(dist__engine *e, dist__peer *p) {
     p->in_payload = 0;
+    if (p->rx_abort) {
+        p->rx_abort = 0;
+        p->abort_text[p->cur.nbytes] = 0;
+        dist__on_abort(e, p->rank, p->cur.comm, p->cur.tag, p->cur.root, p->abort_text);
+    }
     if (p->rx_req) { dist__req_complete(e, p->rx_req, DIST_OK); p->rx_req = NULL; }
     if (p->rx_msg) {
         dist__msg *m = p->rx_msg;
@@ -2096,14 +2426,63 @@ static void dist__on_payload_done(dist__engine *e, dist__peer *p) {
     }
 }
 
+/* Appends to the staging buffer from stage_end.  Returns 1 if bytes
+   arrived, 0 if none are ready or the connection ended. */
+static int dist__peer_fill_more(dist__engine *e, dist__peer *p, size_t want) {
+    if (p->reads_left-- <= 0) return 0;
+    for (;;) {
+        ssize_t n = recv(p->fd, p->stage + p->stage_end, want, 0);
+        if (n > 0) { p->stage_end += (size_t)n; p->drained = (size_t)n < want; return 1; }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection in the middle of a message (did it exit or crash?)", p->rank);
+        else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(errno));
+        return 0;
+    }
+}
+
+/* Payload of a combining receive: whole elements are reduced straight from
+   the staging buffer into the destination (no second pass over memory).
+   Elements must be aligned for the kernel, so the bytes are moved to the
+   start of the buffer when they are not (at most once per refill), and a
+   partial element waits at the start for the rest of it.  Returns 0 when
+   no more bytes are ready. */
+static int dist__peer_reduce_step(dist__engine *e, dist__peer *p) {
+    dist_req_t *r = p->rx_req;
+    size_t es = dist_dtype_size(r->dtype), avail = p->stage_end - p->stage_pos;
+    size_t usable = (size_t)DIST__MIN((uint64_t)avail, p->left);
+    usable -= usable % es;
+    if (usable) {
+        if ((uintptr_t)(p->stage + p->stage_pos) % es) {
+            memmove(p->stage, p->stage + p->stage_pos, avail);
+            p->stage_pos = 0; p->stage_end = avail;
+        }
+        dist__reduce_table[r->dtype][r->reduce - 1](p->dst, p->stage + p->stage_pos, usable / es, r->in_first);
+        p->dst += usable; p->stage_pos += usable; p->left -= usable;
+        return 1;
+    }
+    if (p->drained) return 0;
+    if (avail) memmove(p->stage, p->stage + p->stage_pos, avail);
+    p->stage_pos = 0; p->stage_end = avail;
+    return dist__peer_fill_more(e, p, (size_t)DIST__MIN((uint64_t)(DIST__STAGE_SIZE - avail), p->left - avail));
+}
+
 /* Reads and dispatches what `p`'s socket holds.  A read that returns less
    than it asked for emptied the socket, so the next read would only say
    EAGAIN: that syscall is saved, and poll (level-triggered) reports
    whatever arrives later. */
 static void dist__peer_read(dist__engine *e, dist__peer *p) {
+    /* Whatever is staged is always dispatched (poll cannot tell about it);
+       only the reads from the socket are rationed, so one busy peer does
+       not starve the others. */
     p->drained = 0;
-    for (int rounds = 0; rounds < 256 && p->fd >= 0; rounds++) {
+    p->reads_left = 64;
+    while (p->fd >= 0) {
         size_t avail = p->stage_end - p->stage_pos;
+        if (p->in_payload && p->left && p->rx_req && p->rx_req->reduce) {
+            if (!dist__peer_reduce_step(e, p)) return;
+            continue;
+        }
         if (avail == 0 && p->drained && !(p->in_payload && p->left == 0)) return;
         if (!p->in_payload) {
             size_t n;
@@ -2124,7 +2503,9 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
         } else if (p->dst && p->left >= DIST__STAGE_SIZE) {
             /* Large payloads go straight from the socket to their buffer. */
             size_t want = (size_t)DIST__MIN(p->left, (uint64_t)1 << 30);
-            ssize_t n = recv(p->fd, p->dst, want, 0);
+            ssize_t n;
+            if (p->reads_left-- <= 0) return;
+            n = recv(p->fd, p->dst, want, 0);
             if (n > 0) { p->dst += n; p->left -= (uint64_t)n; p->drained = (size_t)n < want; continue; }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -2242,7 +2623,8 @@ static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
     int64_t start = dist__now_ns(), deadline = start + (int64_t)timeout_ms * 1000000;
     while (!r->done) {
         int64_t now = dist__now_ns();
-        if (now >= deadline) { dist__req_withdraw(e, r, timeout_ms); break; }
+        if (now >= deadline && r->kind == DIST__REQ_COLL) deadline = now + 1000000000;   /* its job has its own bound */
+        else if (now >= deadline) { dist__req_withdraw(e, r, timeout_ms); break; }
         if (now - start < e->spin_ns && !e->driving) {
             /* Poll without sleeping for a while: a reply that comes within
                microseconds is seen without paying for a wake-up (tens of
@@ -2262,7 +2644,7 @@ static void dist__engine_free(dist__engine *e) {
     while (e->blocks) { dist__req_block *b = e->blocks; e->blocks = b->next; DIST_FREE(b); }
     while (e->unexp_head) { dist__msg *m = e->unexp_head; e->unexp_head = m->next; DIST_FREE(m->data); DIST_FREE(m); }
     while (e->free_msgs) { dist__msg *m = e->free_msgs; e->free_msgs = m->next; DIST_FREE(m->data); DIST_FREE(m); }
-    DIST_FREE(e->peers); DIST_FREE(e->pfds); DIST_FREE(e->pfd_peer);
+    DIST_FREE(e->peers); DIST_FREE(e->pfds); DIST_FREE(e->pfd_peer); DIST_FREE(e->comms);
     dist__wakeup_close(&e->wake);
     pthread_cond_destroy(&e->cond); pthread_cond_destroy(&e->bg_cond);
     pthread_mutex_destroy(&e->lock);
@@ -2306,7 +2688,7 @@ static void dist__req_init(dist_t *d, dist_req_t *r, int kind, size_t count, dis
     r->eng = d->eng;
     r->comm = d;
     r->kind = kind;
-    r->peer = peer;
+    r->peer = peer == DIST_ANY_SOURCE ? peer : dist__wrank(d, peer);
     r->source = -1;
     r->frame_kind = DIST__FRAME_DATA;
     r->comm_id = d->id;
@@ -2351,6 +2733,7 @@ static void dist__post_send(dist__engine *e, dist_req_t *r) {
     memset(&f, 0, sizeof f);
     f.kind = r->frame_kind; f.dtype = (uint8_t)r->dtype; f.comm = r->comm_id; f.tag = r->tag;
     f.count = r->count; f.nbytes = r->nbytes;
+    f.coll = r->coll; f.op = r->op; f.root = r->root;
     dist__frame_encode(&f, r->hdr);
     if (r->peer == e->rank) { dist__send_to_self(e, r); return; }
     if (p->state != DIST__PEER_OK || p->fd < 0 || p->bye_queued) {
@@ -2461,18 +2844,25 @@ static dist_result dist__req_valid(const dist_req_t *r, const char *what) {
     return DIST_OK;
 }
 
-DIST_API dist_result dist_wait(dist_req_t *r) {
+/* Waits until `start_ms` + the communicator's timeout. */
+static dist_result dist__wait_since(dist_req_t *r, int64_t start_ms) {
     dist__engine *e;
     dist_t *d;
     dist_result res = dist__req_valid(r, "wait");
+    int64_t left;
     if (res != DIST_OK) return res;
     e = r->eng; d = r->comm;
+    left = start_ms + d->timeout_ms - dist__now_ms();
     pthread_mutex_lock(&e->lock);
-    dist__wait_locked(e, r, d->timeout_ms);
+    dist__wait_locked(e, r, left > 0 ? (int)left : 0);
     res = dist__req_finish(d, r);
     dist__req_release(e, r);
     pthread_mutex_unlock(&e->lock);
     return res;
+}
+
+DIST_API dist_result dist_wait(dist_req_t *r) {
+    return dist__wait_since(r, dist__now_ms());
 }
 
 DIST_API dist_result dist_test(dist_req_t *r, int *done) {
@@ -2493,11 +2883,12 @@ DIST_API dist_result dist_test(dist_req_t *r, int *done) {
 
 DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs) {
     dist_result first = DIST_OK;
+    int64_t start = dist__now_ms();      /* one timeout for the lot, not one each */
     if (n < 0 || (n > 0 && !reqs)) return dist__fail(NULL, DIST_ERR_INVALID, "wait_all: %d requests at %p", n, (void *)reqs);
     for (int i = 0; i < n; i++) {
         dist_result r;
         if (!reqs[i]) continue;
-        r = dist_wait(reqs[i]);
+        r = dist__wait_since(reqs[i], start);
         reqs[i] = NULL;
         if (r != DIST_OK && first == DIST_OK) first = r;
     }
@@ -2505,7 +2896,1106 @@ DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs) {
 }
 
 DIST_API int dist_req_source(const dist_req_t *r) {
-    return r && r->done > 0 ? r->source : -1;
+    return r && r->done > 0 && r->source >= 0 ? dist__grank(r->comm, r->source) : -1;
+}
+
+/* [SECTION] collectives: descriptors, requests, mismatch and abort notices
+   ---------------------------------------------------------------------------
+   A collective is a sequence of COLL frames between members of one
+   communicator.  Every frame carries the caller's descriptor: kind and
+   algorithm, dtype, count, op, root; the tag is the collective's sequence
+   number on that communicator.  A receive compares the descriptor of what
+   arrives with its own before a byte of payload is used, so ranks that
+   called different collectives (or the same with other arguments) fail with
+   a sentence naming both sides instead of corrupting memory.  The rank that
+   sees a failure tells every other member with an ABORT frame (same tag,
+   the sentence as payload), so ranks that could not see the mismatch
+   themselves fail at once too instead of waiting for their timeout.
+
+   Algorithms post receives before the matching sends can arrive, in the
+   order the peer sends them (frames of one pair and one tag never
+   overtake), so payloads land in place: in the user's buffer, or combined
+   into it by the receive itself (reduce from the staging buffer, element by
+   element, while later chunks are still on the wire). */
+
+#ifndef DIST_CHUNK_BYTES
+#  define DIST_CHUNK_BYTES (512 * 1024)   /* pipelining unit of ring and chain algorithms */
+#endif
+#ifndef DIST_SMALL_BYTES
+#  define DIST_SMALL_BYTES (64 * 1024)    /* up to this, latency-optimal algorithms */
+#endif
+
+static const char *dist__coll_name(int kind) {
+    switch (kind) {
+#define DIST__COLL_NAME(up, low) case DIST__COLL_##up: return #low;
+    DIST__COLL_LIST(DIST__COLL_NAME)
+#undef DIST__COLL_NAME
+    default: return "collective";
+    }
+}
+
+static const char *dist__op_name(int op) {
+    static const char *const names[] = { "sum", "product", "max", "min", "avg" };
+    return op >= 0 && op < DIST_OP_COUNT ? names[op] : "invalid-op";
+}
+
+/* Algorithms: which one a collective uses is part of its descriptor. */
+enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_COUNT };
+static const char *dist__algo_name(int a) {
+    static const char *const names[] = { "auto", "ring", "tree", "direct" };
+    return a >= 0 && a < DIST__ALGO_COUNT ? names[a] : "unknown";
+}
+
+
+/* Called under the engine lock when a collective frame meets its receive.
+   Returns 1 (and fails the receive) when the two sides disagree. */
+static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const dist__frame *f) {
+    char why[DIST__ERRLEN];
+    int them = dist__grank(r->comm, src), me = r->comm->rank;
+    if ((f->coll & 15) != (r->coll & 15))
+        dist__format(why, sizeof why, "rank %d called %s, rank %d called %s", them, dist__coll_name(f->coll & 15),
+                     me, dist__coll_name(r->coll & 15));
+    else if (f->dtype != (uint8_t)r->dtype || f->count != r->count)
+        dist__format(why, sizeof why, "rank %d passed %llu x %s, rank %d passed %zu x %s", them,
+                     (unsigned long long)f->count, dist_dtype_name((dist_dtype)f->dtype), me, r->count, dist_dtype_name(r->dtype));
+    else if (f->op != r->op)
+        dist__format(why, sizeof why, "rank %d passed op %s, rank %d passed op %s", them, dist__op_name(f->op), me, dist__op_name(r->op));
+    else if (f->root != r->root)
+        dist__format(why, sizeof why, "rank %d passed root %d, rank %d passed root %d", them, (int)f->root, me, (int)r->root);
+    else if ((f->coll >> 4) != (r->coll >> 4))
+        dist__format(why, sizeof why, "rank %d chose the %s algorithm, rank %d the %s algorithm (set DIST_ALGO alike on every rank)",
+                     them, dist__algo_name(f->coll >> 4), me, dist__algo_name(r->coll >> 4));
+    else if (f->nbytes != r->nbytes)
+        dist__format(why, sizeof why, "rank %d sent a block of %llu bytes where rank %d expects %llu", them,
+                     (unsigned long long)f->nbytes, me, (unsigned long long)r->nbytes);
+    else
+        return 0;
+    r->source = src;
+    dist__req_failf(e, r, DIST_ERR_MISMATCH, "%s", why);
+    return 1;
+}
+
+/* Drops unclaimed frames of collectives of `d` that have ended.  Under the
+   engine lock. */
+static void dist__purge_stale(dist__engine *e, dist_t *d) {
+    dist__msg *m = e->unexp_head, *next;
+    for (; m; m = next) {
+        next = m->next;
+        if (m->f.kind != DIST__FRAME_COLL || m->f.comm != d->id || (uint64_t)m->f.tag > d->done_seq || m->claimed) continue;
+        if (m->complete) { dist__unexp_remove(e, m); dist__msg_put(e, m); }
+        else m->dead = 1;
+    }
+}
+
+static dist_t *dist__engine_comm(dist__engine *e, uint32_t id) {
+    for (int i = 0; i < e->ncomms; i++)
+        if (e->comms[i]->id == id) return e->comms[i];
+    return NULL;
+}
+
+/* An ABORT frame: rank `src` says collective `seq` of communicator `comm`
+   failed.  Its pending receives fail now; a later start of that collective
+   fails at once.  Under the engine lock. */
+static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, const char *text) {
+    dist_t *d = dist__engine_comm(e, comm);
+    dist_req_t *r, *next, *prev = NULL;
+    if (!d || seq <= 0 || (uint64_t)seq <= d->abort_seq) return;
+    d->abort_seq = (uint64_t)seq;
+    d->abort_code = code < 0 && code > -100 ? (dist_result)code : DIST_ERR_FAILED;
+    dist__format(d->abort_text, sizeof d->abort_text, "rank %d reported: %s", dist__grank(d, src), text);
+    for (r = e->posted_head; r; r = next) {
+        next = r->next;
+        if (r->frame_kind == DIST__FRAME_COLL && r->comm_id == comm && r->tag == seq) {
+            if (prev) prev->next = next; else e->posted_head = next;
+            if (e->posted_tail == r) e->posted_tail = prev;
+            r->queued = 0;
+            r->by_peer = 1;
+            dist__req_failf(e, r, d->abort_code, "%s", d->abort_text);
+        } else prev = r;
+    }
+}
+
+/* One collective call in progress on this rank. */
+typedef struct dist__coll {
+    dist_t *d;
+    dist__engine *e;
+    int kind, algo;
+    dist_dtype dtype;
+    dist_op op;
+    int root;
+    size_t count, es;
+    uint64_t seq;
+    int64_t deadline_ns;
+    dist_req_t *reqs;            /* posted and not yet waited for */
+    dist_result res;
+    int notify;                  /* tell the others when this fails (not when they told us) */
+    char why[DIST__ERRLEN];
+} dist__coll;
+
+static void dist__coll_failf(dist__coll *c, dist_result res, int notify, const char *fmt, ...) {
+    va_list ap;
+    if (c->res != DIST_OK) return;
+    c->res = res;
+    c->notify = notify;
+    va_start(ap, fmt);
+    dist__vformat(c->why, sizeof c->why, fmt, ap);
+    va_end(ap);
+}
+
+/* A member of the communicator is gone: the collective cannot complete.
+   Under the engine lock. */
+static int dist__coll_member_lost(dist__coll *c) {
+    dist__engine *e = c->e;
+    if (!e->failed_peers) {
+        int left = 0;
+        for (int i = 0; i < e->world && !left; i++) left = e->peers[i].state == DIST__PEER_LEFT;
+        if (!left) return 0;
+    }
+    for (int g = 0; g < c->d->world; g++) {
+        dist__peer *p = &e->peers[dist__wrank(c->d, g)];
+        if (g != c->d->rank && p->state != DIST__PEER_OK) {
+            dist__coll_failf(c, DIST_ERR_PEER_LOST, 1, "%s", p->why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_t count, dist_dtype dtype, dist_op op, int root) {
+    memset(c, 0, sizeof *c);
+    c->d = d; c->e = d->eng;
+    c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
+    c->es = dist_dtype_size(dtype);
+    c->deadline_ns = dist__now_ns() + (int64_t)d->timeout_ms * 1000000;
+    pthread_mutex_lock(&c->e->lock);
+    c->seq = ++d->coll_seq;
+    if (d->abort_seq == c->seq) dist__coll_failf(c, d->abort_code, 0, "%s", d->abort_text);
+    else dist__coll_member_lost(c);
+    pthread_mutex_unlock(&c->e->lock);
+}
+
+/* Posts one frame of this collective to or from group rank `peer`.
+   Returns NULL once the collective has failed (c->res says why). */
+static dist_req_t *dist__coll_post(dist__coll *c, int kind, int peer, const void *buf, size_t nbytes, int reduce, int in_first) {
+    dist__engine *e = c->e;
+    dist_req_t *r = NULL;
+    pthread_mutex_lock(&e->lock);
+    if (c->res == DIST_OK && c->d->abort_seq == c->seq) dist__coll_failf(c, c->d->abort_code, 0, "%s", c->d->abort_text);
+    if (c->res == DIST_OK && (r = dist__req_alloc(e)) == NULL)
+        dist__coll_failf(c, DIST_ERR_NOMEM, 1, "out of memory for a request");
+    if (c->res == DIST_OK && e->failed_peers && dist__coll_member_lost(c)) { dist__req_release(e, r); r = NULL; }
+    if (r) {
+        r->comm = c->d;
+        r->kind = kind;
+        r->peer = dist__wrank(c->d, peer);
+        r->source = -1;
+        r->frame_kind = DIST__FRAME_COLL;
+        r->comm_id = c->d->id;
+        r->tag = (int64_t)c->seq;
+        r->dtype = c->dtype;
+        r->count = c->count;
+        r->nbytes = nbytes;
+        r->coll = (uint8_t)(c->kind | c->algo << 4);
+        r->op = (uint8_t)c->op;
+        r->root = c->root;
+        r->reduce = reduce ? (int)c->op + 1 : 0;
+        r->in_first = in_first;
+        r->cnext = c->reqs;
+        c->reqs = r;
+        if (kind == DIST__REQ_SEND) { r->sbuf = (const uint8_t *)buf; dist__post_send(e, r); }
+        else { r->rbuf = (uint8_t *)buf; dist__post_recv(e, r); }
+    }
+    pthread_mutex_unlock(&e->lock);
+    return r;
+}
+
+static dist_req_t *dist__coll_send(dist__coll *c, int peer, const void *buf, size_t nbytes) {
+    return dist__coll_post(c, DIST__REQ_SEND, peer, buf, nbytes, 0, 0);
+}
+static dist_req_t *dist__coll_recv(dist__coll *c, int peer, void *buf, size_t nbytes) {
+    return dist__coll_post(c, DIST__REQ_RECV, peer, buf, nbytes, 0, 0);
+}
+/* Receives and combines into buf: buf = op(buf, in), or op(in, buf) with in_first. */
+static dist_req_t *dist__coll_recv_reduce(dist__coll *c, int peer, void *buf, size_t nbytes, int in_first) {
+    return dist__coll_post(c, DIST__REQ_RECV, peer, buf, nbytes, 1, in_first);
+}
+
+static void dist__coll_unlink(dist__coll *c, dist_req_t *r) {
+    for (dist_req_t **pp = &c->reqs; *pp; pp = &(*pp)->cnext)
+        if (*pp == r) { *pp = r->cnext; return; }
+}
+
+/* Waits for one of the collective's requests (NULL: a post that failed). */
+static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
+    dist__engine *e = c->e;
+    if (!r) return c->res;
+    pthread_mutex_lock(&e->lock);
+    if (!r->done) {
+        int64_t left = c->deadline_ns - dist__now_ns();
+        dist__wait_locked(e, r, left > 0 ? (int)((left + 999999) / 1000000) : 0);
+    }
+    if (r->result != DIST_OK) {
+        int peer = dist__grank(c->d, r->kind == DIST__REQ_RECV && r->source >= 0 ? r->source : r->peer);
+        if (r->result == DIST_ERR_TIMEOUT)
+            dist__coll_failf(c, DIST_ERR_TIMEOUT, 1, "timed out after %.1f s waiting for rank %d to %s",
+                             c->d->timeout_ms / 1000.0, peer, r->kind == DIST__REQ_RECV ? "send its part" : "take this rank's part");
+        else
+            dist__coll_failf(c, r->result, !r->by_peer, "%s", r->err);
+    }
+    dist__coll_unlink(c, r);
+    dist__req_release(e, r);
+    pthread_mutex_unlock(&e->lock);
+    return c->res;
+}
+
+/* Ends the collective: withdraws what is still posted (no byte is written
+   into the caller's buffers after this returns), lets sends already on the
+   wire finish, tells the other members about a failure, and records the
+   sentence.  Returns the collective's result. */
+static dist_result dist__coll_end(dist__coll *c) {
+    dist__engine *e = c->e;
+    dist_t *d = c->d;
+    pthread_mutex_lock(&e->lock);
+    while (c->reqs) {
+        dist_req_t *r = c->reqs;
+        if (!r->done && r->kind == DIST__REQ_SEND && r->queued && r->sent > 0) {
+            int64_t left = c->deadline_ns - dist__now_ns();
+            dist__wait_locked(e, r, left > 1000000000 ? (int)(left / 1000000) : 1000);
+        } else if (!r->done) {
+            dist__req_withdraw(e, r, 0);
+        }
+        c->reqs = r->cnext;
+        dist__req_release(e, r);
+    }
+    d->done_seq = c->seq;
+    if (c->res != DIST_OK) dist__purge_stale(e, d);
+    if (c->res != DIST_OK && c->notify) {
+        /* Every other member learns which collective failed and why. */
+        for (int g = 0; g < d->world; g++) {
+            dist_req_t *a;
+            if (g == d->rank || (a = dist__req_alloc(e)) == NULL) continue;
+            a->comm = d; a->kind = DIST__REQ_SEND; a->peer = dist__wrank(d, g); a->source = -1;
+            a->frame_kind = DIST__FRAME_ABORT; a->comm_id = d->id; a->tag = (int64_t)c->seq;
+            a->root = (int32_t)c->res; a->detached = 1;
+            dist__format(a->err, DIST__MAX_ABORT_TEXT + 1, "%s", c->why);
+            a->sbuf = (const uint8_t *)a->err;
+            a->nbytes = strlen(a->err);
+            dist__post_send(e, a);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (c->res == DIST_OK) return DIST_OK;
+    return dist__fail(d, c->res, "%s #%llu: %s", dist__coll_name(c->kind), (unsigned long long)c->seq, c->why);
+}
+
+/* Per-communicator scratch memory: grown when a call needs more, then kept,
+   so steady use allocates nothing. */
+static uint8_t *dist__scratch(dist__coll *c, size_t bytes) {
+    dist_t *d = c->d;
+    if (bytes > d->scratch_cap) {
+        uint8_t *p = (uint8_t *)DIST_REALLOC(d->scratch, bytes);
+        if (!p) { dist__coll_failf(c, DIST_ERR_NOMEM, 1, "out of memory for %zu bytes of scratch", bytes); return NULL; }
+        d->scratch = p;
+        d->scratch_cap = bytes;
+    }
+    return d->scratch;
+}
+
+/* Block b of `count` elements split over n ranks (the first count % n
+   blocks get one more). */
+static size_t dist__block_off(size_t count, int n, int b) {
+    return (size_t)b * (count / (size_t)n) + DIST__MIN((size_t)b, count % (size_t)n);
+}
+static size_t dist__block_len(size_t count, int n, int b) {
+    return count / (size_t)n + ((size_t)b < count % (size_t)n);
+}
+
+/* Elements per pipeline chunk, and chunks in a block (at least one, so an
+   empty block still sends a frame that carries the descriptor). */
+static size_t dist__chunk_elems(const dist__coll *c) {
+    size_t n = DIST_CHUNK_BYTES / c->es;
+    return n ? n : 1;
+}
+static size_t dist__nchunks(const dist__coll *c, size_t elems) {
+    size_t ce = dist__chunk_elems(c);
+    return elems == 0 ? 1 : (elems + ce - 1) / ce;
+}
+
+/* [SECTION] collectives: algorithms
+   ---------------------------------------------------------------------------
+   Written once over dist__coll_send / recv / recv_reduce / wait, in group
+   ranks.  Every algorithm sends at least one frame per step even when its
+   blocks are empty, so that count 0 is checked like any other count.
+
+   Pipelines (ring, chain) are lists of steps run by dist__run_steps: every
+   receive of the whole call is posted first, in the order the peer sends;
+   then chunk k of step t+1 goes out as soon as chunk k of step t has
+   arrived (and, in a reduction, been combined by the receive itself).  The
+   number of chunks per step comes from the descriptor alone, so both ends
+   agree; short blocks end in empty chunks.
+
+   Reproducibility: a ring reduces each block along one fixed path and then
+   copies the result to everyone; in recursive doubling both partners
+   compute op(lower half's partial, upper half's partial) in that order.
+   Either way every rank holds the same bits, run after run. */
+
+struct dist__step {
+    int from;                  /* group rank to receive from, -1: none */
+    uint8_t *rbuf; size_t rlen;
+    int reduce;                /* combine into rbuf instead of copying */
+    int to;                    /* group rank to send to, -1: none */
+    const uint8_t *sbuf; size_t slen;
+};
+
+/* Per-communicator arrays for steps and request slots, grown as needed. */
+static void *dist__grow_array(dist__coll *c, void **p, size_t *cap, size_t n, size_t elem) {
+    if (n > *cap) {
+        void *q = DIST_REALLOC(*p, n * elem);
+        if (!q) { dist__coll_failf(c, DIST_ERR_NOMEM, 1, "out of memory for %zu bookkeeping entries", n); return NULL; }
+        *p = q;
+        *cap = n;
+    }
+    return *p;
+}
+static dist__step *dist__steps(dist__coll *c, int T) {
+    return (dist__step *)dist__grow_array(c, (void **)&c->d->steps, &c->d->steps_cap, (size_t)T, sizeof(dist__step));
+}
+
+/* Chunk k of a block of `len` elements: [*off, *off + *n). */
+static void dist__chunk(const dist__coll *c, size_t len, size_t k, size_t *off, size_t *n) {
+    size_t ce = dist__chunk_elems(c);
+    *off = DIST__MIN(k * ce, len);
+    *n = DIST__MIN(ce, len - *off);
+}
+
+/* Runs T steps with K chunks each; in_first: a combining receive computes
+   op(incoming, rbuf). */
+static dist_result dist__run_steps(dist__coll *c, const dist__step *st, int T, size_t K, int in_first) {
+    size_t es = c->es, off, n;
+    dist_req_t **rq, **sq;
+    if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)T * K, sizeof(dist_req_t *))) return c->res;
+    rq = c->d->slots;
+    sq = rq + (size_t)T * K;
+    for (int t = 0; t < T; t++)
+        for (size_t k = 0; k < K; k++) {
+            dist_req_t *q = NULL;
+            if (st[t].from >= 0) {
+                dist__chunk(c, st[t].rlen, k, &off, &n);
+                q = st[t].reduce ? dist__coll_recv_reduce(c, st[t].from, st[t].rbuf + off * es, n * es, in_first)
+                                 : dist__coll_recv(c, st[t].from, st[t].rbuf + off * es, n * es);
+                if (!q) return c->res;
+            }
+            rq[(size_t)t * K + k] = q;
+        }
+    for (int t = 0; t < T; t++)
+        for (size_t k = 0; k < K; k++) {
+            dist_req_t *s = NULL, **prev = t > 0 ? &rq[(size_t)(t - 1) * K + k] : NULL;
+            if (prev && *prev) {
+                if (dist__coll_wait(c, *prev) != DIST_OK) return c->res;
+                *prev = NULL;
+            }
+            if (st[t].to >= 0) {
+                dist__chunk(c, st[t].slen, k, &off, &n);
+                if ((s = dist__coll_send(c, st[t].to, st[t].sbuf + off * es, n * es)) == NULL) return c->res;
+            }
+            sq[(size_t)t * K + k] = s;
+        }
+    for (size_t i = 0; i < 2 * (size_t)T * K; i++)
+        if (rq[i] && dist__coll_wait(c, rq[i]) != DIST_OK) return c->res;
+    return DIST_OK;
+}
+
+static int dist__mod(int a, int n) { return ((a % n) + n) % n; }
+static uint8_t *dist__at(const void *base, size_t elems, size_t es) { return (uint8_t *)base + elems * es; }
+
+/* Ring all-reduce in place: reduce-scatter then all-gather, 2(n-1)
+   pipelined steps.  At reduce-scatter step t rank r sends block r-t and
+   folds block r-t-1 from its left into its own; at all-gather step t it
+   sends block r+1-t and receives block r-t.  Each step sends the block the
+   step before received. */
+static dist_result dist__ring_all_reduce(dist__coll *c, uint8_t *buf) {
+    int n = c->d->world, r = c->d->rank, T = 2 * (n - 1), left = dist__mod(r - 1, n), right = dist__mod(r + 1, n);
+    dist__step *st = dist__steps(c, T);
+    if (!st) return c->res;
+    for (int t = 0; t < T; t++) {
+        int rs = t < n - 1, u = rs ? t : t - (n - 1);
+        int rb = rs ? dist__mod(r - u - 1, n) : dist__mod(r - u, n);
+        int sb = rs ? dist__mod(r - u, n) : dist__mod(r + 1 - u, n);
+        st[t].from = left;  st[t].reduce = rs;
+        st[t].rbuf = dist__at(buf, dist__block_off(c->count, n, rb), c->es); st[t].rlen = dist__block_len(c->count, n, rb);
+        st[t].to = right;
+        st[t].sbuf = dist__at(buf, dist__block_off(c->count, n, sb), c->es); st[t].slen = dist__block_len(c->count, n, sb);
+    }
+    return dist__run_steps(c, st, T, dist__nchunks(c, dist__block_len(c->count, n, 0)), 1);
+}
+
+/* Ring reduce-scatter over `work` (n blocks of c->count, a copy of the
+   input): at step t rank r sends block r-t-1 and folds block r-t-2 from its
+   left; after n-1 steps block r is complete. */
+static dist_result dist__ring_reduce_scatter(dist__coll *c, uint8_t *work) {
+    int n = c->d->world, r = c->d->rank, left = dist__mod(r - 1, n), right = dist__mod(r + 1, n);
+    dist__step *st = dist__steps(c, n - 1);
+    if (!st) return c->res;
+    for (int t = 0; t < n - 1; t++) {
+        st[t].from = left; st[t].reduce = 1;
+        st[t].rbuf = dist__at(work, (size_t)dist__mod(r - t - 2, n) * c->count, c->es); st[t].rlen = c->count;
+        st[t].to = right;
+        st[t].sbuf = dist__at(work, (size_t)dist__mod(r - t - 1, n) * c->count, c->es); st[t].slen = c->count;
+    }
+    return dist__run_steps(c, st, n - 1, dist__nchunks(c, c->count), 1);
+}
+
+/* Ring all-gather into `out` (n blocks of c->count; block r is already in
+   place): at step t rank r sends block r-t and receives block r-t-1. */
+static dist_result dist__ring_all_gather(dist__coll *c, uint8_t *out) {
+    int n = c->d->world, r = c->d->rank, left = dist__mod(r - 1, n), right = dist__mod(r + 1, n);
+    dist__step *st = dist__steps(c, n - 1);
+    if (!st) return c->res;
+    for (int t = 0; t < n - 1; t++) {
+        st[t].from = left; st[t].reduce = 0;
+        st[t].rbuf = dist__at(out, (size_t)dist__mod(r - t - 1, n) * c->count, c->es); st[t].rlen = c->count;
+        st[t].to = right;
+        st[t].sbuf = dist__at(out, (size_t)dist__mod(r - t, n) * c->count, c->es); st[t].slen = c->count;
+    }
+    return dist__run_steps(c, st, n - 1, dist__nchunks(c, c->count), 0);
+}
+
+/* Pipelined chain broadcast: root -> root+1 -> ... -> root+n-1, each rank
+   forwarding chunk k as soon as it has it. */
+static dist_result dist__chain_broadcast(dist__coll *c, uint8_t *buf) {
+    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n), T = 0;
+    dist__step *st = dist__steps(c, 2);
+    if (!st) return c->res;
+    if (v > 0) {
+        st[T].from = dist__mod(c->d->rank - 1, n); st[T].rbuf = buf; st[T].rlen = c->count; st[T].reduce = 0;
+        st[T].to = -1; st[T].sbuf = NULL; st[T].slen = 0;
+        T++;
+    }
+    if (v < n - 1) {
+        st[T].from = -1; st[T].rbuf = NULL; st[T].rlen = 0; st[T].reduce = 0;
+        st[T].to = dist__mod(c->d->rank + 1, n); st[T].sbuf = buf; st[T].slen = c->count;
+        T++;
+    }
+    return dist__run_steps(c, st, T, dist__nchunks(c, c->count), 0);
+}
+
+/* Pipelined chain reduction towards the root: root+n-1 -> ... -> root+1 ->
+   root; each rank folds the partial of the ranks after it into its own
+   (own values first) and passes chunk k on as soon as it is folded.  `acc`
+   holds this rank's values (the user's buffer at the root, a copy
+   elsewhere). */
+static dist_result dist__chain_reduce(dist__coll *c, uint8_t *acc) {
+    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n), T = 0;
+    dist__step *st = dist__steps(c, 2);
+    if (!st) return c->res;
+    if (v < n - 1) {
+        st[T].from = dist__mod(c->d->rank + 1, n); st[T].rbuf = acc; st[T].rlen = c->count; st[T].reduce = 1;
+        st[T].to = -1; st[T].sbuf = NULL; st[T].slen = 0;
+        T++;
+    }
+    if (v > 0) {
+        st[T].from = -1; st[T].rbuf = NULL; st[T].rlen = 0; st[T].reduce = 0;
+        st[T].to = dist__mod(c->d->rank - 1, n); st[T].sbuf = acc; st[T].slen = c->count;
+        T++;
+    }
+    return dist__run_steps(c, st, T, dist__nchunks(c, c->count), 0);
+}
+
+/* One exchange with a partner: receive (optionally combining) and send at
+   once.  Either side may be -1. */
+static dist_result dist__exchange(dist__coll *c, int to, const void *sbuf, size_t sbytes,
+                                  int from, void *rbuf, size_t rbytes, int reduce, int in_first) {
+    dist_req_t *rq = NULL, *sq = NULL;
+    if (from >= 0 && (rq = dist__coll_post(c, DIST__REQ_RECV, from, rbuf, rbytes, reduce, in_first)) == NULL) return c->res;
+    if (to >= 0 && (sq = dist__coll_send(c, to, sbuf, sbytes)) == NULL) return c->res;
+    if (rq && dist__coll_wait(c, rq) != DIST_OK) return c->res;
+    if (sq && dist__coll_wait(c, sq) != DIST_OK) return c->res;
+    return DIST_OK;
+}
+
+/* Binomial-tree broadcast (log n rounds), for small messages. */
+static dist_result dist__tree_broadcast(dist__coll *c, uint8_t *buf) {
+    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n), mask = 1;
+    size_t bytes = c->count * c->es;
+    while (mask < n) {                       /* receive from the parent */
+        if (v & mask) {
+            if (dist__exchange(c, -1, NULL, 0, dist__mod(c->d->rank - mask, n), buf, bytes, 0, 0) != DIST_OK) return c->res;
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1)   /* then feed the subtrees below */
+        if (v + mask < n && dist__exchange(c, dist__mod(c->d->rank + mask, n), buf, bytes, -1, NULL, 0, 0, 0) != DIST_OK)
+            return c->res;
+    return DIST_OK;
+}
+
+/* Binomial-tree reduction to the root, for small messages: each rank folds
+   its children's partials into `acc` (own values first: children have
+   higher virtual ranks), then sends it to its parent. */
+static dist_result dist__tree_reduce(dist__coll *c, uint8_t *acc) {
+    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n);
+    size_t bytes = c->count * c->es;
+    for (int mask = 1; mask < n; mask <<= 1) {
+        if (v & mask)
+            return dist__exchange(c, dist__mod(c->d->rank - mask, n), acc, bytes, -1, NULL, 0, 0, 0);
+        if (v + mask < n && dist__exchange(c, -1, NULL, 0, dist__mod(c->d->rank + mask, n), acc, bytes, 1, 0) != DIST_OK)
+            return c->res;
+    }
+    return DIST_OK;
+}
+
+/* Recursive doubling all-reduce, for small messages.  With n = p + e (p a
+   power of two), ranks 2i and 2i+1 (i < e) first fold into 2i+1, the p
+   survivors exchange and fold log p times, and 2i+1 hands the result back
+   to 2i.  Partners fold in the same order (lower half first), so both hold
+   the same bits. */
+static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
+    int n = c->d->world, r = c->d->rank, p = 1, extra, v;
+    size_t bytes = c->count * c->es;
+    uint8_t *tmp = dist__scratch(c, bytes ? bytes : 1);
+    if (!tmp) return c->res;
+    while (p * 2 <= n) p *= 2;
+    extra = n - p;
+    if (r < 2 * extra) {
+        if (r % 2 == 0) {   /* hand over, wait for the result */
+            if (dist__exchange(c, r + 1, buf, bytes, -1, NULL, 0, 0, 0) != DIST_OK) return c->res;
+            return dist__exchange(c, -1, NULL, 0, r + 1, buf, bytes, 0, 0);
+        }
+        if (dist__exchange(c, -1, NULL, 0, r - 1, buf, bytes, 1, 1) != DIST_OK) return c->res;
+        v = r / 2;
+    } else {
+        v = r - extra;
+    }
+    for (int mask = 1; mask < p; mask <<= 1) {
+        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra;
+        if (dist__exchange(c, partner, buf, bytes, partner, tmp, bytes, 0, 0) != DIST_OK) return c->res;
+        if (bytes) dist__reduce_table[c->dtype][c->op](buf, tmp, c->count, pv < v);
+    }
+    if (r < 2 * extra) return dist__exchange(c, r - 1, buf, bytes, -1, NULL, 0, 0, 0);
+    return DIST_OK;
+}
+
+/* Dissemination barrier: in round k every rank signals rank + 2^k and
+   waits for rank - 2^k; after ceil(log2 n) rounds everyone has heard,
+   directly or not, from everyone. */
+static dist_result dist__dissemination_barrier(dist__coll *c) {
+    int n = c->d->world, r = c->d->rank;
+    for (int k = 1; k < n; k <<= 1)
+        if (dist__exchange(c, dist__mod(r + k, n), NULL, 0, dist__mod(r - k, n), NULL, 0, 0, 0) != DIST_OK) return c->res;
+    return DIST_OK;
+}
+
+/* Gather, scatter and all-to-all: every block goes straight to its owner,
+   all transfers posted at once (receives first). */
+static dist_result dist__direct_exchange(dist__coll *c, const uint8_t *send, uint8_t *recv, int gather, int scatter) {
+    int n = c->d->world, r = c->d->rank;
+    size_t bytes = c->count * c->es;
+    dist_req_t **q;
+    if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)n, sizeof(dist_req_t *))) return c->res;
+    q = c->d->slots;
+    for (int i = 0; i < 2 * n; i++) q[i] = NULL;
+    for (int s = 1; s < n; s++) {           /* receives first */
+        int from = dist__mod(r - s, n);
+        if ((gather && r != c->root) || (scatter && from != c->root)) continue;
+        if ((q[s] = dist__coll_recv(c, from, scatter ? recv : recv + (size_t)from * bytes, bytes)) == NULL) return c->res;
+    }
+    for (int s = 1; s < n; s++) {
+        int to = dist__mod(r + s, n);
+        if ((gather && to != c->root) || (scatter && r != c->root)) continue;
+        if ((q[n + s] = dist__coll_send(c, to, gather ? send : send + (size_t)to * bytes, bytes)) == NULL) return c->res;
+    }
+    for (int i = 0; i < 2 * n; i++)
+        if (q[i] && dist__coll_wait(c, q[i]) != DIST_OK) return c->res;
+    return DIST_OK;
+}
+
+/* [SECTION] collectives: API, async queue, groups
+   ---------------------------------------------------------------------------
+   Blocking calls run on the caller's thread.  An _async call puts a job on
+   the communicator's queue; one worker thread per communicator (started at
+   the first async call) runs jobs in issue order, and a blocking call
+   issued while jobs are queued waits its turn behind them, so a
+   communicator's collectives always run in the order they were called.
+   Jobs come from a per-communicator free list. */
+
+struct dist__job {
+    dist__job *next;
+    int kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    dist_dtype dtype;
+    dist_op op;
+    int root;
+    dist_req_t *req;              /* completed when the job is done */
+    int done;                     /* a blocking caller's job, queued behind async ones */
+    dist_result res;
+    char invalid[200];            /* a bad call: fails on every rank, in its turn */
+    char err[DIST__ERRLEN];
+};
+
+static uint8_t dist__empty[16];   /* stands in for NULL buffers of 0 elements */
+
+static int dist__algo_from_env(void) {
+    const char *v = dist__getenv("DIST_ALGO");
+    if (!v) return DIST__ALGO_AUTO;
+    for (int a = 1; a < DIST__ALGO_COUNT; a++)
+        if (strcmp(v, dist__algo_name(a)) == 0) return a;
+    return -1;
+}
+
+/* The algorithm a collective uses: DIST_ALGO where it applies, else by size. */
+static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
+    int want = d->algo_override;
+    switch (kind) {
+    case DIST__COLL_ALL_REDUCE: case DIST__COLL_BROADCAST: case DIST__COLL_REDUCE:
+        if (want == DIST__ALGO_RING || want == DIST__ALGO_TREE) return want;
+        return bytes <= DIST_SMALL_BYTES ? DIST__ALGO_TREE : DIST__ALGO_RING;
+    case DIST__COLL_ALL_GATHER: case DIST__COLL_REDUCE_SCATTER: return DIST__ALGO_RING;
+    case DIST__COLL_BARRIER: return DIST__ALGO_TREE;
+    default: return DIST__ALGO_DIRECT;
+    }
+}
+
+/* Runs one collective on the calling thread. */
+static dist_result dist__run_job(dist_t *d, dist__job *j) {
+    dist__coll c;
+    int n = d->world, r = d->rank;
+    size_t es = dist_dtype_size(j->dtype), bytes = j->count * es;
+    int algo = dist__choose_algo(d, j->kind, bytes);
+    uint8_t *out = (uint8_t *)j->recv;
+    const uint8_t *in = (const uint8_t *)j->send;
+    dist__coll_begin(&c, d, j->kind, j->invalid[0] ? DIST__ALGO_AUTO : algo, j->count, j->dtype, j->op, j->root);
+    if (j->invalid[0]) dist__coll_failf(&c, DIST_ERR_INVALID, 1, "rank %d %s", r, j->invalid);
+    if (c.res != DIST_OK) return dist__coll_end(&c);
+    switch (j->kind) {
+    case DIST__COLL_BROADCAST:
+        if (n > 1) algo == DIST__ALGO_RING ? dist__chain_broadcast(&c, out) : dist__tree_broadcast(&c, out);
+        break;
+    case DIST__COLL_REDUCE: {
+        uint8_t *acc = out;
+        if (n > 1 && r != j->root) {        /* the caller's buffer stays as it was */
+            if ((acc = dist__scratch(&c, bytes ? bytes : 1)) == NULL) break;
+            if (bytes) memcpy(acc, out, bytes);
+        }
+        if (n > 1) algo == DIST__ALGO_RING ? dist__chain_reduce(&c, acc) : dist__tree_reduce(&c, acc);
+        if (c.res == DIST_OK && r == j->root && j->op == DIST_AVG) dist__scale_avg(out, j->count, j->dtype, n);
+        break;
+    }
+    case DIST__COLL_ALL_REDUCE:
+        if (n > 1) algo == DIST__ALGO_RING ? dist__ring_all_reduce(&c, out) : dist__rd_all_reduce(&c, out);
+        if (c.res == DIST_OK && j->op == DIST_AVG) dist__scale_avg(out, j->count, j->dtype, n);
+        break;
+    case DIST__COLL_GATHER:
+        if (r == j->root && out + (size_t)r * bytes != in && bytes) memmove(out + (size_t)r * bytes, in, bytes);
+        if (n > 1) dist__direct_exchange(&c, in, out, 1, 0);
+        break;
+    case DIST__COLL_SCATTER:
+        if (n > 1) dist__direct_exchange(&c, in, out, 0, 1);
+        if (c.res == DIST_OK && r == j->root && in + (size_t)r * bytes != out && bytes) memmove(out, in + (size_t)r * bytes, bytes);
+        break;
+    case DIST__COLL_ALL_GATHER:
+        if (out + (size_t)r * bytes != in && bytes) memmove(out + (size_t)r * bytes, in, bytes);
+        if (n > 1) dist__ring_all_gather(&c, out);
+        break;
+    case DIST__COLL_REDUCE_SCATTER: {
+        uint8_t *work = n > 1 ? dist__scratch(&c, bytes ? bytes * (size_t)n : 1) : NULL;
+        if (n > 1 && !work) break;
+        if (n > 1) {
+            if (bytes) memcpy(work, in, bytes * (size_t)n);
+            if (dist__ring_reduce_scatter(&c, work) == DIST_OK && bytes) memcpy(out, work + (size_t)r * bytes, bytes);
+        } else if (bytes && out != in) {
+            memmove(out, in, bytes);
+        }
+        if (c.res == DIST_OK && j->op == DIST_AVG) dist__scale_avg(out, j->count, j->dtype, n);
+        break;
+    }
+    case DIST__COLL_ALL_TO_ALL: {
+        /* In place (send == recv) needs the input kept aside first. */
+        if (in == out && n > 1 && bytes) {
+            uint8_t *copy = dist__scratch(&c, bytes * (size_t)n);
+            if (!copy) break;
+            memcpy(copy, in, bytes * (size_t)n);
+            in = copy;
+        }
+        if (bytes && in + (size_t)r * bytes != out + (size_t)r * bytes) memmove(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes);
+        if (n > 1) dist__direct_exchange(&c, in, out, 0, 0);
+        break;
+    }
+    case DIST__COLL_BARRIER:
+        dist__dissemination_barrier(&c);
+        break;
+    default:
+        dist__coll_failf(&c, DIST_ERR_INVALID, 0, "unknown collective %d", j->kind);
+    }
+    return dist__coll_end(&c);
+}
+
+static void dist__job_finish(dist_t *d, dist__job *j, dist_result res) {
+    dist__engine *e = d->eng;
+    j->res = res;
+    if (res != DIST_OK) dist__format(j->err, sizeof j->err, "%s", dist__thread_error);
+    pthread_mutex_lock(&e->lock);
+    if (j->req) {
+        dist_req_t *q = j->req;
+        memcpy(q->err, j->err, sizeof q->err);
+        dist__req_complete(e, q, res);
+    }
+    j->done = 1;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void *dist__worker_thread(void *arg) {
+    dist_t *d = (dist_t *)arg;
+    pthread_mutex_lock(&d->q_lock);
+    for (;;) {
+        dist__job *j = d->q_head;
+        if (!j) {
+            if (d->q_stop) break;
+            pthread_cond_wait(&d->q_cond, &d->q_lock);
+            continue;
+        }
+        d->q_head = j->next;
+        if (!d->q_head) d->q_tail = NULL;
+        int pooled = j->req != NULL;     /* else a blocking caller owns it, and may leave once it is done */
+        d->q_busy = 1;
+        pthread_mutex_unlock(&d->q_lock);
+        dist__job_finish(d, j, dist__run_job(d, j));
+        pthread_mutex_lock(&d->q_lock);
+        d->q_busy = 0;
+        if (pooled) { j->next = d->q_free; d->q_free = j; }
+        pthread_cond_broadcast(&d->q_cond);
+    }
+    pthread_mutex_unlock(&d->q_lock);
+    return NULL;
+}
+
+/* Validates a call.  A bad one on a good communicator still runs in its
+   turn, failing at once and telling the other members, so they do not
+   wait for it until their timeout. */
+static dist_result dist__coll_check(dist_t *d, dist__job *j, int send_needed, int recv_needed) {
+    const char *name = dist__coll_name(j->kind);
+    char *why = j->invalid;
+    if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", name);
+    if (j->dtype < 0 || j->dtype >= DIST_DTYPE_COUNT) dist__format(why, sizeof j->invalid, "passed unknown dtype %d", (int)j->dtype);
+    else if (j->op < 0 || j->op >= DIST_OP_COUNT) dist__format(why, sizeof j->invalid, "passed unknown op %d", (int)j->op);
+    else if (j->root < 0 || j->root >= d->world)
+        dist__format(why, sizeof j->invalid, "passed root %d, not a rank of this communicator of %d", j->root, d->world);
+    else if (j->count > DIST__MAX_MESSAGE / dist_dtype_size(j->dtype) / (uint64_t)d->world)
+        dist__format(why, sizeof j->invalid, "passed %zu x %s per rank, which is too large", j->count, dist_dtype_name(j->dtype));
+    else if (j->count && ((send_needed && !j->send) || (recv_needed && !j->recv)))
+        dist__format(why, sizeof j->invalid, "passed a NULL %s buffer for %zu x %s", send_needed && !j->send ? "send" : "receive",
+                     j->count, dist_dtype_name(j->dtype));
+    if (why[0]) {   /* a descriptor that is safe to send */
+        if (j->dtype < 0 || j->dtype >= DIST_DTYPE_COUNT) j->dtype = DIST_UINT8;
+        if (j->op < 0 || j->op >= DIST_OP_COUNT) j->op = DIST_SUM;
+        if (j->root < 0 || j->root >= d->world) j->root = 0;
+    }
+    if (!j->send) j->send = dist__empty;
+    if (!j->recv) j->recv = dist__empty;
+    return DIST_OK;
+}
+
+/* Runs or queues one collective.  req NULL: blocking. */
+static dist_result dist__submit(dist_t *d, dist__job *j, int send_needed, int recv_needed, dist_req_t **req) {
+    dist_result res;
+    if (req) *req = NULL;
+    if ((res = dist__coll_check(d, j, send_needed, recv_needed)) != DIST_OK) return res;
+    if (!req) {
+        pthread_mutex_lock(&d->q_lock);
+        if (!d->q_head && !d->q_busy) {       /* nothing queued: run here */
+            d->q_busy = 1;
+            pthread_mutex_unlock(&d->q_lock);
+            res = dist__run_job(d, j);
+            pthread_mutex_lock(&d->q_lock);
+            d->q_busy = 0;
+            pthread_cond_broadcast(&d->q_cond);
+            pthread_mutex_unlock(&d->q_lock);
+            return res;
+        }
+        pthread_mutex_unlock(&d->q_lock);
+    }
+    {   /* queue it for the worker */
+        dist__job *q = j;
+        dist__engine *e = d->eng;
+        pthread_mutex_lock(&d->q_lock);
+        if (!d->worker_started) {
+            if (pthread_create(&d->worker, NULL, dist__worker_thread, d) != 0) {
+                pthread_mutex_unlock(&d->q_lock);
+                return dist__fail(d, DIST_ERR_SYSTEM, "%s: cannot start the thread that runs async collectives", dist__coll_name(j->kind));
+            }
+            d->worker_started = 1;
+        }
+        if (req) {
+            dist_req_t *r;
+            if ((q = d->q_free) != NULL) d->q_free = q->next;
+            else if ((q = (dist__job *)DIST_MALLOC(sizeof *q)) == NULL) {
+                pthread_mutex_unlock(&d->q_lock);
+                return dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory for an async job", dist__coll_name(j->kind));
+            }
+            *q = *j;
+            pthread_mutex_lock(&e->lock);
+            r = dist__req_alloc(e);
+            if (r) { r->comm = d; r->kind = DIST__REQ_COLL; r->source = -1; }
+            pthread_mutex_unlock(&e->lock);
+            if (!r) {
+                q->next = d->q_free; d->q_free = q;
+                pthread_mutex_unlock(&d->q_lock);
+                return dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory for a request", dist__coll_name(j->kind));
+            }
+            q->req = r;
+            *req = r;
+        }
+        q->next = NULL;
+        q->done = 0;
+        if (d->q_tail) d->q_tail->next = q; else d->q_head = q;
+        d->q_tail = q;
+        pthread_cond_broadcast(&d->q_cond);
+        pthread_mutex_unlock(&d->q_lock);
+        if (req) return DIST_OK;
+        /* a blocking call behind async ones: wait for the worker to run it */
+        pthread_mutex_lock(&e->lock);
+        while (!j->done) dist__wait_step(e, 100);
+        pthread_mutex_unlock(&e->lock);
+        if (j->res != DIST_OK) return dist__fail(d, j->res, "%s", j->err);
+        return DIST_OK;
+    }
+}
+
+static void dist__worker_stop(dist_t *d) {
+    if (!d->worker_started) return;
+    pthread_mutex_lock(&d->q_lock);
+    d->q_stop = 1;                 /* the worker drains its queue first */
+    pthread_cond_broadcast(&d->q_cond);
+    pthread_mutex_unlock(&d->q_lock);
+    pthread_join(d->worker, NULL);
+    d->worker_started = 0;
+}
+
+#define DIST__JOB(k, s, rv, c, t, o, rt) \
+    dist__job j; memset(&j, 0, sizeof j); \
+    j.kind = (k); j.send = (s); j.recv = (rv); j.count = (c); j.dtype = (t); j.op = (o); j.root = (rt)
+
+DIST_API dist_result dist_broadcast_async(dist_t *d, void *buf, size_t count, dist_dtype dtype, int root, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_BROADCAST, buf, buf, count, dtype, DIST_SUM, root);
+    return dist__submit(d, &j, 0, 1, req);
+}
+DIST_API dist_result dist_reduce_async(dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op, int root, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_REDUCE, buf, buf, count, dtype, op, root);
+    return dist__submit(d, &j, 0, 1, req);
+}
+DIST_API dist_result dist_all_reduce_async(dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_ALL_REDUCE, buf, buf, count, dtype, op, 0);
+    return dist__submit(d, &j, 0, 1, req);
+}
+DIST_API dist_result dist_gather_async(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_GATHER, send, recv, count, dtype, DIST_SUM, root);
+    return dist__submit(d, &j, 1, d && d->rank == root, req);
+}
+DIST_API dist_result dist_all_gather_async(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_ALL_GATHER, send, recv, count, dtype, DIST_SUM, 0);
+    return dist__submit(d, &j, 1, 1, req);
+}
+DIST_API dist_result dist_scatter_async(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_SCATTER, send, recv, count, dtype, DIST_SUM, root);
+    return dist__submit(d, &j, d && d->rank == root, 1, req);
+}
+DIST_API dist_result dist_reduce_scatter_async(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_op op, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_REDUCE_SCATTER, send, recv, count, dtype, op, 0);
+    return dist__submit(d, &j, 1, 1, req);
+}
+DIST_API dist_result dist_all_to_all_async(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_ALL_TO_ALL, send, recv, count, dtype, DIST_SUM, 0);
+    return dist__submit(d, &j, 1, 1, req);
+}
+DIST_API dist_result dist_barrier_async(dist_t *d, dist_req_t **req) {
+    DIST__JOB(DIST__COLL_BARRIER, NULL, NULL, 0, DIST_UINT8, DIST_SUM, 0);
+    return dist__submit(d, &j, 0, 0, req);
+}
+
+DIST_API dist_result dist_broadcast(dist_t *d, void *buf, size_t count, dist_dtype dtype, int root) {
+    return dist_broadcast_async(d, buf, count, dtype, root, NULL);
+}
+DIST_API dist_result dist_reduce(dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op, int root) {
+    return dist_reduce_async(d, buf, count, dtype, op, root, NULL);
+}
+DIST_API dist_result dist_all_reduce(dist_t *d, void *buf, size_t count, dist_dtype dtype, dist_op op) {
+    return dist_all_reduce_async(d, buf, count, dtype, op, NULL);
+}
+DIST_API dist_result dist_gather(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root) {
+    return dist_gather_async(d, send, recv, count, dtype, root, NULL);
+}
+DIST_API dist_result dist_all_gather(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype) {
+    return dist_all_gather_async(d, send, recv, count, dtype, NULL);
+}
+DIST_API dist_result dist_scatter(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, int root) {
+    return dist_scatter_async(d, send, recv, count, dtype, root, NULL);
+}
+DIST_API dist_result dist_reduce_scatter(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype, dist_op op) {
+    return dist_reduce_scatter_async(d, send, recv, count, dtype, op, NULL);
+}
+DIST_API dist_result dist_all_to_all(dist_t *d, const void *send, void *recv, size_t count, dist_dtype dtype) {
+    return dist_all_to_all_async(d, send, recv, count, dtype, NULL);
+}
+DIST_API dist_result dist_barrier(dist_t *d) {
+    return dist_barrier_async(d, NULL);
+}
+
+/* [SECTION] groups
+   ---------------------------------------------------------------------------
+   A group is a communicator over some ranks of its parent.  It shares the
+   world's connections and progress engine and has its own id (from the
+   store, unique in the job), which every frame carries, so its messages
+   and collectives never meet another communicator's.  Members are ordered
+   by their rank in the parent, as in torch's new_group. */
+
+static dist_result dist__comm_register(dist_t *d) {
+    dist__engine *e = d->eng;
+    dist_result r = DIST_OK;
+    pthread_mutex_lock(&e->lock);
+    if (e->ncomms == e->cap_comms) {
+        int cap = e->cap_comms ? 2 * e->cap_comms : 8;
+        dist_t **p = (dist_t **)DIST_REALLOC(e->comms, sizeof *p * (size_t)cap);
+        if (p) { e->comms = p; e->cap_comms = cap; }
+    }
+    if (e->ncomms < e->cap_comms) e->comms[e->ncomms++] = d;
+    else r = DIST_ERR_NOMEM;
+    pthread_mutex_unlock(&e->lock);
+    return r;
+}
+
+static void dist__comm_unregister(dist_t *d) {
+    dist__engine *e = d->eng;
+    pthread_mutex_lock(&e->lock);
+    for (int i = 0; i < e->ncomms; i++)
+        if (e->comms[i] == d) { e->comms[i] = e->comms[--e->ncomms]; break; }
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* What a world and a group both need for collectives. */
+static void dist__comm_init_collectives(dist_t *d, int algo) {
+    pthread_mutex_init(&d->q_lock, NULL);
+    dist__cond_init(&d->q_cond);
+    d->algo_override = algo;
+}
+
+static void dist__comm_free_collectives(dist_t *d) {
+    dist__worker_stop(d);
+    while (d->q_free) { dist__job *j = d->q_free; d->q_free = j->next; DIST_FREE(j); }
+    DIST_FREE(d->scratch); DIST_FREE(d->slots); DIST_FREE(d->steps);
+    DIST_FREE(d->members); DIST_FREE(d->group_of);
+    pthread_cond_destroy(&d->q_cond);
+    pthread_mutex_destroy(&d->q_lock);
+}
+
+static void dist__group_free(dist_t *g) {
+    dist__comm_unregister(g);
+    dist__comm_free_collectives(g);
+    pthread_mutex_destroy(&g->err_lock);
+    DIST_FREE(g);
+}
+
+static int dist__cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* "n r0 r1 ...": the members as the store records them. */
+static size_t dist__format_members(char *buf, size_t cap, int n, const int *ranks) {
+    size_t off = (size_t)snprintf(buf, cap, "%d", n);
+    for (int i = 0; i < n && off < cap; i++) off += (size_t)snprintf(buf + off, cap - off, " %d", ranks[i]);
+    return off;
+}
+
+DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dist_t **group) {
+    int *sorted = NULL, me = -1, k;
+    char key[64], *mine = NULL, *theirs = NULL;
+    size_t cap, len = 0;
+    int64_t id = 0;
+    dist_result res = DIST_OK;
+    dist_t *g = NULL;
+    if (group) *group = NULL;
+    if (!parent || !group) return dist__fail(parent, DIST_ERR_INVALID, "new_group: NULL %s", parent ? "group pointer" : "parent");
+    if (n < 1 || n > parent->world || !ranks)
+        return dist__fail(parent, DIST_ERR_INVALID, "new_group: %d ranks of a communicator of %d", n, parent->world);
+    k = ++parent->ngroups_made;
+    cap = (size_t)n * 12 + 32;
+    sorted = (int *)DIST_MALLOC(sizeof *sorted * (size_t)n);
+    mine = (char *)DIST_MALLOC(cap);
+    theirs = (char *)DIST_MALLOC(cap);
+    if (!sorted || !mine || !theirs) { res = dist__fail(parent, DIST_ERR_NOMEM, "new_group: out of memory"); goto out; }
+    memcpy(sorted, ranks, sizeof *sorted * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof *sorted, dist__cmp_int);
+    for (int i = 0; i < n; i++) {
+        if (sorted[i] < 0 || sorted[i] >= parent->world || (i && sorted[i] == sorted[i - 1])) {
+            res = dist__fail(parent, DIST_ERR_INVALID, "new_group: rank %d is %s", sorted[i],
+                             i && sorted[i] == sorted[i - 1] ? "listed twice" : "not in the parent communicator");
+            goto out;
+        }
+        if (sorted[i] == parent->rank) me = i;
+    }
+    if (me < 0) goto out;                         /* not a member: no group, no traffic */
+    /* The lowest member takes a job-wide id from the store and publishes
+       the member list; the others read it and compare with their own. */
+    snprintf(key, sizeof key, "dist/group/%u/%d", (unsigned)parent->id, k);
+    dist__format_members(mine, cap, n, sorted);
+    if (me == 0) {
+        size_t off;
+        if ((res = dist_store_add(parent, "dist/next_comm_id", 1, &id)) != DIST_OK) goto out;
+        off = (size_t)snprintf(theirs, cap, "%lld ", (long long)id);
+        memcpy(theirs + off, mine, strlen(mine) + 1);
+        if ((res = dist_store_set(parent, key, theirs, strlen(theirs))) != DIST_OK) goto out;
+    } else {
+        char *sp;
+        if ((res = dist_store_get(parent, key, theirs, cap - 1, &len)) != DIST_OK) {
+            if (res == DIST_ERR_TRUNCATED) res = dist__fail(parent, DIST_ERR_MISMATCH, "new_group #%d: rank %d (the lowest member) "
+                                                            "passed more ranks than this rank's %d", k, sorted[0], n);
+            goto out;
+        }
+        theirs[len] = 0;
+        id = strtoll(theirs, &sp, 10);
+        if (id <= 0 || id > 0x7fffffff || *sp != ' ') { res = dist__fail(parent, DIST_ERR_PROTOCOL, "new_group #%d: bad record in the store", k); goto out; }
+        if (strcmp(sp + 1, mine) != 0) {
+            res = dist__fail(parent, DIST_ERR_MISMATCH, "new_group #%d: rank %d passed members {%s}, rank %d (the lowest member) passed {%s} "
+                             "(count first)", k, parent->rank, mine, sorted[0], sp + 1);
+            goto out;
+        }
+    }
+    if ((g = (dist_t *)DIST_MALLOC(sizeof *g)) == NULL) { res = dist__fail(parent, DIST_ERR_NOMEM, "new_group: out of memory"); goto out; }
+    memset(g, 0, sizeof *g);
+    g->eng = parent->eng;
+    g->top = parent->top;
+    g->id = (uint32_t)id;
+    g->rank = me;
+    g->world = n;
+    g->local_rank = parent->local_rank;
+    g->timeout_ms = parent->timeout_ms;
+    g->job = parent->job;
+    g->store_fd = DIST__NO_SOCKET;
+    pthread_mutex_init(&g->err_lock, NULL);
+    dist__comm_init_collectives(g, parent->algo_override);
+    g->members = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
+    g->group_of = (int *)DIST_MALLOC(sizeof(int) * (size_t)g->top->world);
+    if (!g->members || !g->group_of || dist__comm_register(g) != DIST_OK) {
+        DIST_FREE(g->members); DIST_FREE(g->group_of); g->members = g->group_of = NULL;
+        dist__comm_free_collectives(g);
+        pthread_mutex_destroy(&g->err_lock);
+        DIST_FREE(g);
+        g = NULL;
+        res = dist__fail(parent, DIST_ERR_NOMEM, "new_group: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < g->top->world; i++) g->group_of[i] = -1;
+    for (int i = 0; i < n; i++) {
+        g->members[i] = dist__wrank(parent, sorted[i]);
+        g->group_of[g->members[i]] = i;
+    }
+    *group = g;
+out:
+    DIST_FREE(sorted); DIST_FREE(mine); DIST_FREE(theirs);
+    return res;
 }
 
 /* [SECTION] rendezvous: init methods and the mesh */
@@ -2514,7 +4004,7 @@ typedef struct dist__setup {
     int method;                      /* 'e' env, 't' tcp, 'f' file */
     char host[256]; int port;
     char path[512];
-    int rank, world, local_rank, timeout_ms, spin_us;
+    int rank, world, local_rank, timeout_ms, spin_us, algo;
     uint64_t secret;
     const char *ifname;
     dist__socket listen_fd;          /* inherited store socket, or none */
@@ -2588,8 +4078,10 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms <= 0) {
         const char *t = dist__getenv("DIST_TIMEOUT");
-        double sec = t ? strtod(t, NULL) : 300.0;
-        if (!(sec > 0) || sec > 2e6) return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_TIMEOUT=%s is not a positive number of seconds", t);
+        char *end = NULL;
+        double sec = t ? strtod(t, &end) : 300.0;
+        if ((t && (end == t || *end)) || !(sec >= 0.001) || sec > 2e6)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_TIMEOUT=%s is not a number of seconds from 0.001 to 2e6", t);
         s->timeout_ms = (int)(sec * 1000.0 + 0.5);
     }
     /* where the store is */
@@ -2642,6 +4134,8 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
             return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_SPIN_US=%s is not a number of microseconds", v);
     }
     if (s->spin_us < 0) s->spin_us = 0;
+    if ((s->algo = dist__algo_from_env()) < 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, direct", dist__getenv("DIST_ALGO"));
     /* an inherited listening socket for the store (dist_spawn, distrun) */
     if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
     else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;
@@ -2738,8 +4232,13 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             char adv[256];
             if (ls == DIST__NO_SOCKET) ls = dist__listen(NULL, AF_INET, 0, why, sizeof why);
             if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init file://: store: %s", why);
-            if (!(s->ifname && dist__ifname_address(s->ifname, adv, sizeof adv) == 0)) dist__default_address(adv, sizeof adv);
-            dist__sock_name(ls, 0, why, sizeof why, &s->port);
+            /* Advertise the address the socket is bound to; a wildcard
+               socket is reachable on the interface asked for, or the
+               host's first address. */
+            dist__sock_name(ls, 0, adv, sizeof adv, &s->port);
+            if (strcmp(adv, "0.0.0.0") == 0 || strcmp(adv, "::") == 0) {
+                if (!(s->ifname && dist__ifname_address(s->ifname, adv, sizeof adv) == 0)) dist__default_address(adv, sizeof adv);
+            }
             snprintf(s->host, sizeof s->host, "%s", adv);
             if (dist__file_publish(s, s->host, s->port, deadline) != DIST_OK) { dist__close(ls); return DIST_ERR_INIT; }
             snprintf(d->file_path, sizeof d->file_path, "%s", s->path);
@@ -2748,8 +4247,6 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             if (ls == DIST__NO_SOCKET && errno != EADDRINUSE) ls = dist__listen(NULL, AF_UNSPEC, s->port, why, sizeof why);
             if (ls == DIST__NO_SOCKET)
                 return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 cannot host the store: %s (is another job using port %d?)", why, s->port);
-        } else if (s->method == 'f') {
-            /* unreachable: file:// with an inherited socket is handled above */
         }
         d->server = dist__store_server_start(ls, s->world, s->timeout_ms, s->secret, log);
         if (!d->server) return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 could not start the store (out of memory or threads)");
@@ -2834,9 +4331,25 @@ refuse:
     return 0;
 }
 
+/* DIST_ERR_INIT when the store turned away a rank of another world size:
+   the job cannot form, and every rank says why at once.  Rank 0, whose
+   store the others ask, lingers a second so they can. */
+static dist_result dist__rendezvous_fatal(dist_t *d) {
+    const char *key = "dist/fatal";
+    char why[300];
+    size_t len = 0;
+    int exists = 0;
+    if (dist_store_check(d, &key, 1, &exists) != DIST_OK || !exists) return DIST_OK;
+    if (dist_store_get(d, key, why, sizeof why - 1, &len) != DIST_OK) len = 0;
+    why[len] = 0;
+    if (d->server) dist__sleep_ms(1000);
+    return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the job cannot form: %s", d->rank, d->world, why);
+}
+
 static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secret, int64_t deadline) {
     dist__engine *e = d->eng;
     int n = d->world, npend = 0, connected = 0;
+    int64_t next_check = 0;
     dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(2 * n + 16));
     struct pollfd *pfds = (struct pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(2 * n + 17));
     dist_result res = DIST_OK;
@@ -2848,9 +4361,9 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secre
         int port = 0;
         uint8_t b[DIST__HELLO_SIZE];
         snprintf(key, sizeof key, "dist/addr/%d", j);
-        if (dist_store_get(d, key, val, sizeof val - 1, &len) != DIST_OK) {
+        if ((res = dist_store_get(d, key, val, sizeof val - 1, &len)) != DIST_OK) {
             char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
-            res = dist__rendezvous_timeout(d, w);
+            if (res != DIST_ERR_INIT) res = dist__rendezvous_timeout(d, w);
             break;
         }
         val[len] = 0;
@@ -2869,6 +4382,10 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secre
     }
     while (res == DIST_OK && connected < n - 1) {
         int np = 0;
+        if (dist__now_ms() >= next_check) {   /* can the job still form? */
+            next_check = dist__now_ms() + 250;
+            if ((res = dist__rendezvous_fatal(d)) != DIST_OK) break;
+        }
         if (dist__now_ms() >= deadline) {
             char w[200]; int off = snprintf(w, sizeof w, "the mesh (no connection from rank");
             for (int j = 0; j < n && off < (int)sizeof w - 16; j++)
@@ -2931,6 +4448,7 @@ static void dist__free_comm(dist_t *d) {
     dist__store_server_stop(d->server);
     if (d->file_path[0]) unlink(d->file_path);
     DIST_FREE(d->store_buf);
+    dist__comm_free_collectives(d);
     pthread_mutex_destroy(&d->store_lock);
     pthread_mutex_destroy(&d->err_lock);
     DIST_FREE(d);
@@ -2949,7 +4467,8 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
         if ((r = dist_store_set(d, "dist/job", addr, 16)) != DIST_OK) return r;
     } else {
         size_t len = 0;
-        if (dist_store_get(d, "dist/job", addr, sizeof addr - 1, &len) != DIST_OK) return dist__rendezvous_timeout(d, "rank 0's job id");
+        if ((r = dist_store_get(d, "dist/job", addr, sizeof addr - 1, &len)) != DIST_OK)
+            return r == DIST_ERR_INIT ? r : dist__rendezvous_timeout(d, "rank 0's job id");
         addr[len] = 0;
         d->job = strtoull(addr, NULL, 16);
     }
@@ -2993,10 +4512,15 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     memset(d, 0, sizeof *d);
     d->rank = s.rank; d->world = s.world; d->local_rank = s.local_rank; d->timeout_ms = s.timeout_ms;
     d->store_fd = DIST__NO_SOCKET;
+    d->top = d;
     pthread_mutex_init(&d->err_lock, NULL);
     pthread_mutex_init(&d->store_lock, NULL);
+    dist__comm_init_collectives(d, s.algo);
     d->eng = e = dist__engine_new(s.rank, s.world, &log);
-    if (!e) { dist__close(s.listen_fd); dist__free_comm(d); return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory"); }
+    if (!e || dist__comm_register(d) != DIST_OK) {
+        dist__close(s.listen_fd); dist__free_comm(d);
+        return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
+    }
     e->spin_ns = (int64_t)s.spin_us * 1000;
     dist__logf(&log, DIST_LOG_INFO, "joining a job of %d ranks (timeout %.1f s)", s.world, s.timeout_ms / 1000.0);
     r = dist__init_steps(d, &s, &log, deadline);
@@ -3060,17 +4584,34 @@ static int dist__goodbye(dist__engine *e, int timeout_ms) {
     return missing;
 }
 
-DIST_API dist_result dist_destroy(dist_t *d) {
+/* wait_ms: how long to wait for the peers' goodbyes (< 0: the timeout). */
+static dist_result dist__destroy(dist_t *d, int wait_ms) {
     int missing;
     int timeout_ms;
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "destroy: NULL communicator");
-    timeout_ms = d->timeout_ms;
+    if (d->top != d) {               /* a group: the world's connections stay */
+        dist__group_free(d);
+        return DIST_OK;
+    }
+    /* Async collectives still queued finish first; groups go with the world. */
+    dist__worker_stop(d);
+    for (;;) {
+        dist_t *g = NULL;
+        pthread_mutex_lock(&d->eng->lock);
+        for (int i = 0; i < d->eng->ncomms && !g; i++) if (d->eng->comms[i] != d) g = d->eng->comms[i];
+        pthread_mutex_unlock(&d->eng->lock);
+        if (!g) break;
+        dist__group_free(g);
+    }
+    timeout_ms = wait_ms < 0 ? d->timeout_ms : wait_ms;
     missing = dist__goodbye(d->eng, timeout_ms);
     dist__free_comm(d);
     if (missing)
         return dist__fail(NULL, DIST_ERR_TIMEOUT, "destroy: %d peer(s) did not shut down within %.1f s; closed anyway", missing, timeout_ms / 1000.0);
     return DIST_OK;
 }
+
+DIST_API dist_result dist_destroy(dist_t *d) { return dist__destroy(d, -1); }
 
 /* [SECTION] spawn */
 
@@ -3101,7 +4642,9 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
         code = 1;
     } else {
         code = fn(w, arg);
-        if (dist_destroy(w) != DIST_OK && code == 0) {
+        /* A rank that failed does not wait for the others to finish: the
+           parent is about to stop them anyway. */
+        if (dist__destroy(w, code == 0 ? -1 : 0) != DIST_OK && code == 0) {
             wr = write(report_fd, dist__thread_error, strlen(dist__thread_error));
         }
     }
