@@ -1,0 +1,961 @@
+// TIMEOUT: 180
+/* test_init.c - the init methods of dist_init: env:// (with the MPI and
+   Slurm fallbacks), tcp://, file://, IPv6, DIST_INIT_METHOD, DIST_TIMEOUT,
+   an inherited store socket, and the errors a misconfigured job reports.
+
+   Every job here is forked by this program: each child clears the
+   environment the library reads, sets its own, calls dist_init, proves the
+   mesh with an all-to-all exchange, calls dist_destroy and records what
+   happened in a MAP_SHARED slot.  The parent waits with a deadline and
+   kills whatever is still running then, so a hang is a failure, not a
+   stuck test.  One line per check; exit 0 only if every check passed. */
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXP 8
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static double g_scale = 1.0;   /* DIST_TIMEOUT_SCALE (sanitizer passes) */
+static int g_failures = 0;
+static int g_no_ipv6 = 0;      /* the IPv6 checks could not run */
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static int scaled(int ms) { return (int)(ms * g_scale); }
+
+static void ok(const char *name) { printf("ok   %s\n", name); fflush(stdout); }
+
+static void fail(const char *name, const char *fmt, ...) {
+    va_list ap;
+    printf("FAIL %s: ", name);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    g_failures++;
+}
+
+static void setenvf(const char *name, const char *fmt, ...) {
+    char v[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v, sizeof v, fmt, ap);
+    va_end(ap);
+    setenv(name, v, 1);
+}
+
+/* Everything the library (or a launcher) might read. */
+static void clear_env(void) {
+    static const char *names[] = {
+        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+        "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+        "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_SOCKET_IFNAME", "DIST_SECRET", "DIST_DEBUG",
+        "DIST_SPIN_US", "DIST_STORE_LISTEN_FD",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
+}
+
+/* A port nobody listens on right now (bind port 0, read it, close: the
+   small race with other programs is acceptable). */
+static int free_port(int family) {
+    int s = socket(family, SOCK_STREAM, 0), port = -1;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if (s < 0) return -1;
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_loopback;
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        len = sizeof *a;
+    }
+    if (bind(s, (struct sockaddr *)&ss, len) == 0 && getsockname(s, (struct sockaddr *)&ss, &len) == 0)
+        port = family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    close(s);
+    return port;
+}
+
+/* A listening socket on 127.0.0.1 (inheritable); its port in *port. */
+static int listening_socket(int *port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (s < 0) return -1;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 64) != 0 ||
+        getsockname(s, (struct sockaddr *)&a, &len) != 0) { close(s); return -1; }
+    *port = ntohs(a.sin_port);
+    return s;
+}
+
+static int have_ipv6_loopback(void) {
+    int s = socket(AF_INET6, SOCK_STREAM, 0), r;
+    struct sockaddr_in6 a;
+    if (s < 0) return 0;
+    memset(&a, 0, sizeof a);
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    r = bind(s, (struct sockaddr *)&a, sizeof a) == 0 && listen(s, 1) == 0;
+    close(s);
+    return r;
+}
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+typedef struct slot {
+    int started, init_done, finished, hung, signaled, exit_code;
+    int init_res, world_null;
+    int rank, world, local_rank, timeout_ms;
+    int exchange;             /* 0 ok, 1 failed (why in msg) */
+    int destroy_res;
+    long init_ms;
+    int check_a, check_b;     /* scenario-specific results (1 = good) */
+    char msg[DIST__ERRLEN + 64];
+    char note[256];
+} slot_t;
+
+typedef struct scen scen_t;
+struct scen {
+    const char *name;
+    int n;                    /* processes */
+    int deadline_ms;          /* the parent kills what runs longer */
+    void (*setup)(const scen_t *s, int idx, dist_config *cfg);
+    void (*after_init)(const scen_t *s, int idx, dist_t *w, slot_t *slot);
+    void (*after_destroy)(const scen_t *s, int idx, slot_t *slot);
+    int delay_ms[MAXP];       /* sleep before dist_init */
+    int no_exchange;
+    int port;
+    int listen_fd;            /* >= 0: a socket the children inherit; the parent closes it */
+    int rank[MAXP], world[MAXP];
+    int timeout_ms;
+    char url[300];
+    char path[256];
+    char text[64];            /* a value to put in an environment variable */
+};
+
+static slot_t *g_slots;       /* MAXP slots, MAP_SHARED */
+
+/* Each rank sends rank * 1000 + dst to every other rank and checks what it
+   receives: the mesh is complete and routes correctly. */
+static int exchange(dist_t *w, char *why, size_t cap) {
+    int n = dist_world_size(w), me = dist_rank(w), nr = 0, bad = 0;
+    int32_t out[MAXP], in;
+    dist_req_t *reqs[MAXP];
+    dist_result r;
+    for (int dst = 0; dst < n; dst++) {
+        if (dst == me) continue;
+        out[dst] = me * 1000 + dst;
+        if ((r = dist_isend(w, &out[dst], 1, DIST_INT32, dst, 7, &reqs[nr])) != DIST_OK) {
+            snprintf(why, cap, "isend to %d: %s: %s", dst, dist_result_name(r), dist_error_message(w));
+            dist_wait_all(nr, reqs);
+            return 1;
+        }
+        nr++;
+    }
+    for (int src = 0; src < n && !bad; src++) {
+        if (src == me) continue;
+        in = -1;
+        if ((r = dist_recv(w, &in, 1, DIST_INT32, src, 7)) != DIST_OK) {
+            snprintf(why, cap, "recv from %d: %s: %s", src, dist_result_name(r), dist_error_message(w));
+            bad = 1;
+        } else if (in != src * 1000 + me) {
+            snprintf(why, cap, "rank %d got %d from rank %d, expected %d", me, (int)in, src, src * 1000 + me);
+            bad = 1;
+        }
+    }
+    if ((r = dist_wait_all(nr, reqs)) != DIST_OK && !bad) {
+        snprintf(why, cap, "send: %s: %s", dist_result_name(r), dist_error_message(w));
+        bad = 1;
+    }
+    return bad;
+}
+
+static void child_main(const scen_t *s, int idx, slot_t *slot) {
+    dist_config cfg;
+    dist_t *w = (dist_t *)&cfg;   /* dist_init must set it to NULL on failure */
+    dist_result r;
+    long t0;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    slot->started = 1;
+    clear_env();
+    memset(&cfg, 0, sizeof cfg);
+    if (s->listen_fd >= 0 && idx != 0) close(s->listen_fd);
+    if (s->delay_ms[idx] > 0) sleep_ms(s->delay_ms[idx]);
+    s->setup(s, idx, &cfg);
+    t0 = now_ms();
+    r = dist_init(&w, &cfg);
+    slot->init_ms = now_ms() - t0;
+    slot->init_res = r;
+    slot->init_done = 1;
+    if (r != DIST_OK) {
+        slot->world_null = w == NULL;
+        snprintf(slot->msg, sizeof slot->msg, "%s", dist_error_message(NULL));
+        if (s->after_destroy) s->after_destroy(s, idx, slot);
+        slot->finished = 1;
+        exit(0);   /* not _exit: a leak checker (make sanitize) runs at exit */
+    }
+    slot->rank = dist_rank(w);
+    slot->world = dist_world_size(w);
+    slot->local_rank = dist_local_rank(w);
+    slot->timeout_ms = dist_timeout_ms(w);
+    if (!s->no_exchange) slot->exchange = exchange(w, slot->msg, sizeof slot->msg);
+    if (s->after_init) s->after_init(s, idx, w, slot);
+    slot->destroy_res = dist_destroy(w);
+    if (slot->destroy_res != DIST_OK && !slot->msg[0])
+        snprintf(slot->msg, sizeof slot->msg, "destroy: %s", dist_error_message(NULL));
+    if (s->after_destroy) s->after_destroy(s, idx, slot);
+    slot->finished = 1;
+    exit(0);
+}
+
+/* Forks the job's processes and waits for them until the deadline. */
+static void run_job(scen_t *s) {
+    pid_t pids[MAXP];
+    int left;
+    long deadline;
+    memset(g_slots, 0, sizeof(slot_t) * MAXP);
+    fflush(NULL);
+    for (int i = 0; i < s->n; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) child_main(s, i, &g_slots[i]);
+        if (pids[i] < 0) { perror("fork"); exit(1); }
+    }
+    if (s->listen_fd >= 0) { close(s->listen_fd); s->listen_fd = -1; }
+    deadline = now_ms() + scaled(s->deadline_ms);
+    left = s->n;
+    while (left > 0) {
+        for (int i = 0; i < s->n; i++) {
+            int st;
+            if (pids[i] <= 0) continue;
+            if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+                if (WIFSIGNALED(st)) g_slots[i].signaled = WTERMSIG(st);
+                else if (WIFEXITED(st)) g_slots[i].exit_code = WEXITSTATUS(st);
+                pids[i] = 0;
+                left--;
+            }
+        }
+        if (left == 0) break;
+        if (now_ms() >= deadline) {
+            for (int i = 0; i < s->n; i++)
+                if (pids[i] > 0) {
+                    kill(pids[i], SIGKILL);
+                    waitpid(pids[i], NULL, 0);
+                    g_slots[i].hung = 1;
+                    pids[i] = 0;
+                }
+            break;
+        }
+        sleep_ms(5);
+    }
+}
+
+static const char *slot_state(const slot_t *sl) {
+    if (sl->hung) return "hung (killed at the deadline)";
+    if (sl->signaled) return "died of a signal";
+    if (!sl->finished) return "exited early";
+    if (sl->exit_code) return "finished, but exited with a non-zero status (a sanitizer's report?)";
+    return "finished";
+}
+
+/* Every process finished, joined with the expected rank and world size,
+   exchanged correctly and destroyed cleanly. */
+static int job_ok(const scen_t *s, const int *expect_rank, int expect_world, char *why, size_t cap) {
+    for (int i = 0; i < s->n; i++) {
+        const slot_t *sl = &g_slots[i];
+        int er = expect_rank ? expect_rank[i] : i;
+        if (sl->hung || sl->signaled || !sl->finished || sl->exit_code) {
+            snprintf(why, cap, "process %d %s (init %s)", i, slot_state(sl), sl->init_done ? dist_result_name((dist_result)sl->init_res) : "not returned");
+            return 0;
+        }
+        if (sl->init_res != DIST_OK) {
+            snprintf(why, cap, "process %d: dist_init: %s: %s", i, dist_result_name((dist_result)sl->init_res), sl->msg);
+            return 0;
+        }
+        if (sl->rank != er || sl->world != expect_world) {
+            snprintf(why, cap, "process %d is rank %d of %d, expected %d of %d", i, sl->rank, sl->world, er, expect_world);
+            return 0;
+        }
+        if (!s->no_exchange && sl->exchange) { snprintf(why, cap, "process %d: exchange: %s", i, sl->msg); return 0; }
+        if (sl->destroy_res != DIST_OK) {
+            snprintf(why, cap, "process %d: dist_destroy: %s: %s", i, dist_result_name((dist_result)sl->destroy_res), sl->msg);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void check_job(scen_t *s, const int *expect_rank, int expect_world) {
+    char why[1024];
+    run_job(s);
+    if (job_ok(s, expect_rank, expect_world, why, sizeof why)) ok(s->name);
+    else fail(s->name, "%s", why);
+}
+
+static scen_t scen(const char *name, int n) {
+    scen_t s;
+    memset(&s, 0, sizeof s);
+    s.name = name;
+    s.n = n;
+    s.deadline_ms = 30000;
+    s.listen_fd = -1;
+    return s;
+}
+
+/* ---- setups (run in the child) -------------------------------------------- */
+
+static void setup_env(const scen_t *s, int idx, dist_config *cfg) {
+    (void)cfg;
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenvf("MASTER_PORT", "%d", s->port);
+    setenvf("RANK", "%d", idx);
+    setenvf("WORLD_SIZE", "%d", s->n);
+    setenvf("LOCAL_RANK", "%d", 10 + idx);
+}
+
+static void setup_env_fd(const scen_t *s, int idx, dist_config *cfg) {
+    setup_env(s, idx, cfg);
+    if (idx == 0) setenvf("DIST_STORE_LISTEN_FD", "%d", s->listen_fd);
+}
+
+static void setup_cfg_fd(const scen_t *s, int idx, dist_config *cfg) {
+    cfg->init_method = s->url;
+    cfg->rank = idx;
+    cfg->world_size = s->n;
+    if (idx == 0) cfg->store_listen_fd = s->listen_fd + 1;
+}
+
+static void setup_fallback(const scen_t *s, int idx, dist_config *cfg) {
+    /* s->text is "RANKVAR SIZEVAR" */
+    char rv[32], wv[32];
+    (void)cfg;
+    sscanf(s->text, "%31s %31s", rv, wv);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenvf("MASTER_PORT", "%d", s->port);
+    setenvf(rv, "%d", idx);
+    setenvf(wv, "%d", s->n);
+}
+
+static void setup_precedence(const scen_t *s, int idx, dist_config *cfg) {
+    (void)cfg;
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenvf("MASTER_PORT", "%d", s->port);
+    setenvf("RANK", "%d", idx);
+    setenvf("WORLD_SIZE", "%d", s->n);
+    /* wrong on purpose: RANK/WORLD_SIZE must win */
+    setenvf("OMPI_COMM_WORLD_RANK", "%d", (idx + 1) % s->n);
+    setenvf("OMPI_COMM_WORLD_SIZE", "%d", s->n + 5);
+    setenvf("SLURM_PROCID", "%d", (idx + 2) % s->n);
+    setenvf("SLURM_NTASKS", "%d", s->n + 7);
+}
+
+static void setup_tcp_cfg(const scen_t *s, int idx, dist_config *cfg) {
+    cfg->init_method = s->url;
+    cfg->rank = idx;
+    cfg->world_size = s->n;
+}
+
+static char g_url_buf[400];   /* per child (each child is its own process) */
+
+static void setup_tcp_query(const scen_t *s, int idx, dist_config *cfg) {
+    snprintf(g_url_buf, sizeof g_url_buf, "%s?rank=%d&world_size=%d", s->url, idx, s->n);
+    cfg->init_method = g_url_buf;
+}
+
+static void setup_tcp_query_rev(const scen_t *s, int idx, dist_config *cfg) {
+    snprintf(g_url_buf, sizeof g_url_buf, "%s?world_size=%d&rank=%d", s->url, s->n, idx);
+    cfg->init_method = g_url_buf;
+}
+
+static void setup_env_v6(const scen_t *s, int idx, dist_config *cfg) {
+    (void)cfg;
+    setenv("MASTER_ADDR", "::1", 1);
+    setenvf("MASTER_PORT", "%d", s->port);
+    setenvf("RANK", "%d", idx);
+    setenvf("WORLD_SIZE", "%d", s->n);
+}
+
+static void setup_file(const scen_t *s, int idx, dist_config *cfg) {
+    snprintf(g_url_buf, sizeof g_url_buf, "file://%s", s->path);
+    cfg->init_method = g_url_buf;
+    cfg->rank = idx;
+    cfg->world_size = s->n;
+}
+
+static void setup_dist_init_method(const scen_t *s, int idx, dist_config *cfg) {
+    (void)cfg;
+    setenv("DIST_INIT_METHOD", s->url, 1);
+    setenvf("RANK", "%d", idx);
+    setenvf("WORLD_SIZE", "%d", s->n);
+}
+
+static void setup_dist_init_method_file(const scen_t *s, int idx, dist_config *cfg) {
+    (void)cfg;
+    setenvf("DIST_INIT_METHOD", "file://%s?rank=%d&world_size=%d", s->path, idx, s->n);
+}
+
+static void setup_cfg_overrides_env(const scen_t *s, int idx, dist_config *cfg) {
+    setenv("DIST_INIT_METHOD", "foo://not-this-one", 1);
+    setup_tcp_cfg(s, idx, cfg);
+}
+
+static void setup_dist_timeout(const scen_t *s, int idx, dist_config *cfg) {
+    setup_env(s, idx, cfg);
+    setenv("DIST_TIMEOUT", s->text, 1);
+    cfg->timeout_ms = s->timeout_ms;
+}
+
+static void setup_ranks(const scen_t *s, int idx, dist_config *cfg) {
+    cfg->init_method = s->url;
+    cfg->rank = s->rank[idx];
+    cfg->world_size = s->world[idx];
+    cfg->timeout_ms = s->timeout_ms;
+}
+
+/* ---- after-init / after-destroy hooks -------------------------------------- */
+
+static void file_exists_during(const scen_t *s, int idx, dist_t *w, slot_t *slot) {
+    (void)w;
+    if (idx == 0) slot->check_a = access(s->path, F_OK) == 0;
+}
+
+static void file_gone_after(const scen_t *s, int idx, slot_t *slot) {
+    if (idx == 0) slot->check_b = access(s->path, F_OK) != 0 && errno == ENOENT;
+}
+
+/* ---- single-process error cases ------------------------------------------- */
+
+typedef struct errcase {
+    const char *name;
+    const char *env[8];       /* "NAME=value" */
+    const char *init_method;
+    int rank, world_size, timeout_ms;
+    dist_result expect;       /* DIST_OK: any error */
+    const char *words[4];     /* must all appear in dist_error_message(NULL) */
+} errcase_t;
+
+static const errcase_t *g_err;
+
+static void setup_errcase(const scen_t *s, int idx, dist_config *cfg) {
+    (void)s; (void)idx;
+    for (int i = 0; i < 8 && g_err->env[i]; i++) {
+        char buf[256], *eq;
+        snprintf(buf, sizeof buf, "%s", g_err->env[i]);
+        eq = strchr(buf, '=');
+        if (!eq) continue;
+        *eq = 0;
+        setenv(buf, eq + 1, 1);
+    }
+    cfg->init_method = g_err->init_method;
+    cfg->rank = g_err->rank;
+    cfg->world_size = g_err->world_size;
+    cfg->timeout_ms = g_err->timeout_ms;
+}
+
+static int has_words(const char *msg, const char *const *words, int n, const char **missing) {
+    for (int i = 0; i < n && words[i]; i++)
+        if (!strstr(msg, words[i])) { *missing = words[i]; return 0; }
+    return 1;
+}
+
+static void check_errcase(const errcase_t *e) {
+    scen_t s = scen(e->name, 1);
+    const slot_t *sl = &g_slots[0];
+    const char *missing = NULL;
+    char name[200];
+    snprintf(name, sizeof name, "error: %s", e->name);
+    s.setup = setup_errcase;
+    s.no_exchange = 1;
+    s.deadline_ms = 15000;
+    g_err = e;
+    run_job(&s);
+    if (!sl->finished || sl->exit_code) fail(name, "the process %s", slot_state(sl));
+    else if (sl->init_res == DIST_OK) fail(name, "dist_init succeeded");
+    else if (e->expect != DIST_OK && sl->init_res != (int)e->expect)
+        fail(name, "got %s, expected %s (%s)", dist_result_name((dist_result)sl->init_res), dist_result_name(e->expect), sl->msg);
+    else if (!sl->world_null) fail(name, "*world was not set to NULL");
+    else if (!has_words(sl->msg, e->words, 4, &missing)) fail(name, "message \"%s\" lacks \"%s\"", sl->msg, missing);
+    else if (e->timeout_ms == 0 && sl->init_ms > scaled(2000)) fail(name, "took %ld ms to fail", sl->init_ms);
+    else { printf("ok   %s  [%s: %s]\n", name, dist_result_name((dist_result)sl->init_res), sl->msg); fflush(stdout); }
+}
+
+/* ---- the tests ------------------------------------------------------------- */
+
+static void test_env(void) {
+    scen_t s = scen("env:// 4 ranks (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, free port)", 4);
+    s.setup = setup_env;
+    s.port = free_port(AF_INET);
+    check_job(&s, NULL, 4);
+    {   /* LOCAL_RANK and the default timeout, from the same job */
+        int good = 1, bad_local = -1, bad_timeout = -1;
+        for (int i = 0; i < 4; i++) {
+            if (g_slots[i].local_rank != 10 + i) { good = 0; bad_local = i; }
+            if (g_slots[i].timeout_ms != 300000) { good = 0; bad_timeout = i; }
+        }
+        if (!g_slots[0].finished) fail("LOCAL_RANK -> dist_local_rank, default timeout 300 s", "the job failed");
+        else if (good) ok("LOCAL_RANK -> dist_local_rank, default timeout 300 s");
+        else if (bad_local >= 0)
+            fail("LOCAL_RANK -> dist_local_rank", "process %d: dist_local_rank %d, LOCAL_RANK=%d", bad_local, g_slots[bad_local].local_rank, 10 + bad_local);
+        else
+            fail("default timeout 300 s", "process %d: dist_timeout_ms %d", bad_timeout, g_slots[bad_timeout].timeout_ms);
+    }
+}
+
+static void test_env_listen_fd(void) {
+    scen_t s = scen("env:// 4 ranks, store socket passed to rank 0 as DIST_STORE_LISTEN_FD", 4);
+    s.setup = setup_env_fd;
+    s.listen_fd = listening_socket(&s.port);
+    if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
+    /* Rank 0 keeps the inherited socket open, so it could not bind
+       MASTER_PORT itself: success means the library used the socket. */
+    check_job(&s, NULL, 4);
+
+    s = scen("tcp:// 3 ranks, store socket passed as cfg.store_listen_fd (fd + 1)", 3);
+    s.setup = setup_cfg_fd;
+    s.listen_fd = listening_socket(&s.port);
+    if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    check_job(&s, NULL, 3);
+}
+
+static void test_fallbacks(void) {
+    static const char *pairs[][2] = {
+        { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+        { "PMI_RANK", "PMI_SIZE" },
+        { "SLURM_PROCID", "SLURM_NTASKS" },
+    };
+    for (int i = 0; i < 3; i++) {
+        char name[128];
+        scen_t s;
+        snprintf(name, sizeof name, "env:// 3 ranks from %s/%s (RANK, WORLD_SIZE unset)", pairs[i][0], pairs[i][1]);
+        s = scen(name, 3);
+        s.setup = setup_fallback;
+        s.port = free_port(AF_INET);
+        snprintf(s.text, sizeof s.text, "%s %s", pairs[i][0], pairs[i][1]);
+        check_job(&s, NULL, 3);
+    }
+    {
+        scen_t s = scen("env:// 3 ranks: RANK/WORLD_SIZE take precedence over OMPI_*/SLURM_*", 3);
+        s.setup = setup_precedence;
+        s.port = free_port(AF_INET);
+        check_job(&s, NULL, 3);
+    }
+}
+
+static void test_tcp(void) {
+    scen_t s = scen("tcp://127.0.0.1:PORT, rank and world size from the config, 4 ranks", 4);
+    s.setup = setup_tcp_cfg;
+    s.port = free_port(AF_INET);
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    check_job(&s, NULL, 4);
+
+    s = scen("tcp://127.0.0.1:PORT?rank=R&world_size=N, nothing in the config, 4 ranks", 4);
+    s.setup = setup_tcp_query;
+    s.port = free_port(AF_INET);
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    check_job(&s, NULL, 4);
+
+    s = scen("tcp://127.0.0.1:PORT?world_size=N&rank=R (other order), 3 ranks", 3);
+    s.setup = setup_tcp_query_rev;
+    s.port = free_port(AF_INET);
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    check_job(&s, NULL, 3);
+}
+
+static void test_ipv6(void) {
+    scen_t s;
+    if (!have_ipv6_loopback()) {
+        printf("skip IPv6: this machine cannot bind ::1 (no IPv6 loopback)\n");
+        g_no_ipv6 = 1;
+        return;
+    }
+    s = scen("tcp://[::1]:PORT, 3 ranks", 3);
+    s.setup = setup_tcp_cfg;
+    s.port = free_port(AF_INET6);
+    snprintf(s.url, sizeof s.url, "tcp://[::1]:%d", s.port);
+    check_job(&s, NULL, 3);
+
+    s = scen("env:// with MASTER_ADDR=::1, 3 ranks", 3);
+    s.setup = setup_env_v6;
+    s.port = free_port(AF_INET6);
+    check_job(&s, NULL, 3);
+}
+
+static void test_file(void) {
+    static int counter = 0;
+    scen_t s = scen("file:///tmp/... 4 ranks, rank 0 starts 300 ms after the others", 4);
+    char why[1024];
+    s.setup = setup_file;
+    s.after_init = file_exists_during;
+    s.after_destroy = file_gone_after;
+    s.delay_ms[0] = 300;
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_%d_%d", (int)getpid(), counter++);
+    unlink(s.path);
+    run_job(&s);
+    if (!job_ok(&s, NULL, 4, why, sizeof why)) fail(s.name, "%s", why);
+    else {
+        long waited = 0;
+        for (int i = 1; i < 4; i++) if (g_slots[i].init_ms > waited) waited = g_slots[i].init_ms;
+        if (waited < 150) fail(s.name, "the other ranks' dist_init took at most %ld ms: rank 0 was not last", waited);
+        else ok(s.name);
+    }
+    if (!g_slots[0].finished) fail("file:// rendezvous file exists during the job, removed by rank 0's dist_destroy", "rank 0 did not finish");
+    else if (!g_slots[0].check_a) fail("file:// rendezvous file exists during the job", "%s does not exist after dist_init", s.path);
+    else if (!g_slots[0].check_b) fail("file:// rendezvous file removed by rank 0's dist_destroy", "%s still exists", s.path);
+    else if (access(s.path, F_OK) == 0) fail("file:// rendezvous file removed at the end", "%s exists after the job", s.path);
+    else ok("file:// rendezvous file exists during the job, removed by rank 0's dist_destroy");
+    unlink(s.path);
+
+    /* A file left behind by a job that died, pointing at a dead port. */
+    s = scen("file:// over a stale rendezvous file of a dead job, 3 ranks, rank 0 last", 3);
+    s.setup = setup_file;
+    s.delay_ms[0] = 300;
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_%d_%d", (int)getpid(), counter++);
+    {
+        FILE *f = fopen(s.path, "w");
+        if (!f) { fail(s.name, "cannot write %s", s.path); return; }
+        fprintf(f, "dist-rendezvous 1 127.0.0.1 %d 3\n", free_port(AF_INET));
+        fclose(f);
+    }
+    check_job(&s, NULL, 3);
+    unlink(s.path);
+}
+
+static void setup_file_fd(const scen_t *s, int idx, dist_config *cfg) {
+    setup_file(s, idx, cfg);
+    cfg->timeout_ms = 3000;
+    if (idx == 0) cfg->store_listen_fd = s->listen_fd + 1;
+}
+
+static void setup_file_alone(const scen_t *s, int idx, dist_config *cfg) {
+    (void)idx;
+    snprintf(g_url_buf, sizeof g_url_buf, "file://%s", s->path);
+    cfg->init_method = g_url_buf;
+    cfg->rank = 0;
+    cfg->world_size = 2;
+    cfg->timeout_ms = 1000;
+}
+
+static void test_file_more(void) {
+    scen_t s = scen("file:// 3 ranks, store socket (bound to 127.0.0.1) passed to rank 0 as cfg.store_listen_fd", 3);
+    s.setup = setup_file_fd;
+    s.listen_fd = listening_socket(&s.port);
+    if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_fd_%d", (int)getpid());
+    unlink(s.path);
+    check_job(&s, NULL, 3);
+    unlink(s.path);
+
+    s = scen("file:// rank 0 whose job never forms (timeout 1 s) fails and removes the file", 1);
+    s.setup = setup_file_alone;
+    s.no_exchange = 1;
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_alone_%d", (int)getpid());
+    unlink(s.path);
+    run_job(&s);
+    if (!g_slots[0].finished || g_slots[0].exit_code) fail(s.name, "the process %s", slot_state(&g_slots[0]));
+    else if (g_slots[0].init_res == DIST_OK) fail(s.name, "dist_init succeeded");
+    else if (access(s.path, F_OK) == 0) fail(s.name, "%s is left behind", s.path);
+    else ok(s.name);
+    unlink(s.path);
+}
+
+static void test_dist_init_method(void) {
+    static int counter = 0;
+    scen_t s = scen("DIST_INIT_METHOD=tcp://127.0.0.1:PORT (no MASTER_ADDR), RANK/WORLD_SIZE, 3 ranks", 3);
+    s.setup = setup_dist_init_method;
+    s.port = free_port(AF_INET);
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    check_job(&s, NULL, 3);
+
+    s = scen("DIST_INIT_METHOD=file:///tmp/...?rank=R&world_size=N, 3 ranks", 3);
+    s.setup = setup_dist_init_method_file;
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_m_%d_%d", (int)getpid(), counter++);
+    unlink(s.path);
+    check_job(&s, NULL, 3);
+    unlink(s.path);
+
+    s = scen("cfg.init_method wins over DIST_INIT_METHOD (set to foo://), 2 ranks", 2);
+    s.setup = setup_cfg_overrides_env;
+    s.port = free_port(AF_INET);
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    check_job(&s, NULL, 2);
+}
+
+static void test_dist_timeout(void) {
+    static const struct { const char *env; int cfg_ms, expect; } cases[] = {
+        { "2", 0, 2000 }, { "1.5", 0, 1500 }, { "2", 4000, 4000 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char name[160], why[1024];
+        scen_t s;
+        int good = 1, bad = -1;
+        snprintf(name, sizeof name, "DIST_TIMEOUT=%s with cfg.timeout_ms=%d: dist_timeout_ms == %d",
+                 cases[c].env, cases[c].cfg_ms, cases[c].expect);
+        s = scen(name, 2);
+        s.setup = setup_dist_timeout;
+        s.port = free_port(AF_INET);
+        s.timeout_ms = cases[c].cfg_ms;
+        snprintf(s.text, sizeof s.text, "%s", cases[c].env);
+        run_job(&s);
+        if (!job_ok(&s, NULL, 2, why, sizeof why)) { fail(name, "%s", why); continue; }
+        for (int i = 0; i < 2; i++) if (g_slots[i].timeout_ms != cases[c].expect) { good = 0; bad = i; }
+        if (good) ok(name);
+        else fail(name, "process %d: dist_timeout_ms %d", bad, g_slots[bad].timeout_ms);
+    }
+}
+
+static void test_errors(void) {
+    static char port_env[64], fd_env[64];
+    int closed = free_port(AF_INET);
+    errcase_t cases[] = {
+        { "env:// without MASTER_ADDR", { port_env, "RANK=0", "WORLD_SIZE=2" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "MASTER_ADDR", "not set" } },
+        { "env:// without MASTER_PORT", { "MASTER_ADDR=127.0.0.1", "RANK=0", "WORLD_SIZE=2" }, "env://", 0, 0, 0,
+          DIST_ERR_INIT, { "MASTER_PORT", "not set" } },
+        { "env:// MASTER_PORT=abc", { "MASTER_ADDR=127.0.0.1", "MASTER_PORT=abc", "RANK=0", "WORLD_SIZE=2" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "MASTER_PORT", "abc", "port" } },
+        { "env:// MASTER_PORT=70000", { "MASTER_ADDR=127.0.0.1", "MASTER_PORT=70000", "RANK=0", "WORLD_SIZE=2" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "MASTER_PORT", "70000" } },
+        { "env:// MASTER_PORT=0", { "MASTER_ADDR=127.0.0.1", "MASTER_PORT=0", "RANK=0", "WORLD_SIZE=2" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "MASTER_PORT", "0" } },
+        { "env:// MASTER_PORT=123x", { "MASTER_ADDR=127.0.0.1", "MASTER_PORT=123x", "RANK=0", "WORLD_SIZE=2" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "MASTER_PORT", "123x" } },
+        { "unknown scheme foo://x", { "RANK=0", "WORLD_SIZE=1" }, "foo://x", 0, 0, 0,
+          DIST_ERR_INIT, { "foo://x", "unknown" } },
+        { "unknown scheme in DIST_INIT_METHOD", { "DIST_INIT_METHOD=foo://x", "RANK=0", "WORLD_SIZE=1" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "foo://x", "unknown" } },
+        { "tcp:// without a port", { "RANK=0", "WORLD_SIZE=1" }, "tcp://127.0.0.1", 0, 0, 0,
+          DIST_ERR_INIT, { "tcp://127.0.0.1", "host:port" } },
+        { "tcp://[::1] without a port", { "RANK=0", "WORLD_SIZE=1" }, "tcp://[::1]", 0, 0, 0,
+          DIST_ERR_INIT, { "tcp://[::1]", "host:port" } },
+        { "file:// with a relative path", { "RANK=0", "WORLD_SIZE=1" }, "file://relative/path", 0, 0, 0,
+          DIST_ERR_INIT, { "file://relative/path", "absolute" } },
+        { "RANK=3 WORLD_SIZE=3 (rank >= world size)", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=3", "WORLD_SIZE=3" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "rank 3", "world size 3", "out of range" } },
+        { "cfg.rank=5 cfg.world_size=3", { NULL }, "tcp://127.0.0.1:29500", 5, 3, 0,
+          DIST_ERR_INIT, { "rank 5", "world size 3", "out of range" } },
+        { "cfg.rank=-1 cfg.world_size=3", { NULL }, "tcp://127.0.0.1:29500", -1, 3, 0,
+          DIST_ERR_INIT, { "rank -1", "world size 3" } },
+        { "?rank=4&world_size=2 in the URL", { NULL }, "tcp://127.0.0.1:29500?rank=4&world_size=2", 0, 0, 0,
+          DIST_ERR_INIT, { "rank 4", "world size 2" } },
+        { "RANK=abc", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=abc", "WORLD_SIZE=2" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "RANK", "not a number" } },
+        { "no RANK/WORLD_SIZE nor fallbacks", { "MASTER_ADDR=127.0.0.1", port_env }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "world size", "RANK", "WORLD_SIZE" } },
+        { "DIST_TIMEOUT=abc", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=0", "WORLD_SIZE=1", "DIST_TIMEOUT=abc" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "DIST_TIMEOUT", "abc" } },
+        { "DIST_TIMEOUT=-1", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=0", "WORLD_SIZE=1", "DIST_TIMEOUT=-1" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "DIST_TIMEOUT", "-1" } },
+        { "DIST_TIMEOUT=0", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=0", "WORLD_SIZE=1", "DIST_TIMEOUT=0" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "DIST_TIMEOUT" } },
+        /* "5m" is not 5 seconds (nor 5 minutes): trailing garbage must be refused */
+        { "DIST_TIMEOUT=5m", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=0", "WORLD_SIZE=1", "DIST_TIMEOUT=5m" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "DIST_TIMEOUT", "5m" } },
+        /* 0.1 ms rounds to 0 ms, which is no timeout (0 means "the default" in the config) */
+        { "DIST_TIMEOUT=0.0001 (0 ms once rounded)", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=0", "WORLD_SIZE=1", "DIST_TIMEOUT=0.0001" }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "DIST_TIMEOUT", "0.0001" } },
+        { "DIST_STORE_LISTEN_FD names no listening socket", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=0", "WORLD_SIZE=1", fd_env }, NULL, 0, 0, 0,
+          DIST_ERR_INIT, { "listening socket" } },
+        { "rank 1 of 2 whose rank 0 never appears (env://, cfg.timeout_ms 1500)", { "MASTER_ADDR=127.0.0.1", port_env, "RANK=1", "WORLD_SIZE=2" }, NULL, 0, 0, 1500,
+          DIST_ERR_TIMEOUT, { "could not reach the store", "rank 1" } },
+    };
+    snprintf(port_env, sizeof port_env, "MASTER_PORT=%d", closed);
+    snprintf(fd_env, sizeof fd_env, "DIST_STORE_LISTEN_FD=%d", 1);   /* stdout: not a socket */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_errcase(&cases[i]);
+    /* the time the last case took */
+    {
+        const char *name = "error: rank 0 never appears: fails after ~1.5 s, not earlier, not much later";
+        long t = g_slots[0].init_ms;
+        if (!g_slots[0].finished) fail(name, "the process %s", slot_state(&g_slots[0]));
+        else if (t < 1400 || t > scaled(6000)) fail(name, "dist_init took %ld ms", t);
+        else { printf("ok   %s  [%ld ms]\n", name, t); fflush(stdout); }
+    }
+}
+
+/* file:// whose rank 0 never writes the file: the timeout from DIST_TIMEOUT. */
+static void setup_file_dist_timeout(const scen_t *s, int idx, dist_config *cfg) {
+    (void)idx;
+    snprintf(g_url_buf, sizeof g_url_buf, "file://%s", s->path);
+    cfg->init_method = g_url_buf;
+    cfg->rank = 1;
+    cfg->world_size = 2;
+    setenv("DIST_TIMEOUT", "1", 1);
+}
+
+static void test_file_never(void) {
+    scen_t s = scen("error: file:// whose rank 0 never writes the file (DIST_TIMEOUT=1)", 1);
+    const slot_t *sl = &g_slots[0];
+    s.setup = setup_file_dist_timeout;
+    s.no_exchange = 1;
+    s.deadline_ms = 15000;
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_never_%d", (int)getpid());
+    unlink(s.path);
+    run_job(&s);
+    if (!sl->finished || sl->exit_code) fail(s.name, "the process %s", slot_state(sl));
+    else if (sl->init_res == DIST_OK) fail(s.name, "dist_init succeeded");
+    else if (!strstr(sl->msg, s.path) || !strstr(sl->msg, "rank 0"))
+        fail(s.name, "message \"%s\" does not name the file and rank 0", sl->msg);
+    else if (sl->init_ms < 900 || sl->init_ms > scaled(6000)) fail(s.name, "failed after %ld ms, expected ~1000", sl->init_ms);
+    else { printf("ok   %s  [%ld ms: %s]\n", s.name, sl->init_ms, sl->msg); fflush(stdout); }
+}
+
+static void test_world_disagreement(void) {
+    const char *base = "error: world-size disagreement (rank 0 says 3, rank 1 says 2, rank 2 says 3)";
+    char name[300];
+    scen_t s = scen(base, 3);
+    int good = 1;
+    char why[1200] = "";
+    s.setup = setup_ranks;
+    s.no_exchange = 1;
+    s.timeout_ms = 3000;
+    s.deadline_ms = 25000;
+    s.port = free_port(AF_INET);
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    s.rank[0] = 0; s.world[0] = 3;
+    s.rank[1] = 1; s.world[1] = 2;
+    s.rank[2] = 2; s.world[2] = 3;
+    /* rank 2 starts 500 ms after the others (ranks rarely start together):
+       its wait ends after rank 0's, so rank 0 must not take the
+       explanation away with it */
+    s.delay_ms[2] = 500;
+    run_job(&s);
+    for (int i = 0; i < 3; i++) printf("       process %d (rank %d of %d): %s after %ld ms, %s: %s\n", i, s.rank[i], s.world[i],
+                                       slot_state(&g_slots[i]), g_slots[i].init_ms,
+                                       dist_result_name((dist_result)g_slots[i].init_res), g_slots[i].msg);
+    /* 1. nobody joins, nobody hangs */
+    snprintf(name, sizeof name, "%s: every process fails, none hangs", base);
+    for (int i = 0; i < 3 && good; i++) {
+        const slot_t *sl = &g_slots[i];
+        if (!sl->finished || sl->exit_code) { good = 0; snprintf(why, sizeof why, "process %d %s", i, slot_state(sl)); }
+        else if (sl->init_res == DIST_OK) { good = 0; snprintf(why, sizeof why, "process %d (rank %d of %d) joined", i, s.rank[i], s.world[i]); }
+    }
+    if (good) ok(name); else fail(name, "%s", why);
+    if (!good) return;
+    /* 2. the refused process says why, at once */
+    snprintf(name, sizeof name, "%s: rank 1 is refused at once, naming both world sizes", base);
+    if (!strstr(g_slots[1].msg, "world size 2") || !strstr(g_slots[1].msg, "world size 3"))
+        fail(name, "message \"%s\"", g_slots[1].msg);
+    else if (g_slots[1].init_ms > scaled(2000)) fail(name, "it took %ld ms", g_slots[1].init_ms);
+    else ok(name);
+    /* 3. the ranks left waiting say what happened (the store records the
+          refusal under "dist/rejected" for them, see the design notes) */
+    for (int i = 0; i < 3; i += 2) {
+        snprintf(name, sizeof name, "%s: rank %d%s reports the refusal (world sizes) after its timeout", base, i,
+                 i == 2 ? " (started 500 ms later)" : "");
+        if (!strstr(g_slots[i].msg, "world size 2") || !strstr(g_slots[i].msg, "world size 3"))
+            fail(name, "its message does not say why the job did not form: \"%s\"", g_slots[i].msg);
+        else ok(name);
+    }
+}
+
+static void hold_store(const scen_t *s, int idx, dist_t *w, slot_t *slot) {
+    (void)s; (void)w; (void)slot;
+    if (idx == 0) sleep_ms(1000);
+}
+
+static void test_duplicate_rank(void) {
+    const char *base = "error: duplicate rank (two processes claim rank 1 of 3)";
+    char name[300];
+    scen_t s = scen(base, 4);
+    int good = 1, refused = -1, joined1 = 0;
+    char why[1200] = "";
+    s.setup = setup_ranks;
+    s.timeout_ms = 3000;
+    s.deadline_ms = 25000;
+    s.port = free_port(AF_INET);
+    snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
+    s.rank[0] = 0; s.world[0] = 3;
+    s.rank[1] = 1; s.world[1] = 3;
+    s.rank[2] = 1; s.world[2] = 3;
+    s.rank[3] = 2; s.world[3] = 3;
+    /* rank 2 comes late, so that both rank-1 processes reach the store
+       before the job could form (and rank 0 end it) without one of them */
+    s.delay_ms[3] = 1000;
+    s.after_init = hold_store;   /* and rank 0 keeps the store up a while */
+    run_job(&s);
+    for (int i = 0; i < 4; i++)
+        printf("       process %d (rank %d): %s after %ld ms, %s%s%s\n", i, s.rank[i], slot_state(&g_slots[i]), g_slots[i].init_ms,
+               dist_result_name((dist_result)g_slots[i].init_res), g_slots[i].msg[0] ? ": " : "", g_slots[i].msg);
+    snprintf(name, sizeof name, "%s: nobody hangs", base);
+    for (int i = 0; i < 4 && good; i++) {
+        const slot_t *sl = &g_slots[i];
+        if (!sl->finished || sl->exit_code) { good = 0; snprintf(why, sizeof why, "process %d %s", i, slot_state(sl)); }
+    }
+    if (good) ok(name); else { fail(name, "%s", why); return; }
+    snprintf(name, sizeof name, "%s: one claimant is refused at once with \"rank 1 joined twice\"", base);
+    for (int i = 1; i <= 2; i++) {
+        const slot_t *sl = &g_slots[i];
+        if (sl->init_res == DIST_OK) joined1++;
+        else if (strstr(sl->msg, "rank 1 joined twice")) refused = i;
+    }
+    if (refused < 0) fail(name, "no rank-1 process says \"rank 1 joined twice\"");
+    else if (joined1 > 1) fail(name, "both rank-1 processes joined");
+    else if (g_slots[refused].init_ms > scaled(2000)) fail(name, "the refusal took %ld ms", g_slots[refused].init_ms);
+    else ok(name);
+}
+
+int main(void) {
+    const char *sc = getenv("DIST_TIMEOUT_SCALE");
+    if (sc && atof(sc) >= 1) g_scale = atof(sc);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    clear_env();
+    g_slots = (slot_t *)mmap(NULL, sizeof(slot_t) * MAXP, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (g_slots == MAP_FAILED) { perror("mmap"); return 1; }
+
+    test_env();
+    test_env_listen_fd();
+    test_fallbacks();
+    test_tcp();
+    test_ipv6();
+    test_file();
+    test_file_more();
+    test_dist_init_method();
+    test_dist_timeout();
+    test_errors();
+    test_file_never();
+    test_world_disagreement();
+    test_duplicate_rank();
+
+    munmap(g_slots, sizeof(slot_t) * MAXP);
+    if (g_failures) { printf("%d check(s) failed\n", g_failures); return 1; }
+    if (g_no_ipv6) {
+        printf("skipped: no IPv6 loopback on this machine (cannot bind ::1), so the IPv6 checks did not run; every other check passed\n");
+        return 77;
+    }
+    printf("all checks passed\n");
+    return 0;
+}
