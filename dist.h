@@ -64,6 +64,8 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_DEBUG                info | detail: log to stderr
    DIST_SPIN_US              microseconds a waiting call polls before it
                              sleeps (200; 0 never polls)
+   DIST_ALGO                 ring | tree: the collectives' algorithm where
+                             there is a choice (default: by message size)
 
 STEP BY STEP
    1. dist_init(&world, &cfg) joins the job.  Rank 0 hosts a key-value store
@@ -74,7 +76,8 @@ STEP BY STEP
       return a request that dist_wait completes (and frees) and dist_test
       polls.  Messages from one rank to another with the same tag never
       overtake each other.  A receive names the exact count and dtype the
-      sender sends; anything else fails both clearly.
+      sender sends; anything else fails the receive clearly (the send,
+      eager, has already completed).
    3. dist_store_* reads and writes the job's key-value store.
    4. dist_destroy(world) waits (bounded) for every rank to arrive, then
       closes everything.
@@ -107,9 +110,18 @@ THREADS
    messages see no thread hand-off.  Requests are owned by the thread that
    waits on them.
 
+COLLECTIVES
+   broadcast, reduce, all_reduce, gather, all_gather, scatter,
+   reduce_scatter, all_to_all, barrier, each with an _async twin, on the
+   world or on a group (dist_new_group).  Small messages take latency-
+   optimal trees (binomial, recursive doubling); large ones pipelined rings
+   and chains whose receives combine data as it arrives.  DIST_ALGO=ring or
+   tree overrides the choice.  Every frame carries the call's descriptor, so
+   ranks that disagree (count, dtype, op, root, which collective) fail with
+   a sentence naming both sides instead of hanging or corrupting memory.
+
 WHAT IT DOES NOT DO (yet)
    - shared memory between ranks on one host (TCP loopback only)
-   - collectives, groups (a later version of this file)
    - receive with a wildcard tag, or into a larger buffer than was sent
 
 LICENSE
@@ -2837,10 +2849,15 @@ DIST_API dist_result dist_recv(dist_t *d, void *buf, size_t count, dist_dtype dt
     return dist__blocking(d, DIST__REQ_RECV, buf, count, dtype, src, tag);
 }
 
-static dist_result dist__req_valid(const dist_req_t *r, const char *what) {
-    if (!r) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL request", what);
-    if (r->done < 0 || !r->eng)
+/* Checks a request the caller hands back; on success the engine lock is
+   held (the progress thread writes r->done under it). */
+static dist_result dist__req_lock_valid(dist_req_t *r, const char *what) {
+    if (!r || !r->eng) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL or foreign request", what);
+    pthread_mutex_lock(&r->eng->lock);
+    if (r->done < 0) {
+        pthread_mutex_unlock(&r->eng->lock);
         return dist__fail(r->comm, DIST_ERR_INVALID, "%s: the request was already completed by dist_wait", what);
+    }
     return DIST_OK;
 }
 
@@ -2848,12 +2865,11 @@ static dist_result dist__req_valid(const dist_req_t *r, const char *what) {
 static dist_result dist__wait_since(dist_req_t *r, int64_t start_ms) {
     dist__engine *e;
     dist_t *d;
-    dist_result res = dist__req_valid(r, "wait");
+    dist_result res = dist__req_lock_valid(r, "wait");
     int64_t left;
     if (res != DIST_OK) return res;
     e = r->eng; d = r->comm;
     left = start_ms + d->timeout_ms - dist__now_ms();
-    pthread_mutex_lock(&e->lock);
     dist__wait_locked(e, r, left > 0 ? (int)left : 0);
     res = dist__req_finish(d, r);
     dist__req_release(e, r);
@@ -2867,12 +2883,11 @@ DIST_API dist_result dist_wait(dist_req_t *r) {
 
 DIST_API dist_result dist_test(dist_req_t *r, int *done) {
     dist__engine *e;
-    dist_result res = dist__req_valid(r, "test");
+    dist_result res;
     if (done) *done = 0;
-    if (res != DIST_OK) return res;
-    if (!done) return dist__fail(r->comm, DIST_ERR_INVALID, "test: NULL `done` pointer");
+    if (!done) return dist__fail(r ? r->comm : NULL, DIST_ERR_INVALID, "test: NULL `done` pointer");
+    if ((res = dist__req_lock_valid(r, "test")) != DIST_OK) return res;
     e = r->eng;
-    pthread_mutex_lock(&e->lock);
     if (!r->done && !e->driving) dist__drive_once(e, 0, 0);
     *done = r->done;
     res = r->done ? r->result : DIST_OK;
