@@ -765,6 +765,13 @@ static void start_all(job *j) {
     sigprocmask(SIG_SETMASK, &unblock, NULL);
 }
 
+static void free_job(job *j) {
+    for (int i = 0; i < j->nkids; i++) { free(j->kids[i].out.buf); free(j->kids[i].err.buf); }
+    free(j->kids);
+    free(j->pfd);
+    free(j->pstream);
+}
+
 int main(int argc, char **argv) {
     job j;
     memset(&j, 0, sizeof j);
@@ -775,5 +782,6 @@ int main(int argc, char **argv) {
     start_all(&j);
     run(&j);
     if (j.summary[0]) fprintf(stderr, "%s\n", j.summary);
+    free_job(&j);
     return j.exit_code;
 }
