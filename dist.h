@@ -1811,8 +1811,11 @@ struct dist {
     /* collectives; touched by one collective at a time */
     uint64_t coll_seq;               /* sequence number of the last collective begun */
     uint64_t done_seq;               /* ...and of the last one ended (its late frames are dropped) */
-    uint64_t abort_seq;              /* a peer reported this collective failed (0: none) */
+    uint64_t abort_seq;              /* this collective failed (0: none) */
     dist_result abort_code;
+    int abort_local;                 /* ...as this rank saw (else as a peer reported) */
+    uint64_t active_seq;             /* the collective running now (0: none) */
+    dist__frame active, last;        /* its descriptor, and the last one's */
     char abort_text[DIST__ERRLEN];
     uint8_t *scratch; size_t scratch_cap;
     dist_req_t **slots; size_t slots_cap;
@@ -1837,6 +1840,8 @@ struct dist {
 static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const dist__frame *f);
 static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, const char *text);
 static dist_t *dist__engine_comm(dist__engine *e, uint32_t id);
+static int dist__coll_check_early(dist__engine *e, dist_t *d, int src, const dist__frame *f);
+static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dist__frame *f);
 
 /* A group's rank of a world rank (-1: not a member), and back. */
 static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->group_of[wrank] : wrank; }
@@ -2401,7 +2406,8 @@ static int dist__on_header(dist__engine *e, dist__peer *p) {
         /* A frame of a collective that already ended here (it failed, and
            its peers sent on): nobody will ask for it. */
         dist_t *cd = dist__engine_comm(e, f->comm);
-        if (cd && (uint64_t)f->tag <= cd->done_seq) return 0;
+        if (cd && (uint64_t)f->tag <= cd->done_seq) { dist__coll_check_late(e, cd, p->rank, f); return 0; }
+        if (cd && dist__coll_check_early(e, cd, p->rank, f)) return 0;   /* discarded */
     }
     {
         dist__msg *m = dist__msg_get(e, f->nbytes);
@@ -2964,27 +2970,40 @@ static const char *dist__algo_name(int a) {
 
 /* Called under the engine lock when a collective frame meets its receive.
    Returns 1 (and fails the receive) when the two sides disagree. */
-static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const dist__frame *f) {
-    char why[DIST__ERRLEN];
-    int them = dist__grank(r->comm, src), me = r->comm->rank;
-    if ((f->coll & 15) != (r->coll & 15))
-        dist__format(why, sizeof why, "rank %d called %s, rank %d called %s", them, dist__coll_name(f->coll & 15),
-                     me, dist__coll_name(r->coll & 15));
-    else if (f->dtype != (uint8_t)r->dtype || f->count != r->count)
-        dist__format(why, sizeof why, "rank %d passed %llu x %s, rank %d passed %zu x %s", them,
-                     (unsigned long long)f->count, dist_dtype_name((dist_dtype)f->dtype), me, r->count, dist_dtype_name(r->dtype));
-    else if (f->op != r->op)
-        dist__format(why, sizeof why, "rank %d passed op %s, rank %d passed op %s", them, dist__op_name(f->op), me, dist__op_name(r->op));
-    else if (f->root != r->root)
-        dist__format(why, sizeof why, "rank %d passed root %d, rank %d passed root %d", them, (int)f->root, me, (int)r->root);
-    else if ((f->coll >> 4) != (r->coll >> 4))
-        dist__format(why, sizeof why, "rank %d chose the %s algorithm, rank %d the %s algorithm (set DIST_ALGO alike on every rank)",
-                     them, dist__algo_name(f->coll >> 4), me, dist__algo_name(r->coll >> 4));
-    else if (f->nbytes != r->nbytes)
-        dist__format(why, sizeof why, "rank %d sent a block of %llu bytes where rank %d expects %llu", them,
-                     (unsigned long long)f->nbytes, me, (unsigned long long)r->nbytes);
+/* Says how frame f's descriptor differs from `want` (a frame holding this
+   rank's own); 0 when they agree.  nbytes is compared only when asked. */
+static int dist__desc_differs(const dist_t *d, int src, const dist__frame *f, const dist__frame *want, int check_bytes,
+                              char *why, size_t cap) {
+    int them = dist__grank(d, src), me = d->rank;
+    if ((f->coll & 15) != (want->coll & 15))
+        dist__format(why, cap, "rank %d called %s, rank %d called %s", them, dist__coll_name(f->coll & 15),
+                     me, dist__coll_name(want->coll & 15));
+    else if (f->dtype != want->dtype || f->count != want->count)
+        dist__format(why, cap, "rank %d passed %llu x %s, rank %d passed %llu x %s", them,
+                     (unsigned long long)f->count, dist_dtype_name((dist_dtype)f->dtype), me,
+                     (unsigned long long)want->count, dist_dtype_name((dist_dtype)want->dtype));
+    else if (f->op != want->op)
+        dist__format(why, cap, "rank %d passed op %s, rank %d passed op %s", them, dist__op_name(f->op), me, dist__op_name(want->op));
+    else if (f->root != want->root)
+        dist__format(why, cap, "rank %d passed root %d, rank %d passed root %d", them, (int)f->root, me, (int)want->root);
+    else if ((f->coll >> 4) != (want->coll >> 4))
+        dist__format(why, cap, "rank %d chose the %s algorithm, rank %d the %s algorithm (set DIST_ALGO alike on every rank)",
+                     them, dist__algo_name(f->coll >> 4), me, dist__algo_name(want->coll >> 4));
+    else if (check_bytes && f->nbytes != want->nbytes)
+        dist__format(why, cap, "rank %d sent a block of %llu bytes where rank %d expects %llu", them,
+                     (unsigned long long)f->nbytes, me, (unsigned long long)want->nbytes);
     else
         return 0;
+    return 1;
+}
+
+static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const dist__frame *f) {
+    char why[DIST__ERRLEN];
+    dist__frame want;
+    memset(&want, 0, sizeof want);
+    want.coll = r->coll; want.dtype = (uint8_t)r->dtype; want.count = r->count; want.op = r->op;
+    want.root = r->root; want.nbytes = r->nbytes;
+    if (!dist__desc_differs(r->comm, src, f, &want, 1, why, sizeof why)) return 0;
     r->source = src;
     dist__req_failf(e, r, DIST_ERR_MISMATCH, "%s", why);
     return 1;
@@ -3011,23 +3030,78 @@ static dist_t *dist__engine_comm(dist__engine *e, uint32_t id) {
 /* An ABORT frame: rank `src` says collective `seq` of communicator `comm`
    failed.  Its pending receives fail now; a later start of that collective
    fails at once.  Under the engine lock. */
-static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, const char *text) {
-    dist_t *d = dist__engine_comm(e, comm);
+/* Collective `seq` of `d` failed: its pending receives fail now, and its
+   later posts fail at once.  local: this rank saw why (and will tell the
+   others); else rank `src` told us.  Under the engine lock. */
+static void dist__coll_fail_seq(dist__engine *e, dist_t *d, uint64_t seq, dist_result code, int local, const char *text) {
     dist_req_t *r, *next, *prev = NULL;
-    if (!d || seq <= 0 || (uint64_t)seq <= d->abort_seq) return;
-    d->abort_seq = (uint64_t)seq;
-    d->abort_code = code < 0 && code > -100 ? (dist_result)code : DIST_ERR_FAILED;
-    dist__format(d->abort_text, sizeof d->abort_text, "rank %d reported: %s", dist__grank(d, src), text);
+    if (seq == 0 || seq <= d->abort_seq) return;
+    d->abort_seq = seq;
+    d->abort_code = code;
+    d->abort_local = local;
+    dist__format(d->abort_text, sizeof d->abort_text, "%s", text);
     for (r = e->posted_head; r; r = next) {
         next = r->next;
-        if (r->frame_kind == DIST__FRAME_COLL && r->comm_id == comm && r->tag == seq) {
+        if (r->frame_kind == DIST__FRAME_COLL && r->comm_id == d->id && (uint64_t)r->tag == seq) {
             if (prev) prev->next = next; else e->posted_head = next;
             if (e->posted_tail == r) e->posted_tail = prev;
             r->queued = 0;
-            r->by_peer = 1;
-            dist__req_failf(e, r, d->abort_code, "%s", d->abort_text);
+            r->by_peer = !local;
+            dist__req_failf(e, r, code, "%s", d->abort_text);
         } else prev = r;
     }
+}
+
+static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, const char *text) {
+    dist_t *d = dist__engine_comm(e, comm);
+    char why[DIST__ERRLEN];
+    if (!d || seq <= 0) return;
+    dist__format(why, sizeof why, "rank %d reported: %s", dist__grank(d, src), text);
+    dist__coll_fail_seq(e, d, (uint64_t)seq, code < 0 && code > -100 ? (dist_result)code : DIST_ERR_FAILED, 0, why);
+}
+
+/* Every other member of `d` learns that collective `seq` failed, and why.
+   Under the engine lock. */
+static void dist__coll_notify(dist__engine *e, dist_t *d, uint64_t seq, dist_result code, const char *why) {
+    for (int g = 0; g < d->world; g++) {
+        dist_req_t *a;
+        if (g == d->rank || (a = dist__req_alloc(e)) == NULL) continue;
+        a->comm = d; a->kind = DIST__REQ_SEND; a->peer = dist__wrank(d, g); a->source = -1;
+        a->frame_kind = DIST__FRAME_ABORT; a->comm_id = d->id; a->tag = (int64_t)seq;
+        a->root = (int32_t)code; a->detached = 1;
+        dist__format(a->err, DIST__MAX_ABORT_TEXT + 1, "%s", why);
+        a->sbuf = (const uint8_t *)a->err;
+        a->nbytes = strlen(a->err);
+        dist__post_send(e, a);
+    }
+}
+
+/* A frame of a collective this rank finished already: it can only come
+   from a rank that disagrees about who sends what (another root, another
+   collective).  This rank is past it, but the others still waiting are
+   told.  Under the engine lock. */
+static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dist__frame *f) {
+    char why[DIST__ERRLEN];
+    if ((uint64_t)f->tag != d->done_seq || d->abort_seq >= d->done_seq) return;
+    if (!dist__desc_differs(d, src, f, &d->last, 0, why, sizeof why))
+        dist__format(why, sizeof why, "rank %d sent rank %d a block it did not expect", dist__grank(d, src), d->rank);
+    d->abort_seq = d->done_seq;
+    d->abort_code = DIST_ERR_MISMATCH;
+    d->abort_local = 1;
+    dist__format(d->abort_text, sizeof d->abort_text, "%s", why);
+    dist__coll_notify(e, d, d->done_seq, DIST_ERR_MISMATCH, why);
+}
+
+/* A frame of the collective this rank is running arrived before its
+   receive was posted (or for a receive this rank will never post, when
+   the two disagree on who sends what): its descriptor is checked now, so
+   a different root or collective fails at once instead of timing out. */
+static int dist__coll_check_early(dist__engine *e, dist_t *d, int src, const dist__frame *f) {
+    char why[DIST__ERRLEN];
+    if (!d->active_seq || (uint64_t)f->tag != d->active_seq) return 0;
+    if (!dist__desc_differs(d, src, f, &d->active, 0, why, sizeof why)) return 0;
+    dist__coll_fail_seq(e, d, d->active_seq, DIST_ERR_MISMATCH, 1, why);
+    return 1;
 }
 
 /* One collective call in progress on this rank. */
@@ -3057,18 +3131,16 @@ static void dist__coll_failf(dist__coll *c, dist_result res, int notify, const c
     va_end(ap);
 }
 
-/* A member of the communicator is gone: the collective cannot complete.
-   Under the engine lock. */
+/* A member of the communicator died: the collective cannot complete.  (A
+   member that left cleanly did its part first; what we still need from it
+   is either queued already or fails when its receive is posted.)  Under
+   the engine lock. */
 static int dist__coll_member_lost(dist__coll *c) {
     dist__engine *e = c->e;
-    if (!e->failed_peers) {
-        int left = 0;
-        for (int i = 0; i < e->world && !left; i++) left = e->peers[i].state == DIST__PEER_LEFT;
-        if (!left) return 0;
-    }
+    if (!e->failed_peers) return 0;
     for (int g = 0; g < c->d->world; g++) {
         dist__peer *p = &e->peers[dist__wrank(c->d, g)];
-        if (g != c->d->rank && p->state != DIST__PEER_OK) {
+        if (g != c->d->rank && p->state == DIST__PEER_FAILED) {
             dist__coll_failf(c, DIST_ERR_PEER_LOST, 1, "%s", p->why);
             return 1;
         }
@@ -3076,15 +3148,25 @@ static int dist__coll_member_lost(dist__coll *c) {
     return 0;
 }
 
-static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_t count, dist_dtype dtype, dist_op op, int root) {
+/* invalid: this rank's call is bad (why); it fails, and tells the others. */
+static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_t count, dist_dtype dtype, dist_op op, int root,
+                             const char *invalid) {
     memset(c, 0, sizeof *c);
     c->d = d; c->e = d->eng;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
     c->deadline_ns = dist__now_ns() + (int64_t)d->timeout_ms * 1000000;
+    if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, 1, "rank %d %s", d->rank, invalid);
     pthread_mutex_lock(&c->e->lock);
     c->seq = ++d->coll_seq;
-    if (d->abort_seq == c->seq) dist__coll_failf(c, d->abort_code, 0, "%s", d->abort_text);
+    memset(&d->active, 0, sizeof d->active);
+    d->active.coll = (uint8_t)(kind | algo << 4); d->active.dtype = (uint8_t)dtype; d->active.count = count;
+    d->active.op = (uint8_t)op; d->active.root = root;
+    d->active_seq = c->seq;
+    for (dist__msg *m = c->e->unexp_head; m && d->abort_seq != c->seq; m = m->next)
+        if (m->f.kind == DIST__FRAME_COLL && m->f.comm == d->id && (uint64_t)m->f.tag == c->seq && !m->dead)
+            dist__coll_check_early(c->e, d, m->src, &m->f);
+    if (d->abort_seq == c->seq) dist__coll_failf(c, d->abort_code, d->abort_local, "%s", d->abort_text);
     else dist__coll_member_lost(c);
     pthread_mutex_unlock(&c->e->lock);
 }
@@ -3095,7 +3177,7 @@ static dist_req_t *dist__coll_post(dist__coll *c, int kind, int peer, const void
     dist__engine *e = c->e;
     dist_req_t *r = NULL;
     pthread_mutex_lock(&e->lock);
-    if (c->res == DIST_OK && c->d->abort_seq == c->seq) dist__coll_failf(c, c->d->abort_code, 0, "%s", c->d->abort_text);
+    if (c->res == DIST_OK && c->d->abort_seq == c->seq) dist__coll_failf(c, c->d->abort_code, c->d->abort_local, "%s", c->d->abort_text);
     if (c->res == DIST_OK && (r = dist__req_alloc(e)) == NULL)
         dist__coll_failf(c, DIST_ERR_NOMEM, 1, "out of memory for a request");
     if (c->res == DIST_OK && e->failed_peers && dist__coll_member_lost(c)) { dist__req_release(e, r); r = NULL; }
@@ -3183,21 +3265,10 @@ static dist_result dist__coll_end(dist__coll *c) {
         dist__req_release(e, r);
     }
     d->done_seq = c->seq;
+    d->active_seq = 0;
     if (c->res != DIST_OK) dist__purge_stale(e, d);
-    if (c->res != DIST_OK && c->notify) {
-        /* Every other member learns which collective failed and why. */
-        for (int g = 0; g < d->world; g++) {
-            dist_req_t *a;
-            if (g == d->rank || (a = dist__req_alloc(e)) == NULL) continue;
-            a->comm = d; a->kind = DIST__REQ_SEND; a->peer = dist__wrank(d, g); a->source = -1;
-            a->frame_kind = DIST__FRAME_ABORT; a->comm_id = d->id; a->tag = (int64_t)c->seq;
-            a->root = (int32_t)c->res; a->detached = 1;
-            dist__format(a->err, DIST__MAX_ABORT_TEXT + 1, "%s", c->why);
-            a->sbuf = (const uint8_t *)a->err;
-            a->nbytes = strlen(a->err);
-            dist__post_send(e, a);
-        }
-    }
+    if (c->res != DIST_OK && c->notify) dist__coll_notify(e, d, c->seq, c->res, c->why);
+    d->last = d->active;
     pthread_mutex_unlock(&e->lock);
     if (c->res == DIST_OK) return DIST_OK;
     return dist__fail(d, c->res, "%s #%llu: %s", dist__coll_name(c->kind), (unsigned long long)c->seq, c->why);
@@ -3581,8 +3652,7 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     int algo = dist__choose_algo(d, j->kind, bytes);
     uint8_t *out = (uint8_t *)j->recv;
     const uint8_t *in = (const uint8_t *)j->send;
-    dist__coll_begin(&c, d, j->kind, j->invalid[0] ? DIST__ALGO_AUTO : algo, j->count, j->dtype, j->op, j->root);
-    if (j->invalid[0]) dist__coll_failf(&c, DIST_ERR_INVALID, 1, "rank %d %s", r, j->invalid);
+    dist__coll_begin(&c, d, j->kind, algo, j->count, j->dtype, j->op, j->root, j->invalid);
     if (c.res != DIST_OK) return dist__coll_end(&c);
     switch (j->kind) {
     case DIST__COLL_BROADCAST:
@@ -3936,7 +4006,7 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
     if (n < 1 || n > parent->world || !ranks)
         return dist__fail(parent, DIST_ERR_INVALID, "new_group: %d ranks of a communicator of %d", n, parent->world);
     k = ++parent->ngroups_made;
-    cap = (size_t)n * 12 + 32;
+    cap = (size_t)parent->world * 12 + 64;       /* room for any list of parent ranks */
     sorted = (int *)DIST_MALLOC(sizeof *sorted * (size_t)n);
     mine = (char *)DIST_MALLOC(cap);
     theirs = (char *)DIST_MALLOC(cap);
@@ -3951,29 +4021,25 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
         }
         if (sorted[i] == parent->rank) me = i;
     }
-    if (me < 0) goto out;                         /* not a member: no group, no traffic */
-    /* The lowest member takes a job-wide id from the store and publishes
-       the member list; the others read it and compare with their own. */
-    snprintf(key, sizeof key, "dist/group/%u/%d", (unsigned)parent->id, k);
+    /* Every rank of the parent, member or not, publishes the list it was
+       given; the lowest member of a list adds a job-wide id from the store.
+       A member reads the record of the rank it takes for the lowest member
+       and compares: lists that differ fail (at once) instead of waiting. */
     dist__format_members(mine, cap, n, sorted);
-    if (me == 0) {
-        size_t off;
-        if ((res = dist_store_add(parent, "dist/next_comm_id", 1, &id)) != DIST_OK) goto out;
-        off = (size_t)snprintf(theirs, cap, "%lld ", (long long)id);
-        memcpy(theirs + off, mine, strlen(mine) + 1);
-        if ((res = dist_store_set(parent, key, theirs, strlen(theirs))) != DIST_OK) goto out;
-    } else {
+    if (me == 0 && (res = dist_store_add(parent, "dist/next_comm_id", 1, &id)) != DIST_OK) goto out;
+    snprintf(theirs, cap, "%lld %s", (long long)id, mine);
+    snprintf(key, sizeof key, "dist/group/%u/%d/%d", (unsigned)parent->id, k, parent->rank);
+    if ((res = dist_store_set(parent, key, theirs, strlen(theirs))) != DIST_OK) goto out;
+    if (me < 0) goto out;                         /* not a member: no group */
+    if (me > 0) {
         char *sp;
-        if ((res = dist_store_get(parent, key, theirs, cap - 1, &len)) != DIST_OK) {
-            if (res == DIST_ERR_TRUNCATED) res = dist__fail(parent, DIST_ERR_MISMATCH, "new_group #%d: rank %d (the lowest member) "
-                                                            "passed more ranks than this rank's %d", k, sorted[0], n);
-            goto out;
-        }
+        snprintf(key, sizeof key, "dist/group/%u/%d/%d", (unsigned)parent->id, k, sorted[0]);
+        if ((res = dist_store_get(parent, key, theirs, cap - 1, &len)) != DIST_OK) goto out;
         theirs[len] = 0;
         id = strtoll(theirs, &sp, 10);
-        if (id <= 0 || id > 0x7fffffff || *sp != ' ') { res = dist__fail(parent, DIST_ERR_PROTOCOL, "new_group #%d: bad record in the store", k); goto out; }
-        if (strcmp(sp + 1, mine) != 0) {
-            res = dist__fail(parent, DIST_ERR_MISMATCH, "new_group #%d: rank %d passed members {%s}, rank %d (the lowest member) passed {%s} "
+        if (id < 0 || id > 0x7fffffff || *sp != ' ') { res = dist__fail(parent, DIST_ERR_PROTOCOL, "new_group #%d: bad record in the store", k); goto out; }
+        if (strcmp(sp + 1, mine) != 0 || id == 0) {
+            res = dist__fail(parent, DIST_ERR_MISMATCH, "new_group #%d: rank %d passed members {%s}, rank %d passed {%s} "
                              "(count first)", k, parent->rank, mine, sorted[0], sp + 1);
             goto out;
         }
