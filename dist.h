@@ -3573,7 +3573,12 @@ static dist_result dist__dissemination_barrier(dist__coll *c) {
 }
 
 /* Gather, scatter and all-to-all: every block goes straight to its owner,
-   all transfers posted at once (receives first). */
+   all transfers posted at once (receives first).  In a scatter every
+   receiving rank also sends the root an empty frame, so the root sees
+   every rank's descriptor: a rank that called gather (or named another
+   root) while the others scatter is caught there instead of both sides
+   waiting for each other.  (A gather needs none: its non-roots send data
+   to the root, and may leave before the root has started.) */
 static dist_result dist__direct_exchange(dist__coll *c, const uint8_t *send, uint8_t *recv, int gather, int scatter) {
     int n = c->d->world, r = c->d->rank;
     size_t bytes = c->count * c->es;
@@ -3582,14 +3587,16 @@ static dist_result dist__direct_exchange(dist__coll *c, const uint8_t *send, uin
     q = c->d->slots;
     for (int i = 0; i < 2 * n; i++) q[i] = NULL;
     for (int s = 1; s < n; s++) {           /* receives first */
-        int from = dist__mod(r - s, n);
-        if ((gather && r != c->root) || (scatter && from != c->root)) continue;
-        if ((q[s] = dist__coll_recv(c, from, scatter ? recv : recv + (size_t)from * bytes, bytes)) == NULL) return c->res;
+        int from = dist__mod(r - s, n), data = !((gather && r != c->root) || (scatter && from != c->root));
+        int hello = scatter && r == c->root;    /* the empty frame of a scatter's receiver */
+        if (!data && !hello) continue;
+        if ((q[s] = dist__coll_recv(c, from, scatter ? recv : recv + (size_t)from * bytes, data ? bytes : 0)) == NULL) return c->res;
     }
     for (int s = 1; s < n; s++) {
-        int to = dist__mod(r + s, n);
-        if ((gather && to != c->root) || (scatter && r != c->root)) continue;
-        if ((q[n + s] = dist__coll_send(c, to, gather ? send : send + (size_t)to * bytes, bytes)) == NULL) return c->res;
+        int to = dist__mod(r + s, n), data = !((gather && to != c->root) || (scatter && r != c->root));
+        int hello = scatter && to == c->root;
+        if (!data && !hello) continue;
+        if ((q[n + s] = dist__coll_send(c, to, gather ? send : send + (size_t)to * bytes, data ? bytes : 0)) == NULL) return c->res;
     }
     for (int i = 0; i < 2 * n; i++)
         if (q[i] && dist__coll_wait(c, q[i]) != DIST_OK) return c->res;
