@@ -66,6 +66,10 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
                              sleeps (200; 0 never polls)
    DIST_ALGO                 ring | tree: the collectives' algorithm where
                              there is a choice (default: by message size)
+   DIST_TRANSPORT            auto | tcp | mixed: shared memory with ranks
+                             on the same host (auto, the default), TCP
+                             only, or (to test jobs that mix both) TCP
+                             only for the odd ranks
 
 STEP BY STEP
    1. dist_init(&world, &cfg) joins the job.  Rank 0 hosts a key-value store
@@ -247,6 +251,10 @@ typedef struct dist_config {
     int spin_us;             /* 0: $DIST_SPIN_US, else 200.  A waiting call
                                 polls this long (yielding the CPU between
                                 polls) before it sleeps; < 0: never polls   */
+    const char *transport;   /* NULL: $DIST_TRANSPORT, else "auto": shared
+                                memory with ranks on this host, TCP with the
+                                others; "tcp": TCP with everyone; "mixed":
+                                auto on even ranks, tcp on odd ones (tests) */
 } dist_config;
 
 typedef struct dist dist_t;          /* a communicator */
@@ -504,6 +512,9 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #define DIST__MAX_VALUE        ((size_t)64 << 20)
 #define DIST__MAX_WORLD        65536
 #define DIST__STAGE_SIZE       (64 * 1024)   /* per-peer receive staging    */
+#ifndef DIST_SHM_REF_BYTES
+#  define DIST_SHM_REF_BYTES   (64 * 1024)   /* over shared memory, larger payloads travel by reference */
+#endif
 #define DIST__ERRLEN           320
 
 /* [SECTION] platform: time, threads, sockets, wake-up, randomness, processes
@@ -527,9 +538,11 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #include <netdb.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <sys/mman.h>
 #ifdef __linux__
 #  include <sys/eventfd.h>
 #  include <sys/prctl.h>
+#  include <sys/syscall.h>
 #endif
 #ifndef MSG_NOSIGNAL
 #  define MSG_NOSIGNAL 0
@@ -632,6 +645,69 @@ static void dist__wakeup_close(dist__wakeup *w) {
     if (w->rfd >= 0) close(w->rfd);
     if (w->wfd >= 0 && w->wfd != w->rfd) close(w->wfd);
     w->rfd = w->wfd = -1;
+}
+
+/* Shared memory between processes: atomics on plain integers (gcc/clang
+   builtins work in C and C++ alike), an anonymous file to map, and reading
+   another process's memory (Linux cross-memory attach). */
+#define DIST__LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define DIST__STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define DIST__FENCE()          __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+/* An anonymous shared file: nothing in /dev/shm, gone with its last
+   mapping.  Returns an fd or -1. */
+static int dist__shm_create(size_t size) {
+    int fd = -1;
+#if defined(__linux__) && defined(SYS_memfd_create)
+    fd = (int)syscall(SYS_memfd_create, "dist-shm", 1u /* MFD_CLOEXEC */);
+#endif
+    if (fd < 0) return -1;
+    if (ftruncate(fd, (off_t)size) != 0) { close(fd); return -1; }
+    return fd;
+}
+
+/* Another process's shared file, by its pid and fd number. */
+static int dist__shm_open_peer(int pid, int fd) {
+    char path[64];
+    int r;
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+    r = open(path, O_RDWR | O_CLOEXEC);
+    return r;
+}
+
+/* Copies len bytes at `addr` in process `pid` to `dst`.  Returns the bytes
+   copied or -1 (errno). */
+static ssize_t dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t len) {
+#ifdef __linux__
+    struct iovec local, remote;
+    local.iov_base = dst; local.iov_len = len;
+    remote.iov_base = (void *)(uintptr_t)addr; remote.iov_len = len;
+    return process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+#else
+    DIST__UNUSED(pid); DIST__UNUSED(dst); DIST__UNUSED(addr); DIST__UNUSED(len);
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Who shares this host's memory with us: processes with the same boot,
+   host name, user, and IPC, PID and network namespaces. */
+static void dist__host_identity(char *buf, size_t cap) {
+    char boot[64] = "", host[128] = "";
+    struct stat ipc, pidns, net;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, boot, sizeof boot - 1);
+        boot[n > 0 ? n : 0] = 0;
+        close(fd);
+        boot[strcspn(boot, "\n")] = 0;
+    }
+    gethostname(host, sizeof host - 1);
+    if (stat("/proc/self/ns/ipc", &ipc) != 0) memset(&ipc, 0, sizeof ipc);
+    if (stat("/proc/self/ns/pid", &pidns) != 0) memset(&pidns, 0, sizeof pidns);
+    if (stat("/proc/self/ns/net", &net) != 0) memset(&net, 0, sizeof net);
+    snprintf(buf, cap, "%s|%s|%lu|%lu|%lu|%lu", boot, host, (unsigned long)getuid(), (unsigned long)ipc.st_ino,
+                 (unsigned long)pidns.st_ino, (unsigned long)net.st_ino);
 }
 
 static uint64_t dist__random_u64(void) {
@@ -964,7 +1040,15 @@ static int dist__hello_decode(const uint8_t *b, dist__hello *h, char *why, size_
      8 tag i64 | 16 count u64 | 24 payload bytes u64 | 32 root i32 |
     36 magic u32 */
 #define DIST__HDR_SIZE 40
-enum { DIST__FRAME_DATA = 1, DIST__FRAME_BYE = 2, DIST__FRAME_COLL = 3, DIST__FRAME_ABORT = 4 };
+enum { DIST__FRAME_DATA = 1, DIST__FRAME_BYE = 2, DIST__FRAME_COLL = 3, DIST__FRAME_ABORT = 4, DIST__FRAME_ACK = 5 };
+/* Over shared memory a large payload is not copied into the stream: the
+   frame's kind has this bit set, and a 16-byte reference (address, bytes in
+   the sender's memory) follows the header.  The receiver copies straight
+   from the sender's memory, then answers with an ACK frame; the sender's
+   request completes at the ACK. */
+#define DIST__FRAME_REF   0x80
+#define DIST__REF_SIZE    16
+#define DIST__HDR_MAX     (DIST__HDR_SIZE + DIST__REF_SIZE)
 
 /* Collective kinds (the low 4 bits of a COLL frame's byte 3; the high 4
    bits say which algorithm, so ranks that chose differently also fail). */
@@ -999,7 +1083,7 @@ static void dist__frame_encode(const dist__frame *f, uint8_t *b) {
 }
 
 static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_t cap) {
-    f->kind = b[0]; f->dtype = b[1]; f->op = b[2]; f->coll = b[3];
+    f->kind = b[0] & 0x7f; f->dtype = b[1]; f->op = b[2]; f->coll = b[3];
     f->comm = dist__get32(b + 4);
     f->tag = (int64_t)dist__get64(b + 8);
     f->count = dist__get64(b + 16);
@@ -1009,7 +1093,7 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         dist__format(why, cap, "frame header with bad magic (stream out of step)");
         return -1;
     }
-    if (f->kind < DIST__FRAME_DATA || f->kind > DIST__FRAME_ABORT) {
+    if (f->kind < DIST__FRAME_DATA || f->kind > DIST__FRAME_ACK) {
         dist__format(why, cap, "unknown frame kind %u", (unsigned)f->kind);
         return -1;
     }
@@ -1050,6 +1134,9 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         }
     } else if (f->kind == DIST__FRAME_ABORT && (f->nbytes > DIST__MAX_ABORT_TEXT || f->tag < 0)) {
         dist__format(why, cap, "abort frame of %llu bytes", (unsigned long long)f->nbytes);
+        return -1;
+    } else if (f->kind == DIST__FRAME_ACK && f->nbytes != 0) {
+        dist__format(why, cap, "acknowledgement with a payload");
         return -1;
     }
     return 0;
@@ -1702,6 +1789,78 @@ static dist__store_server *dist__store_server_start(dist__socket listen_fd, int 
     return sv;
 }
 
+/* [SECTION] shared memory: segments and rings
+   ---------------------------------------------------------------------------
+   Each rank maps one segment (an anonymous memfd, so nothing is ever left in
+   /dev/shm) holding the rings its same-host peers write to it: one
+   single-producer single-consumer byte ring per peer.  The frames are the
+   very frames that TCP carries, so matching, descriptors and failures work
+   unchanged; only where the bytes travel differs.  Large payloads travel
+   by reference (see DIST__FRAME_REF): one copy, by the receiver.
+
+   Waiting: a rank about to sleep in poll() sets `sleeping` in its segment
+   and checks its rings once more; a peer that writes to it, or frees space
+   it waits for, sends one byte over their TCP connection, which stays open
+   for that and for liveness: a peer that dies closes it, so pending
+   operations fail at once, as over TCP. */
+#define DIST__SHM_MAGIC   0x6873747369647364ull    /* "dsdisths" */
+#define DIST__SHM_HDR     4096
+
+typedef struct dist__shm_hdr {      /* the start of a segment */
+    uint64_t magic;
+    int32_t owner_rank, owner_pid, nrings, pad0;
+    uint64_t ring_size, seg_size;
+    uint32_t sleeping;              /* the owner is (about to be) asleep in poll: ring its doorbell */
+} dist__shm_hdr;
+
+typedef struct dist__ring {         /* control block; ring_size data bytes follow */
+    uint64_t head;                  /* bytes consumed (written by the consumer) */
+    uint8_t pad1[56];
+    uint64_t tail;                  /* bytes produced (written by the producer) */
+    uint32_t producer_waiting;      /* the producer has bytes that did not fit */
+    uint8_t pad2[52];
+} dist__ring;
+
+static dist__ring *dist__seg_ring(void *seg, uint64_t ring_size, int slot) {
+    return (dist__ring *)((uint8_t *)seg + DIST__SHM_HDR + (size_t)slot * (sizeof(dist__ring) + (size_t)ring_size));
+}
+
+/* Bytes ready to read; -1 when the control block makes no sense (a peer
+   writing garbage must not make us read out of bounds). */
+static int64_t dist__ring_used(const dist__ring *r, uint64_t size) {
+    uint64_t used = DIST__LOAD_ACQ(&r->tail) - r->head;
+    return used > size ? -1 : (int64_t)used;
+}
+
+static size_t dist__ring_read(dist__ring *r, uint64_t size, void *dst, size_t len) {
+    uint64_t head = r->head, used = DIST__LOAD_ACQ(&r->tail) - head;
+    size_t n = (size_t)DIST__MIN((uint64_t)len, used), off = (size_t)(head & (size - 1)), first;
+    const uint8_t *data = (const uint8_t *)(r + 1);
+    if (used > size || n == 0) return 0;
+    first = DIST__MIN(n, (size_t)size - off);
+    memcpy(dst, data + off, first);
+    if (n > first) memcpy((uint8_t *)dst + first, data, n - first);
+    DIST__STORE_REL(&r->head, head + n);
+    return n;
+}
+
+/* Writes what fits of the iovecs; returns the bytes written. */
+static size_t dist__ring_write(dist__ring *r, uint64_t size, const struct iovec *iov, int n) {
+    uint64_t tail = r->tail, space = size - (tail - DIST__LOAD_ACQ(&r->head)), done = 0;
+    uint8_t *data = (uint8_t *)(r + 1);
+    if (space > size) return 0;                              /* a corrupt head: write nothing */
+    for (int i = 0; i < n && space > done; i++) {
+        size_t len = (size_t)DIST__MIN((uint64_t)iov[i].iov_len, space - done);
+        size_t off = (size_t)((tail + done) & (size - 1)), first = DIST__MIN(len, (size_t)size - off);
+        memcpy(data + off, iov[i].iov_base, first);
+        if (len > first) memcpy(data, (const uint8_t *)iov[i].iov_base + first, len - first);
+        done += len;
+        if (len < iov[i].iov_len) break;
+    }
+    if (done) DIST__STORE_REL(&r->tail, tail + done);
+    return (size_t)done;
+}
+
 /* [SECTION] core structures */
 struct dist__engine;
 
@@ -1730,7 +1889,8 @@ struct dist_req {
     uint64_t nbytes, sent;
     const uint8_t *sbuf;
     uint8_t *rbuf;
-    uint8_t hdr[DIST__HDR_SIZE];
+    uint8_t hdr[DIST__HDR_MAX];
+    int hdr_len;                   /* DIST__HDR_SIZE, or + DIST__REF_SIZE by reference */
     dist__msg *msg;
     uint64_t opno;
     int done, pooled, queued;
@@ -1759,7 +1919,7 @@ typedef struct dist__peer {
     uint8_t *stage; size_t stage_pos, stage_end;
     int drained;                     /* the last read emptied the socket */
     int reads_left;                  /* recv calls this turn may still make (fairness between peers) */
-    uint8_t hdr[DIST__HDR_SIZE]; size_t hdr_got;
+    uint8_t hdr[DIST__HDR_MAX]; size_t hdr_got;
     int in_payload;
     dist__frame cur;
     uint8_t *dst;                    /* NULL: discard the payload */
@@ -1768,6 +1928,18 @@ typedef struct dist__peer {
     dist__msg *rx_msg;
     int rx_abort;                    /* the payload is an abort notice, read into abort_text */
     char abort_text[DIST__MAX_ABORT_TEXT + 1];
+    /* shared memory (shm != 0): bytes travel through rings, fd is the doorbell */
+    int shm, cma, pid;               /* cma: our payloads may travel by reference (it can read our memory) */
+    dist__ring *rx_ring, *tx_ring;   /* in our segment / in the peer's */
+    dist__shm_hdr *peer_hdr;         /* the peer's segment (its sleeping flag) */
+    void *peer_seg; size_t peer_seg_size;
+    uint64_t ring_size;
+    size_t hdr_need;                 /* bytes of the header being read (40, or 56 by reference) */
+    uint64_t ref_addr;               /* the payload being read lives here in the peer */
+    int rx_ref;
+    uint8_t *pull;                   /* a chunk of a by-reference payload that is being combined */
+    dist_req_t *ack_head, *ack_tail; /* our sends by reference, waiting for the peer's ACK */
+    int acks_owed;                   /* ACKs we still have to send */
 } dist__peer;
 
 typedef struct dist__req_block { struct dist__req_block *next; dist_req_t reqs[64]; } dist__req_block;
@@ -1791,6 +1963,11 @@ typedef struct dist__engine {
     struct pollfd *pfds; int *pfd_peer;
     dist__log log;
     dist_t **comms; int ncomms, cap_comms;   /* the world and its groups, for abort notices */
+    /* shared memory */
+    int nshm, ntcp;                  /* peers over rings / over TCP */
+    void *seg; size_t seg_size; int seg_fd;
+    dist__shm_hdr *seg_hdr;
+    unsigned spins;                  /* progress rounds without poll() (shm only) */
 } dist__engine;
 
 typedef struct dist__job dist__job;
@@ -2266,6 +2443,13 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
         if (r != &p->bye) dist__req_failf(e, r, code, "%s", p->why);
     }
     p->sq_tail = NULL;
+    while ((r = p->ack_head) != NULL) {
+        p->ack_head = r->next;
+        r->queued = 0;
+        dist__req_failf(e, r, code, "%s", p->why);
+    }
+    p->ack_tail = NULL;
+    p->rx_ref = 0;
     /* A collective that involves a rank that died cannot complete: all its
        receives fail, whichever peer they wait for.  (A rank that left
        cleanly did its part of every collective before it left.) */
@@ -2309,25 +2493,41 @@ static void dist__peer_fail(dist__engine *e, dist__peer *p, const char *fmt, ...
     if (e->sleepers) pthread_cond_broadcast(&e->cond);
 }
 
+static ssize_t dist__peer_tx(dist__peer *p, struct iovec *iov, int n);
+
 static void dist__peer_write(dist__engine *e, dist__peer *p) {
     dist_req_t *r;
-    while (p->fd >= 0 && (r = p->sq_head) != NULL) {
+    while (p->fd >= 0) {
         struct iovec iov[2];
-        struct msghdr mh;
         int n = 0;
         ssize_t w;
-        uint64_t total = DIST__HDR_SIZE + r->nbytes;
-        if (r->sent < DIST__HDR_SIZE) {
-            iov[n].iov_base = r->hdr + r->sent; iov[n].iov_len = DIST__HDR_SIZE - (size_t)r->sent; n++;
-            if (r->nbytes) { iov[n].iov_base = (void *)r->sbuf; iov[n].iov_len = (size_t)DIST__MIN(r->nbytes, (uint64_t)1 << 30); n++; }
+        uint64_t hl, total;
+        r = p->sq_head;
+        if (p->acks_owed && (!r || r->sent == 0)) {
+            /* ACKs go between frames, whole: the ring must have room for one */
+            uint8_t h[DIST__HDR_SIZE];
+            dist__frame f;
+            uint64_t room = p->ring_size - (p->tx_ring->tail - DIST__LOAD_ACQ(&p->tx_ring->head));
+            if (room < DIST__HDR_SIZE || room > p->ring_size) { DIST__STORE_REL(&p->tx_ring->producer_waiting, 1u); return; }
+            memset(&f, 0, sizeof f);
+            f.kind = DIST__FRAME_ACK;
+            dist__frame_encode(&f, h);
+            iov[0].iov_base = h; iov[0].iov_len = sizeof h;
+            dist__peer_tx(p, iov, 1);
+            p->acks_owed--;
+            continue;
+        }
+        if (!r) return;
+        hl = r->hdr_len ? (uint64_t)r->hdr_len : DIST__HDR_SIZE;
+        total = hl + (hl > DIST__HDR_SIZE ? 0 : r->nbytes);    /* by reference: the payload stays put */
+        if (r->sent < hl) {
+            iov[n].iov_base = r->hdr + r->sent; iov[n].iov_len = (size_t)(hl - r->sent); n++;
+            if (total > hl) { iov[n].iov_base = (void *)r->sbuf; iov[n].iov_len = (size_t)DIST__MIN(r->nbytes, (uint64_t)1 << 30); n++; }
         } else {
-            uint64_t off = r->sent - DIST__HDR_SIZE;
+            uint64_t off = r->sent - hl;
             iov[n].iov_base = (void *)(r->sbuf + off); iov[n].iov_len = (size_t)DIST__MIN(r->nbytes - off, (uint64_t)1 << 30); n++;
         }
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t)n;
-        w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        w = dist__peer_tx(p, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -2338,10 +2538,51 @@ static void dist__peer_write(dist__engine *e, dist__peer *p) {
         if (r->sent == total) {
             p->sq_head = r->next;
             if (!p->sq_head) p->sq_tail = NULL;
-            r->queued = 0;
-            dist__req_complete(e, r, DIST_OK);
+            if (hl > DIST__HDR_SIZE) {     /* done when the peer has copied it */
+                r->next = NULL;
+                if (p->ack_tail) p->ack_tail->next = r; else p->ack_head = r;
+                p->ack_tail = r;
+            } else {
+                r->queued = 0;
+                dist__req_complete(e, r, DIST_OK);
+            }
         }
     }
+}
+
+/* The byte stream from a peer: its socket, or its ring.  Like recv(): >0
+   bytes, 0 the end (TCP only), -1 with errno (EAGAIN: nothing yet). */
+static ssize_t dist__peer_rx(dist__peer *p, void *buf, size_t len) {
+    if (p->shm) {
+        size_t n = dist__ring_read(p->rx_ring, p->ring_size, buf, len);
+        if (n == 0) { errno = EAGAIN; return -1; }
+        if (DIST__LOAD_ACQ(&p->rx_ring->producer_waiting)) {
+            /* it waits for room: it has some now */
+            DIST__STORE_REL(&p->rx_ring->producer_waiting, 0u);
+            DIST__FENCE();
+            if (DIST__LOAD_ACQ(&p->peer_hdr->sleeping)) { ssize_t w = send(p->fd, "d", 1, MSG_DONTWAIT | MSG_NOSIGNAL); DIST__UNUSED(w); }
+        }
+        return (ssize_t)n;
+    }
+    return recv(p->fd, buf, len, 0);
+}
+
+/* Writes what fits; like sendmsg(): bytes written, or -1 with errno. */
+static ssize_t dist__peer_tx(dist__peer *p, struct iovec *iov, int n) {
+    struct msghdr mh;
+    if (p->shm) {
+        size_t total = 0, w = dist__ring_write(p->tx_ring, p->ring_size, iov, n);
+        for (int i = 0; i < n; i++) total += iov[i].iov_len;
+        if (w < total) DIST__STORE_REL(&p->tx_ring->producer_waiting, 1u);
+        DIST__FENCE();
+        if (w && DIST__LOAD_ACQ(&p->peer_hdr->sleeping)) { ssize_t b = send(p->fd, "d", 1, MSG_DONTWAIT | MSG_NOSIGNAL); DIST__UNUSED(b); }
+        if (w == 0) { errno = EAGAIN; return -1; }
+        return (ssize_t)w;
+    }
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)n;
+    return sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* Reads what the kernel has into the staging buffer.  Returns 1 if bytes
@@ -2349,7 +2590,7 @@ static void dist__peer_write(dist__engine *e, dist__peer *p) {
 static int dist__peer_fill(dist__engine *e, dist__peer *p) {
     if (p->reads_left-- <= 0) return 0;
     for (;;) {
-        ssize_t n = recv(p->fd, p->stage, DIST__STAGE_SIZE, 0);
+        ssize_t n = dist__peer_rx(p, p->stage, DIST__STAGE_SIZE);
         if (n > 0) { p->stage_pos = 0; p->stage_end = (size_t)n; p->drained = n < DIST__STAGE_SIZE; return 1; }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
@@ -2382,6 +2623,24 @@ static int dist__on_header(dist__engine *e, dist__peer *p) {
         return -1;
     }
     if (f->kind == DIST__FRAME_BYE) { dist__on_goodbye(e, p); return 0; }
+    if (f->kind == DIST__FRAME_ACK) {
+        dist_req_t *a = p->ack_head;
+        if (!a) { dist__peer_fail(e, p, "rank %d acknowledged a message it was not sent", p->rank); return -1; }
+        p->ack_head = a->next;
+        if (!p->ack_head) p->ack_tail = NULL;
+        a->queued = 0;
+        dist__req_complete(e, a, DIST_OK);
+        return 0;
+    }
+    p->rx_ref = (p->hdr[0] & DIST__FRAME_REF) != 0;
+    if (p->rx_ref) {
+        if (!p->shm || (f->kind != DIST__FRAME_DATA && f->kind != DIST__FRAME_COLL) ||
+            dist__get64(p->hdr + DIST__HDR_SIZE + 8) != f->nbytes) {
+            dist__peer_fail(e, p, "rank %d sent a malformed by-reference frame", p->rank);
+            return -1;
+        }
+        p->ref_addr = dist__get64(p->hdr + DIST__HDR_SIZE);
+    }
     p->in_payload = 1;
     p->left = f->nbytes;
     p->dst = NULL; p->rx_req = NULL; p->rx_msg = NULL; p->rx_abort = 0;
@@ -2429,6 +2688,7 @@ static int dist__on_header(dist__engine *e, dist__peer *p) {
 
 static void dist__on_payload_done(dist__engine *e, dist__peer *p) {
     p->in_payload = 0;
+    if (p->rx_ref) { p->rx_ref = 0; p->acks_owed++; }   /* its buffer is free again */
     if (p->rx_abort) {
         p->rx_abort = 0;
         p->abort_text[p->cur.nbytes] = 0;
@@ -2449,7 +2709,7 @@ static void dist__on_payload_done(dist__engine *e, dist__peer *p) {
 static int dist__peer_fill_more(dist__engine *e, dist__peer *p, size_t want) {
     if (p->reads_left-- <= 0) return 0;
     for (;;) {
-        ssize_t n = recv(p->fd, p->stage + p->stage_end, want, 0);
+        ssize_t n = dist__peer_rx(p, p->stage + p->stage_end, want);
         if (n > 0) { p->stage_end += (size_t)n; p->drained = (size_t)n < want; return 1; }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
@@ -2457,6 +2717,39 @@ static int dist__peer_fill_more(dist__engine *e, dist__peer *p, size_t want) {
         else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(errno));
         return 0;
     }
+}
+
+/* A payload by reference: copied from the sender's memory, in chunks, into
+   the destination (combined through a small buffer when reducing; skipped
+   when discarded).  Returns 0 when this turn's budget is spent. */
+static int dist__peer_pull(dist__engine *e, dist__peer *p) {
+    uint64_t off = p->cur.nbytes - p->left;
+    size_t chunk;
+    ssize_t n = 0;
+    if (p->reads_left-- <= 0) return 0;
+    if (p->rx_req && p->rx_req->reduce) {
+        dist_req_t *r = p->rx_req;
+        chunk = (size_t)DIST__MIN(p->left, (uint64_t)DIST__STAGE_SIZE);
+        n = dist__peer_memory_read(p->pid, p->pull, p->ref_addr + off, chunk);
+        if (n == (ssize_t)chunk) {
+            size_t es = dist_dtype_size(r->dtype);
+            dist__reduce_table[r->dtype][r->reduce - 1](p->dst, p->pull, chunk / es, r->in_first);
+            p->dst += chunk;
+        }
+    } else if (p->dst) {
+        chunk = (size_t)DIST__MIN(p->left, (uint64_t)4 << 20);
+        n = dist__peer_memory_read(p->pid, p->dst, p->ref_addr + off, chunk);
+        if (n == (ssize_t)chunk) p->dst += chunk;
+    } else {
+        chunk = (size_t)p->left;                       /* discarded: nothing to copy */
+        n = (ssize_t)chunk;
+    }
+    if (n != (ssize_t)chunk) {
+        dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank, n < 0 ? strerror(errno) : "short read");
+        return 0;
+    }
+    p->left -= chunk;
+    return 1;
 }
 
 /* Payload of a combining receive: whole elements are reduced straight from
@@ -2497,6 +2790,10 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
     p->reads_left = 64;
     while (p->fd >= 0) {
         size_t avail = p->stage_end - p->stage_pos;
+        if (p->in_payload && p->rx_ref && p->left) {
+            if (!dist__peer_pull(e, p)) return;
+            continue;
+        }
         if (p->in_payload && p->left && p->rx_req && p->rx_req->reduce) {
             if (!dist__peer_reduce_step(e, p)) return;
             continue;
@@ -2505,10 +2802,13 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
         if (!p->in_payload) {
             size_t n;
             if (avail == 0) { if (!dist__peer_fill(e, p)) return; avail = p->stage_end; }
-            n = DIST__MIN(DIST__HDR_SIZE - p->hdr_got, avail);
+            if (p->hdr_got < DIST__HDR_SIZE) p->hdr_need = DIST__HDR_SIZE;
+            n = DIST__MIN(p->hdr_need - p->hdr_got, avail);
             memcpy(p->hdr + p->hdr_got, p->stage + p->stage_pos, n);
             p->stage_pos += n; p->hdr_got += n;
-            if (p->hdr_got == DIST__HDR_SIZE) {
+            if (p->hdr_got == DIST__HDR_SIZE && p->hdr_need == DIST__HDR_SIZE && (p->hdr[0] & DIST__FRAME_REF))
+                p->hdr_need = DIST__HDR_MAX;            /* the reference follows */
+            else if (p->hdr_got == p->hdr_need) {
                 p->hdr_got = 0;
                 if (dist__on_header(e, p) != 0) return;
             }
@@ -2523,7 +2823,7 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
             size_t want = (size_t)DIST__MIN(p->left, (uint64_t)1 << 30);
             ssize_t n;
             if (p->reads_left-- <= 0) return;
-            n = recv(p->fd, p->dst, want, 0);
+            n = dist__peer_rx(p, p->dst, want);
             if (n > 0) { p->dst += n; p->left -= (uint64_t)n; p->drained = (size_t)n < want; continue; }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -2536,24 +2836,90 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
     }
 }
 
-/* One round: poll every socket (lock released meanwhile), then read and
-   write whatever is ready.  The caller holds the lock and the driver role. */
+/* Bytes over a shared-memory peer's socket are doorbells: drained.  Its end
+   means the peer is gone; whatever it wrote to the ring before is read
+   first, so a goodbye is seen before the close. */
+static void dist__peer_doorbell(dist__engine *e, dist__peer *p) {
+    char buf[256];
+    for (;;) {
+        ssize_t n = recv(p->fd, buf, sizeof buf, 0);
+        if (n > 0) continue;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        dist__peer_read(e, p);
+        if (p->fd < 0) return;
+        if (n == 0 && p->state == DIST__PEER_LEFT) { dist__close(p->fd); p->fd = DIST__NO_SOCKET; return; }
+        if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection without saying goodbye (did it exit or crash?)", p->rank);
+        else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(errno));
+        return;
+    }
+}
+
+/* Reads and writes every shared-memory peer that has something to do;
+   returns 1 if anything moved. */
+static int dist__shm_step(dist__engine *e) {
+    int moved = 0;
+    for (int i = 0; i < e->world; i++) {
+        dist__peer *p = &e->peers[i];
+        int64_t used;
+        if (!p->shm || p->fd < 0) continue;
+        used = dist__ring_used(p->rx_ring, p->ring_size);
+        if (used < 0) { dist__peer_fail(e, p, "the shared-memory ring from rank %d is corrupt", p->rank); continue; }
+        if (used > 0 || (p->in_payload && (p->rx_ref || p->left == 0)) || p->stage_pos < p->stage_end) {
+            dist__peer_read(e, p);
+            moved = 1;
+        }
+        if (p->fd >= 0 && (p->sq_head || p->acks_owed)) {
+            uint64_t before = p->tx_ring->tail;
+            dist__peer_write(e, p);
+            moved |= p->tx_ring->tail != before;
+        }
+    }
+    return moved;
+}
+
+/* Is there anything to do on a shared-memory peer right now? */
+static int dist__shm_pending(dist__engine *e) {
+    for (int i = 0; i < e->world; i++) {
+        dist__peer *p = &e->peers[i];
+        if (!p->shm || p->fd < 0) continue;
+        if (dist__ring_used(p->rx_ring, p->ring_size) != 0) return 1;
+        if ((p->sq_head || p->acks_owed) && p->tx_ring->tail - DIST__LOAD_ACQ(&p->tx_ring->head) < p->ring_size) return 1;
+    }
+    return 0;
+}
+
+/* One round: the rings, then poll every socket (lock released meanwhile)
+   and read and write whatever is ready.  The caller holds the lock and the
+   driver role. */
 static void dist__progress(dist__engine *e, int timeout_ms) {
     int n = 0;
+    if (e->nshm && dist__shm_step(e)) timeout_ms = 0;
+    /* Rings alone need no system call: a spinning caller polls the sockets
+       (doorbells, liveness) only every 16th round. */
+    if (timeout_ms == 0 && e->nshm && !e->ntcp && (++e->spins & 15)) return;
     e->pfds[n].fd = e->wake.rfd; e->pfds[n].events = POLLIN; e->pfd_peer[n] = -1; n++;
     for (int i = 0; i < e->world; i++) {
         dist__peer *p = &e->peers[i];
         if (i == e->rank || p->fd < 0) continue;
         e->pfds[n].fd = p->fd;
-        e->pfds[n].events = (short)(POLLIN | (p->sq_head ? POLLOUT : 0));
+        e->pfds[n].events = (short)(POLLIN | (!p->shm && p->sq_head ? POLLOUT : 0));
         e->pfd_peer[n] = i;
         n++;
+    }
+    if (timeout_ms > 0 && e->nshm) {
+        /* Tell writers to ring, then look once more: what they wrote before
+           they could see the flag is seen here. */
+        DIST__STORE_REL(&e->seg_hdr->sleeping, 1u);
+        DIST__FENCE();
+        if (dist__shm_pending(e)) timeout_ms = 0;
     }
     e->polling = 1;
     pthread_mutex_unlock(&e->lock);
     n = poll(e->pfds, (nfds_t)n, timeout_ms) > 0 ? n : 0;
     pthread_mutex_lock(&e->lock);
     e->polling = 0;
+    if (e->nshm) DIST__STORE_REL(&e->seg_hdr->sleeping, 0u);
     for (int i = 0; i < n; i++) {
         short re = e->pfds[i].revents;
         dist__peer *p;
@@ -2561,9 +2927,11 @@ static void dist__progress(dist__engine *e, int timeout_ms) {
         if (e->pfd_peer[i] < 0) { dist__wakeup_drain(&e->wake); continue; }
         p = &e->peers[e->pfd_peer[i]];
         if (p->fd != e->pfds[i].fd) continue;      /* closed meanwhile */
+        if (p->shm) { dist__peer_doorbell(e, p); continue; }
         if (re & (POLLIN | POLLERR | POLLHUP)) dist__peer_read(e, p);
         if (p->fd >= 0 && (re & (POLLOUT | POLLERR))) dist__peer_write(e, p);
     }
+    if (e->nshm) dist__shm_step(e);
 }
 
 /* Releases the driver role and wakes whoever waits for it. */
@@ -2628,7 +2996,8 @@ static void dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms) {
             r->queued = 0;
             dist__req_failf(e, r, DIST_ERR_TIMEOUT, "rank %d did not take the data within %.1f s", r->peer, waited_ms / 1000.0);
         } else if (r->queued) {
-            /* Half a frame is on the wire: the stream cannot continue. */
+            /* Half a frame is on the wire (or the peer is copying it from
+               our memory): the stream cannot continue. */
             dist__peer_fail(e, p, "a send to rank %d timed out after %.1f s mid-message; the connection was closed",
                             r->peer, waited_ms / 1000.0);
         }
@@ -2658,7 +3027,15 @@ static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
 
 static void dist__engine_free(dist__engine *e) {
     if (!e) return;
-    for (int i = 0; e->peers && i < e->world; i++) { dist__close(e->peers[i].fd); DIST_FREE(e->peers[i].stage); }
+    for (int i = 0; e->peers && i < e->world; i++) {
+        dist__peer *p = &e->peers[i];
+        dist__close(p->fd);
+        DIST_FREE(p->stage);
+        DIST_FREE(p->pull);
+        if (p->peer_seg) munmap(p->peer_seg, p->peer_seg_size);
+    }
+    if (e->seg) munmap(e->seg, e->seg_size);
+    if (e->seg_fd >= 0) close(e->seg_fd);
     while (e->blocks) { dist__req_block *b = e->blocks; e->blocks = b->next; DIST_FREE(b); }
     while (e->unexp_head) { dist__msg *m = e->unexp_head; e->unexp_head = m->next; DIST_FREE(m->data); DIST_FREE(m); }
     while (e->free_msgs) { dist__msg *m = e->free_msgs; e->free_msgs = m->next; DIST_FREE(m->data); DIST_FREE(m); }
@@ -2675,6 +3052,7 @@ static dist__engine *dist__engine_new(int rank, int world, const dist__log *log)
     memset(e, 0, sizeof *e);
     e->rank = rank; e->world = world; e->log = *log;
     e->wake.rfd = e->wake.wfd = -1;
+    e->seg_fd = -1;
     pthread_mutex_init(&e->lock, NULL);
     dist__cond_init(&e->cond); dist__cond_init(&e->bg_cond);
     e->peers = (dist__peer *)DIST_MALLOC(sizeof *e->peers * (size_t)world);
@@ -2753,7 +3131,15 @@ static void dist__post_send(dist__engine *e, dist_req_t *r) {
     f.count = r->count; f.nbytes = r->nbytes;
     f.coll = r->coll; f.op = r->op; f.root = r->root;
     dist__frame_encode(&f, r->hdr);
+    r->hdr_len = DIST__HDR_SIZE;
     if (r->peer == e->rank) { dist__send_to_self(e, r); return; }
+    if (p->shm && p->cma && r->nbytes >= DIST_SHM_REF_BYTES &&
+        (r->frame_kind == DIST__FRAME_DATA || r->frame_kind == DIST__FRAME_COLL)) {
+        r->hdr[0] |= DIST__FRAME_REF;
+        dist__put64(r->hdr + DIST__HDR_SIZE, (uint64_t)(uintptr_t)r->sbuf);
+        dist__put64(r->hdr + DIST__HDR_SIZE + 8, r->nbytes);
+        r->hdr_len = DIST__HDR_MAX;
+    }
     if (p->state != DIST__PEER_OK || p->fd < 0 || p->bye_queued) {
         dist__req_failf(e, r, DIST_ERR_PEER_LOST, "%s", p->state == DIST__PEER_OK ? "this rank is shutting down" : p->why);
         return;
@@ -4092,7 +4478,7 @@ typedef struct dist__setup {
     int method;                      /* 'e' env, 't' tcp, 'f' file */
     char host[256]; int port;
     char path[512];
-    int rank, world, local_rank, timeout_ms, spin_us, algo;
+    int rank, world, local_rank, timeout_ms, spin_us, algo, shm;
     uint64_t secret;
     const char *ifname;
     dist__socket listen_fd;          /* inherited store socket, or none */
@@ -4222,6 +4608,13 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
             return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_SPIN_US=%s is not a number of microseconds", v);
     }
     if (s->spin_us < 0) s->spin_us = 0;
+    {
+        const char *t = cfg->transport ? cfg->transport : dist__getenv("DIST_TRANSPORT");
+        if (!t || !*t || strcmp(t, "auto") == 0 || strcmp(t, "shm") == 0) s->shm = 1;
+        else if (strcmp(t, "tcp") == 0) s->shm = 0;
+        else if (strcmp(t, "mixed") == 0) s->shm = 2;      /* odd ranks: TCP only (tests of mixed jobs) */
+        else return dist__fail(NULL, DIST_ERR_INIT, "init: transport \"%s\" is not auto, tcp or mixed", t);
+    }
     if ((s->algo = dist__algo_from_env()) < 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, direct", dist__getenv("DIST_ALGO"));
     /* an inherited listening socket for the store (dist_spawn, distrun) */
@@ -4517,6 +4910,167 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secre
     return res;
 }
 
+/* Shared memory with the ranks on this host, agreed pairwise over the mesh
+   connections in three rounds of fixed-size records:
+     A  host identity: same host, same user and namespaces -> candidates
+     B  this rank's segment (pid, fd, the ring slot kept for the peer)
+     C  whether the peer's segment could be mapped, and its memory read
+   A pair uses shared memory only when both sides mapped the other's
+   segment; payloads go by reference to a peer that could read our memory.
+   Anything that fails leaves that pair on TCP. */
+#define DIST__SHM_REC 256
+
+static dist_result dist__shm_exchange(dist_t *d, const uint8_t *out, uint8_t *in, int64_t deadline, const char *what) {
+    dist__engine *e = d->eng;
+    for (int j = 0; j < d->world; j++) {
+        int r;
+        if (j == d->rank) continue;
+        if ((r = dist__io_all(e->peers[j].fd, (void *)(out + (size_t)j * DIST__SHM_REC), DIST__SHM_REC, 1, deadline)) != 0)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: shared-memory handshake (%s) with rank %d: %s", what, j, dist__io_error(r));
+    }
+    for (int j = 0; j < d->world; j++) {
+        int r;
+        if (j == d->rank) continue;
+        if ((r = dist__io_all(e->peers[j].fd, in + (size_t)j * DIST__SHM_REC, DIST__SHM_REC, 0, deadline)) != 0)
+            return dist__fail(NULL, DIST_ERR_INIT, "init: shared-memory handshake (%s) with rank %d: %s", what, j, dist__io_error(r));
+        if (dist__get32(in + (size_t)j * DIST__SHM_REC) != dist__get32(out + (size_t)j * DIST__SHM_REC))
+            return dist__fail(NULL, DIST_ERR_PROTOCOL, "init: rank %d answered the shared-memory handshake (%s) out of step", j, what);
+    }
+    return DIST_OK;
+}
+
+/* Maps peer j's segment as described by its B record; 1 on success. */
+static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec) {
+    int pid = (int32_t)dist__get32(rec + 4), fd = (int32_t)dist__get32(rec + 8), slot = (int32_t)dist__get32(rec + 12);
+    uint64_t ring = dist__get64(rec + 16), size = dist__get64(rec + 24), probe = dist__get64(rec + 32), magic = 0;
+    dist__shm_hdr *h;
+    int lfd;
+    void *m;
+    if (slot < 0 || pid <= 0 || fd < 0 || ring < 4096 || (ring & (ring - 1)) || size < DIST__SHM_HDR || size > ((uint64_t)1 << 32) ||
+        (uint64_t)slot >= (size - DIST__SHM_HDR) / (sizeof(dist__ring) + ring))
+        return 0;
+    if ((lfd = dist__shm_open_peer(pid, fd)) < 0) return 0;
+    m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
+    close(lfd);
+    if (m == MAP_FAILED) return 0;
+    h = (dist__shm_hdr *)m;
+    if (h->magic != DIST__SHM_MAGIC || h->owner_rank != p->rank || h->owner_pid != pid || h->ring_size != ring || h->seg_size != size) {
+        munmap(m, (size_t)size);
+        return 0;
+    }
+    p->peer_seg = m; p->peer_seg_size = (size_t)size;
+    p->peer_hdr = h;
+    p->tx_ring = dist__seg_ring(m, ring, slot);
+    p->ring_size = ring;
+    p->pid = pid;
+    /* May we read its memory (payloads by reference)? */
+    p->cma = dist__peer_memory_read(pid, &magic, probe, sizeof magic) == (ssize_t)sizeof magic && magic == DIST__SHM_MAGIC;
+    DIST__UNUSED(e);
+    return 1;
+}
+
+static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
+    dist__engine *e = d->eng;
+    int n = d->world, me = d->rank, ncand = 0;
+    size_t bytes = (size_t)n * DIST__SHM_REC;
+    uint8_t *out = (uint8_t *)DIST_MALLOC(bytes), *in = (uint8_t *)DIST_MALLOC(bytes);
+    int *slots = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
+    char ident[240];
+    uint64_t ring = 0;
+    dist_result r = DIST_OK;
+    if (!out || !in || !slots) { r = dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory"); goto done; }
+    memset(out, 0, bytes); memset(in, 0, bytes);
+    memset(ident, 0, sizeof ident);
+    if (want) dist__host_identity(ident, sizeof ident);
+    /* A: who shares this host */
+    for (int j = 0; j < n; j++) {
+        uint8_t *o = out + (size_t)j * DIST__SHM_REC;
+        dist__put32(o, 0x41736873u);
+        dist__put32(o + 4, (uint32_t)want);
+        memcpy(o + 8, ident, sizeof ident);
+    }
+    if ((r = dist__shm_exchange(d, out, in, deadline, "host")) != DIST_OK) goto done;
+    for (int j = 0; j < n; j++) {
+        const uint8_t *i = in + (size_t)j * DIST__SHM_REC;
+        slots[j] = -1;
+        if (j != me && want && dist__get32(i + 4) && memcmp(i + 8, ident, sizeof ident) == 0) slots[j] = ncand++;
+    }
+    /* our segment: one ring per candidate */
+    if (ncand) {
+        size_t per = (size_t)(32u << 20) / (size_t)ncand;
+        ring = 4096;
+        while (ring * 2 <= per && ring < (1u << 20)) ring *= 2;
+        if (ring < 65536) ring = 65536;
+        e->seg_size = DIST__SHM_HDR + (size_t)ncand * (sizeof(dist__ring) + (size_t)ring);
+        e->seg_fd = dist__shm_create(e->seg_size);
+        e->seg = e->seg_fd >= 0 ? mmap(NULL, e->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, e->seg_fd, 0) : MAP_FAILED;
+        if (e->seg == MAP_FAILED) {
+            dist__logf(&e->log, DIST_LOG_INFO, "shared memory unavailable (%s); ranks on this host use TCP", strerror(errno));
+            e->seg = NULL;
+            ncand = 0;
+            for (int j = 0; j < n; j++) slots[j] = -1;
+        } else {
+            e->seg_hdr = (dist__shm_hdr *)e->seg;
+            e->seg_hdr->magic = DIST__SHM_MAGIC;
+            e->seg_hdr->owner_rank = me;
+            e->seg_hdr->owner_pid = (int32_t)getpid();
+            e->seg_hdr->nrings = ncand;
+            e->seg_hdr->ring_size = ring;
+            e->seg_hdr->seg_size = e->seg_size;
+        }
+    }
+    /* B: where to find our segment */
+    for (int j = 0; j < n; j++) {
+        uint8_t *o = out + (size_t)j * DIST__SHM_REC;
+        memset(o, 0, DIST__SHM_REC);
+        dist__put32(o, 0x42736873u);
+        dist__put32(o + 4, (uint32_t)getpid());
+        dist__put32(o + 8, (uint32_t)e->seg_fd);
+        dist__put32(o + 12, (uint32_t)slots[j]);
+        dist__put64(o + 16, ring);
+        dist__put64(o + 24, e->seg_size);
+        dist__put64(o + 32, (uint64_t)(uintptr_t)e->seg);
+    }
+    if ((r = dist__shm_exchange(d, out, in, deadline, "segments")) != DIST_OK) goto done;
+    for (int j = 0; j < n; j++) {
+        uint8_t *o = out + (size_t)j * DIST__SHM_REC;
+        dist__peer *p = &e->peers[j];
+        int ok = slots[j] >= 0 && dist__shm_map_peer(e, p, in + (size_t)j * DIST__SHM_REC);
+        /* payloads by reference from it are combined through p->pull */
+        if (ok && p->cma && (p->pull = (uint8_t *)DIST_MALLOC(DIST__STAGE_SIZE)) == NULL) p->cma = 0;
+        memset(o, 0, DIST__SHM_REC);
+        dist__put32(o, 0x43736873u);
+        dist__put32(o + 4, (uint32_t)ok);
+        dist__put32(o + 8, (uint32_t)(ok && e->peers[j].cma));
+    }
+    /* C: both ends mapped? */
+    if ((r = dist__shm_exchange(d, out, in, deadline, "agreement")) != DIST_OK) goto done;
+    for (int j = 0; j < n; j++) {
+        dist__peer *p = &e->peers[j];
+        const uint8_t *i = in + (size_t)j * DIST__SHM_REC;
+        if (j == me) continue;
+        if (p->peer_seg && dist__get32(out + (size_t)j * DIST__SHM_REC + 4) && dist__get32(i + 4)) {
+            p->shm = 1;
+            p->rx_ring = dist__seg_ring(e->seg, ring, slots[j]);
+            p->cma = (int)dist__get32(i + 8);       /* now: the peer can read our memory */
+            dist__set_nonblocking(p->fd, 1);
+            e->nshm++;
+        } else {
+            if (p->peer_seg) munmap(p->peer_seg, p->peer_seg_size);
+            p->peer_seg = NULL; p->peer_hdr = NULL; p->tx_ring = NULL;
+            e->ntcp++;
+        }
+    }
+    /* Every peer has mapped our segment or given up: the last name of it
+       goes; the memory lives as long as the mappings. */
+    if (e->seg_fd >= 0) { close(e->seg_fd); e->seg_fd = -1; }
+    if (e->nshm) dist__logf(&e->log, DIST_LOG_INFO, "shared memory with %d rank(s) on this host (rings of %llu KiB)", e->nshm,
+                            (unsigned long long)(ring >> 10));
+done:
+    DIST_FREE(out); DIST_FREE(in); DIST_FREE(slots);
+    return r;
+}
+
 /* [SECTION] life cycle: init, destroy */
 
 static void dist__free_comm(dist_t *d) {
@@ -4575,6 +5129,7 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
     r = dist_store_set(d, key, addr, strlen(addr));
     if (r == DIST_OK) r = dist__mesh_connect(d, ls, s->secret, deadline);
     dist__close(ls);
+    if (r == DIST_OK) r = dist__shm_setup(d, s->shm == 1 || (s->shm == 2 && d->rank % 2 == 0), deadline);
     return r;
 }
 

@@ -26,6 +26,12 @@
 #   DIST_TEST_TIMEOUT     default limit in seconds (120)
 #   DIST_TIMEOUT_SCALE    multiplies every limit (sanitizer passes)
 #   DIST_TEST_WRAPPER     command put in front of each test (e.g. setarch)
+#   DIST_TEST_TRANSPORTS  the transports of the tests that declare them
+#                         (default: every one they declare)
+#
+# A source with a line `// TRANSPORTS: auto tcp mixed` runs once per
+# transport, as NAME[TRANSPORT], with DIST_TRANSPORT set to it: auto (same-
+# host ranks over shared memory), tcp, mixed (odd ranks TCP only).
 # Tests see BUILD_DIR, DISTRUN (the launcher's path) and DIST_TEST_NAME,
 # all absolute.
 #
@@ -95,7 +101,16 @@ fi
 for src in tests/test_*.c tests/test_*.sh; do
     [ -f "$src" ] || continue
     case $src in
-        *.c) name=$(basename "$src" .c); add "$name" "$src" "$build_dir/tests/$name" ;;
+        *.c) name=$(basename "$src" .c)
+             declared=$(grep -m1 -E '^[[:space:]]*//[[:space:]]*TRANSPORTS:' "$src" | sed -E 's/.*TRANSPORTS:[[:space:]]*//')
+             if [ -z "$declared" ]; then
+                 add "$name" "$src" "$build_dir/tests/$name"
+             else
+                 for t in $declared; do
+                     case " ${DIST_TEST_TRANSPORTS:-$declared} " in *" $t "*) ;; *) continue ;; esac
+                     add "$name[$t]" "$src" "env DIST_TRANSPORT=$t $build_dir/tests/$name"
+                 done
+             fi ;;
         *.sh) name=$(basename "$src"); add "$name" "$src" "bash $src" ;;
     esac
 done
@@ -115,7 +130,7 @@ for entry in "${tests[@]+"${tests[@]}"}"; do
     mkdir -p "$(dirname "$log")"
     limit=$(limit_of "$src")
 
-    if [[ $src == *.c && ! -x $cmd ]]; then
+    if [[ $src == *.c && ! -x $build_dir/tests/$(basename "$src" .c) ]]; then
         echo "$cmd was not built: the compiler's message is in the output of make" >"$log"
         echo "FAIL $name (not built)"
         failed=$((failed + 1))

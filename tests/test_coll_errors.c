@@ -1,4 +1,5 @@
 // TIMEOUT: 180
+// TRANSPORTS: auto tcp mixed
 /* test_coll_errors.c - collectives whose ranks disagree, bad arguments,
    a rank that dies, a rank that leaves early.
 

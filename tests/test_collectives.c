@@ -1,4 +1,5 @@
 // TIMEOUT: 600
+// TRANSPORTS: auto tcp mixed
 /* test_collectives.c - every collective x every dtype x every op x world
    sizes {1,2,3,4,5,8} x counts {0, 1, n-1, n+1} (+ 1M+3 for a subset),
    against a serial reference each rank computes on its own.

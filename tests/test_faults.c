@@ -1,4 +1,5 @@
 // TIMEOUT: 120
+// TRANSPORTS: auto tcp mixed
 /* test_faults.c - failure behaviour of point-to-point and dist_spawn.
 
    Each case runs in its own dist_spawn (world 2..4, short timeouts).  Ranks

@@ -1,4 +1,5 @@
 // TIMEOUT: 300
+// TRANSPORTS: auto tcp mixed
 /* test_groups_async.c - dist_new_group and the _async collectives.
 
    Groups (a 4-rank job): disjoint groups {0,1} and {2,3}; overlapping

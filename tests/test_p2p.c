@@ -1,4 +1,5 @@
 // TIMEOUT: 240
+// TRANSPORTS: auto tcp mixed
 /* test_p2p.c - point-to-point semantics of dist.h, for world sizes 2,3,4,5,8.
 
    Every check runs in its own dist_spawn (so a failing check cannot leave

@@ -1,4 +1,5 @@
 // TIMEOUT: 300
+// TRANSPORTS: auto tcp mixed
 /* test_p2p_big.c - large point-to-point messages between 2 ranks.
 
    (a) one 1 GiB message (1<<30 x uint8) from rank 0 to rank 1; the receiver
