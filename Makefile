@@ -110,13 +110,14 @@ run-tests:
 	@tests/run.sh -b '$(BUILD)' $(if $(T),'$(T)')
 
 # Sanitizer passes: the same suite, no compile checks (they do not depend on
-# the sanitizer), more time per test.  Disabling ASLR (setarch -R) avoids
+# the sanitizer), more time per test, fewer transports (mixed jobs run the
+# shared-memory and the TCP paths side by side).  Disabling ASLR (setarch -R) avoids
 # ThreadSanitizer's "unexpected memory mapping" on kernels with large
 # mmap randomisation.
 sanitize:
-	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=2)
+	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=2 DIST_TEST_TRANSPORTS="auto mixed")
 
-TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 \
+TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed \
     DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")"
 
 tsan:

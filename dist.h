@@ -1,5 +1,6 @@
-/* dist.h - v0.1.0 - torch.distributed for C: rendezvous, a TCP mesh,
-   point-to-point with requests, a key-value store and a launcher.
+/* dist.h - v0.1.0 - torch.distributed for C: rendezvous, a TCP mesh and
+   shared memory between ranks on one host, point-to-point with requests,
+   collectives, groups, a key-value store and a launcher.
    Public domain or MIT; see the end of this file.
 
    Do this:
@@ -75,7 +76,15 @@ STEP BY STEP
    1. dist_init(&world, &cfg) joins the job.  Rank 0 hosts a key-value store
       on MASTER_ADDR:MASTER_PORT; every rank publishes the address of its
       own listening socket there, then the ranks connect a full TCP mesh
-      with a versioned handshake that rejects strangers.
+      with a versioned handshake that rejects strangers.  Ranks on the same
+      host (same boot, host name, user and namespaces) then agree, over
+      those connections, to move their bytes through shared memory instead:
+      a ring per pair in an anonymous segment (nothing in /dev/shm, gone
+      with the last process), messages of 64 KiB and more copied once,
+      straight from the sender's memory (Linux cross-memory attach; without
+      it they stream through the ring).  The TCP connection stays as the
+      pair's doorbell and lifeline: a rank killed outright is noticed
+      at once, as over TCP.  DIST_TRANSPORT=tcp turns this off.
    2. Point-to-point: dist_send / dist_recv block; dist_isend / dist_irecv
       return a request that dist_wait completes (and frees) and dist_test
       polls.  Messages from one rank to another with the same tag never
@@ -125,7 +134,8 @@ COLLECTIVES
    a sentence naming both sides instead of hanging or corrupting memory.
 
 WHAT IT DOES NOT DO (yet)
-   - shared memory between ranks on one host (TCP loopback only)
+   - collective algorithms written for shared memory (the collectives run
+     their ring and tree algorithms over whichever transport a pair uses)
    - receive with a wildcard tag, or into a larger buffer than was sent
 
 LICENSE
