@@ -663,6 +663,13 @@ static void dist__wakeup_close(dist__wakeup *w) {
 #define DIST__LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define DIST__STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define DIST__FENCE()          __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#if defined(__x86_64__) || defined(__i386__)
+#  define DIST__CPU_RELAX()    __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#  define DIST__CPU_RELAX()    __asm__ __volatile__("yield")
+#else
+#  define DIST__CPU_RELAX()    ((void)0)
+#endif
 
 /* An anonymous shared file: nothing in /dev/shm, gone with its last
    mapping.  Returns an fd or -1. */
@@ -698,6 +705,18 @@ static ssize_t dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t 
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+/* CPUs this process may run on. */
+static int dist__cpu_count(void) {
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (int)n : 1;
+    }
 }
 
 /* Who shares this host's memory with us: processes with the same boot,
@@ -1978,6 +1997,7 @@ typedef struct dist__engine {
     void *seg; size_t seg_size; int seg_fd;
     dist__shm_hdr *seg_hdr;
     unsigned spins;                  /* progress rounds without poll() (shm only) */
+    unsigned yield_mask;             /* spinning on rings yields the CPU when (spins & mask) == 0 */
 } dist__engine;
 
 typedef struct dist__job dist__job;
@@ -3028,7 +3048,9 @@ static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
                microseconds between CPUs of a VM).  Yielding lets a peer
                that shares this CPU run meanwhile. */
             dist__drive_once(e, 0, 0);
-            if (!r->done) { pthread_mutex_unlock(&e->lock); sched_yield(); pthread_mutex_lock(&e->lock); }
+            if (r->done) break;
+            if (e->nshm && !e->ntcp && (e->spins & e->yield_mask)) { DIST__CPU_RELAX(); continue; }   /* rings: no system call */
+            pthread_mutex_unlock(&e->lock); sched_yield(); pthread_mutex_lock(&e->lock);
             continue;
         }
         dist__wait_step(e, (int)DIST__MIN((deadline - now + 999999) / 1000000, 100));
@@ -5074,6 +5096,9 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     /* Every peer has mapped our segment or given up: the last name of it
        goes; the memory lives as long as the mappings. */
     if (e->seg_fd >= 0) { close(e->seg_fd); e->seg_fd = -1; }
+    /* More ranks here than CPUs: a spinning rank soon gives its CPU to the
+       peer it waits for; otherwise it yields rarely (a system call each). */
+    e->yield_mask = e->nshm + 1 > dist__cpu_count() ? 1u : 15u;
     if (e->nshm) dist__logf(&e->log, DIST_LOG_INFO, "shared memory with %d rank(s) on this host (rings of %llu KiB)", e->nshm,
                             (unsigned long long)(ring >> 10));
 done:
