@@ -662,7 +662,21 @@ static void dist__wakeup_close(dist__wakeup *w) {
    another process's memory (Linux cross-memory attach). */
 #define DIST__LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define DIST__STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define DIST__FENCE()          __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#if defined(__has_feature)
+#  if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
+#    define __SANITIZE_THREAD__ 1
+#  endif
+#endif
+#ifdef __SANITIZE_THREAD__
+/* ThreadSanitizer does not model fences (gcc refuses them with -Werror);
+   a locked read-modify-write is a full barrier on the machines it runs on,
+   and the fences only order memory shared with other processes, which it
+   does not see anyway. */
+static volatile int dist__fence_word;
+#  define DIST__FENCE()        ((void)__atomic_fetch_add(&dist__fence_word, 0, __ATOMIC_SEQ_CST))
+#else
+#  define DIST__FENCE()        __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #  define DIST__CPU_RELAX()    __builtin_ia32_pause()
 #elif defined(__aarch64__)
@@ -1835,12 +1849,30 @@ static dist__store_server *dist__store_server_start(dist__socket listen_fd, int 
 #define DIST__SHM_MAGIC   0x6873747369647364ull    /* "dsdisths" */
 #define DIST__SHM_HDR     4096
 
+typedef struct dist__shm_counter { uint64_t v; uint8_t pad[56]; } dist__shm_counter;
+
 typedef struct dist__shm_hdr {      /* the start of a segment */
     uint64_t magic;
     int32_t owner_rank, owner_pid, nrings, pad0;
     uint64_t ring_size, seg_size;
+    uint64_t coll_off, coll_bytes;  /* the collective area: 2 input then 2 output buffers of coll_bytes */
     uint32_t sleeping;              /* the owner is (about to be) asleep in poll: ring its doorbell */
+    uint8_t pad1[60];
+    /* the owner's progress through shared-memory collectives (see
+       dist__shm_all_reduce): steps whose input is in place, whose output
+       is in place, and whose buffers it has finished reading */
+    dist__shm_counter cin, cout, cdone;
 } dist__shm_hdr;
+
+/* Microseconds a rank waiting inside a shared-memory collective polls
+   before it sleeps (at least DIST_SPIN_US; none when that is 0). */
+#ifndef DIST_SHM_SPIN_US
+#  define DIST_SHM_SPIN_US     5000
+#endif
+/* Bytes of one buffer of the collective area (two pipelined steps). */
+#ifndef DIST_SHM_COLL_BYTES
+#  define DIST_SHM_COLL_BYTES  (1024 * 1024)
+#endif
 
 typedef struct dist__ring {         /* control block; ring_size data bytes follow */
     uint64_t head;                  /* bytes consumed (written by the consumer) */
@@ -1968,6 +2000,7 @@ typedef struct dist__peer {
     int rx_ref;
     uint8_t *pull;                   /* a chunk of a by-reference payload that is being combined */
     dist_req_t *ack_head, *ack_tail; /* our sends by reference, waiting for the peer's ACK */
+    uint8_t *coll_area;              /* the peer's collective area, as mapped here */
     int acks_owed;                   /* ACKs we still have to send */
 } dist__peer;
 
@@ -1994,6 +2027,9 @@ typedef struct dist__engine {
     dist_t **comms; int ncomms, cap_comms;   /* the world and its groups, for abort notices */
     /* shared memory */
     int nshm, ntcp;                  /* peers over rings / over TCP */
+    int all_shm;                     /* every pair of the world talks over shared memory */
+    uint8_t *coll_area;              /* ours */
+    uint64_t coll_step;              /* shared-memory collective steps done (the same on every rank) */
     void *seg; size_t seg_size; int seg_fd;
     dist__shm_hdr *seg_hdr;
     unsigned spins;                  /* progress rounds without poll() (shm only) */
@@ -2028,6 +2064,7 @@ struct dist {
     dist_req_t **slots; size_t slots_cap;
     dist__step *steps; size_t steps_cap;
     int algo_override;               /* DIST_ALGO */
+    int shm_off;                     /* a shared-memory collective failed here: no more of them */
     /* async collectives run in issue order on a worker thread */
     pthread_mutex_t q_lock;
     pthread_cond_t q_cond;
@@ -2876,11 +2913,14 @@ static void dist__peer_doorbell(dist__engine *e, dist__peer *p) {
         if (n > 0) continue;
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        dist__peer_read(e, p);
-        if (p->fd < 0) return;
-        if (n == 0 && p->state == DIST__PEER_LEFT) { dist__close(p->fd); p->fd = DIST__NO_SOCKET; return; }
-        if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection without saying goodbye (did it exit or crash?)", p->rank);
-        else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(errno));
+        {
+            int err = errno;
+            dist__peer_read(e, p);
+            if (p->fd < 0) return;
+            if (n == 0 && p->state == DIST__PEER_LEFT) { dist__close(p->fd); p->fd = DIST__NO_SOCKET; return; }
+            if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection without saying goodbye (did it exit or crash?)", p->rank);
+            else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(err));
+        }
         return;
     }
 }
@@ -3379,9 +3419,9 @@ static const char *dist__op_name(int op) {
 }
 
 /* Algorithms: which one a collective uses is part of its descriptor. */
-enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_COUNT };
+enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_SHM, DIST__ALGO_COUNT };
 static const char *dist__algo_name(int a) {
-    static const char *const names[] = { "auto", "ring", "tree", "direct" };
+    static const char *const names[] = { "auto", "ring", "tree", "direct", "shm" };
     return a >= 0 && a < DIST__ALGO_COUNT ? names[a] : "unknown";
 }
 
@@ -3535,15 +3575,13 @@ typedef struct dist__coll {
     int64_t deadline_ns;
     dist_req_t *reqs;            /* posted and not yet waited for */
     dist_result res;
-    int notify;                  /* tell the others when this fails (not when they told us) */
     char why[DIST__ERRLEN];
 } dist__coll;
 
-static void dist__coll_failf(dist__coll *c, dist_result res, int notify, const char *fmt, ...) {
+static void dist__coll_failf(dist__coll *c, dist_result res, const char *fmt, ...) {
     va_list ap;
     if (c->res != DIST_OK) return;
     c->res = res;
-    c->notify = notify;
     va_start(ap, fmt);
     dist__vformat(c->why, sizeof c->why, fmt, ap);
     va_end(ap);
@@ -3559,7 +3597,7 @@ static int dist__coll_member_lost(dist__coll *c) {
     for (int g = 0; g < c->d->world; g++) {
         dist__peer *p = &e->peers[dist__wrank(c->d, g)];
         if (g != c->d->rank && p->state == DIST__PEER_FAILED) {
-            dist__coll_failf(c, DIST_ERR_PEER_LOST, 1, "%s", p->why);
+            dist__coll_failf(c, DIST_ERR_PEER_LOST, "%s", p->why);
             return 1;
         }
     }
@@ -3574,7 +3612,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
     c->deadline_ns = dist__now_ns() + (int64_t)d->timeout_ms * 1000000;
-    if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, 1, "rank %d %s", d->rank, invalid);
+    if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     pthread_mutex_lock(&c->e->lock);
     c->seq = ++d->coll_seq;
     memset(&d->active, 0, sizeof d->active);
@@ -3584,7 +3622,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     for (dist__msg *m = c->e->unexp_head; m && d->abort_seq != c->seq; m = m->next)
         if (m->f.kind == DIST__FRAME_COLL && m->f.comm == d->id && (uint64_t)m->f.tag == c->seq && !m->dead)
             dist__coll_check_early(c->e, d, m->src, &m->f);
-    if (d->abort_seq == c->seq) dist__coll_failf(c, d->abort_code, d->abort_local, "%s", d->abort_text);
+    if (d->abort_seq == c->seq) dist__coll_failf(c, d->abort_code, "%s", d->abort_text);
     else dist__coll_member_lost(c);
     pthread_mutex_unlock(&c->e->lock);
 }
@@ -3595,9 +3633,9 @@ static dist_req_t *dist__coll_post(dist__coll *c, int kind, int peer, const void
     dist__engine *e = c->e;
     dist_req_t *r = NULL;
     pthread_mutex_lock(&e->lock);
-    if (c->res == DIST_OK && c->d->abort_seq == c->seq) dist__coll_failf(c, c->d->abort_code, c->d->abort_local, "%s", c->d->abort_text);
+    if (c->res == DIST_OK && c->d->abort_seq == c->seq) dist__coll_failf(c, c->d->abort_code, "%s", c->d->abort_text);
     if (c->res == DIST_OK && (r = dist__req_alloc(e)) == NULL)
-        dist__coll_failf(c, DIST_ERR_NOMEM, 1, "out of memory for a request");
+        dist__coll_failf(c, DIST_ERR_NOMEM, "out of memory for a request");
     if (c->res == DIST_OK && e->failed_peers && dist__coll_member_lost(c)) { dist__req_release(e, r); r = NULL; }
     if (r) {
         r->comm = c->d;
@@ -3652,10 +3690,10 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
     if (r->result != DIST_OK) {
         int peer = dist__grank(c->d, r->kind == DIST__REQ_RECV && r->source >= 0 ? r->source : r->peer);
         if (r->result == DIST_ERR_TIMEOUT)
-            dist__coll_failf(c, DIST_ERR_TIMEOUT, 1, "timed out after %.1f s waiting for rank %d to %s",
+            dist__coll_failf(c, DIST_ERR_TIMEOUT, "timed out after %.1f s waiting for rank %d to %s",
                              c->d->timeout_ms / 1000.0, peer, r->kind == DIST__REQ_RECV ? "send its part" : "take this rank's part");
         else
-            dist__coll_failf(c, r->result, !r->by_peer, "%s", r->err);
+            dist__coll_failf(c, r->result, "%s", r->err);
     }
     dist__coll_unlink(c, r);
     dist__req_release(e, r);
@@ -3685,7 +3723,9 @@ static dist_result dist__coll_end(dist__coll *c) {
     d->done_seq = c->seq;
     d->active_seq = 0;
     if (c->res != DIST_OK) dist__purge_stale(e, d);
-    if (c->res != DIST_OK && c->notify) dist__coll_notify(e, d, c->seq, c->res, c->why);
+    /* Even a failure another rank reported is passed on: a rank that only
+       hears from this one (and then its goodbye) learns the real cause. */
+    if (c->res != DIST_OK) dist__coll_notify(e, d, c->seq, c->res, c->why);
     d->last = d->active;
     pthread_mutex_unlock(&e->lock);
     if (c->res == DIST_OK) return DIST_OK;
@@ -3698,7 +3738,7 @@ static uint8_t *dist__scratch(dist__coll *c, size_t bytes) {
     dist_t *d = c->d;
     if (bytes > d->scratch_cap) {
         uint8_t *p = (uint8_t *)DIST_REALLOC(d->scratch, bytes);
-        if (!p) { dist__coll_failf(c, DIST_ERR_NOMEM, 1, "out of memory for %zu bytes of scratch", bytes); return NULL; }
+        if (!p) { dist__coll_failf(c, DIST_ERR_NOMEM, "out of memory for %zu bytes of scratch", bytes); return NULL; }
         d->scratch = p;
         d->scratch_cap = bytes;
     }
@@ -3755,7 +3795,7 @@ struct dist__step {
 static void *dist__grow_array(dist__coll *c, void **p, size_t *cap, size_t n, size_t elem) {
     if (n > *cap) {
         void *q = DIST_REALLOC(*p, n * elem);
-        if (!q) { dist__coll_failf(c, DIST_ERR_NOMEM, 1, "out of memory for %zu bookkeeping entries", n); return NULL; }
+        if (!q) { dist__coll_failf(c, DIST_ERR_NOMEM, "out of memory for %zu bookkeeping entries", n); return NULL; }
         *p = q;
         *cap = n;
     }
@@ -4048,6 +4088,146 @@ struct dist__job {
 
 static uint8_t dist__empty[16];   /* stands in for NULL buffers of 0 elements */
 
+/* [SECTION] collectives in shared memory
+   ---------------------------------------------------------------------------
+   When every rank of the world is on this host, a large all_reduce works in
+   the ranks' segments instead of passing messages.  In each step (at most
+   DIST_SHM_COLL_BYTES of the vector) every rank
+     1. copies its part of the step into its input buffer and says so (cin),
+     2. when all inputs are there, combines its slice of the step over the
+        ranks' input buffers and copies it to its output buffer (cout),
+     3. when all outputs are there, copies every slice into the caller's
+        buffer, and says it is done reading (cdone).
+   A rank combines its own slice in the caller's buffer, so of each step it
+   copies in and out only the others' slices: per byte one copy in, one
+   combination (by one rank, so every rank gets the same bits) and one copy
+   out, with no kernel copies and no per-chunk messages.
+   Two buffers of each kind let a rank start step s+1 while slower ranks
+   still read step s.  Before the first step, every rank sends every other
+   an empty frame carrying its descriptor: ranks that called something
+   else fail as in every collective.  Waiting spins, then sleeps in the
+   engine (peers ring the doorbell when they move on), and keeps watching
+   the connections, so a rank that dies fails the others at once. */
+
+/* The first member whose counter (0 cin, 1 cout, 2 cdone) is below
+   `target`; -1 when all have reached it. */
+static int dist__shm_behind(dist__coll *c, int which, uint64_t target) {
+    dist__engine *e = c->e;
+    for (int g = 0; g < c->d->world; g++) {
+        dist__shm_hdr *h;
+        if (g == c->d->rank) continue;
+        h = e->peers[g].peer_hdr;
+        if (DIST__LOAD_ACQ(which == 0 ? &h->cin.v : which == 1 ? &h->cout.v : &h->cdone.v) < target) return g;
+    }
+    return -1;
+}
+
+/* Waits until every other member's counter has reached `target`. */
+static dist_result dist__shm_wait(dist__coll *c, int which, uint64_t target) {
+    static const char *const what[] = { "put its part in place", "combine its slice", "finish reading" };
+    dist__engine *e = c->e;
+    /* The others are busy with this very collective: worth a longer spin
+       than a receive's (a sleep and a wake-up cost tens of microseconds). */
+    int64_t start = dist__now_ns(), spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
+    unsigned spins = 0;
+    int g;
+    while ((g = dist__shm_behind(c, which, target)) >= 0) {
+        int64_t now;
+        if ((++spins & 255) && dist__now_ns() - start < spin) {
+            if (spins & e->yield_mask) DIST__CPU_RELAX(); else sched_yield();
+            continue;
+        }
+        now = dist__now_ns();
+        pthread_mutex_lock(&e->lock);
+        if (c->d->abort_seq == c->seq) dist__coll_failf(c, c->d->abort_code, "%s", c->d->abort_text);
+        else if (!dist__coll_member_lost(c) && now >= c->deadline_ns)
+            dist__coll_failf(c, DIST_ERR_TIMEOUT, "timed out after %.1f s waiting for rank %d to %s", c->d->timeout_ms / 1000.0, g,
+                             what[which]);
+        if (c->res == DIST_OK) {
+            if (e->driving) {
+                dist__wait_step(e, 1);              /* the background thread steps aside */
+            } else if (now - start < spin) {
+                dist__drive_once(e, 0, 0);          /* a look at the connections */
+            } else {
+                /* Sleep in poll: peers that move on ring the doorbell when
+                   they see this flag; what they did before it was set is
+                   seen here.  (The engine clears it after poll.) */
+                DIST__STORE_REL(&e->seg_hdr->sleeping, 1u);
+                DIST__FENCE();
+                if (dist__shm_behind(c, which, target) >= 0) dist__drive_once(e, 10, 0);
+                else DIST__STORE_REL(&e->seg_hdr->sleeping, 0u);
+            }
+        }
+        pthread_mutex_unlock(&e->lock);
+        if (c->res != DIST_OK) return c->res;
+    }
+    return DIST_OK;
+}
+
+/* Publishes this rank's counter and wakes the members asleep. */
+static void dist__shm_publish(dist__coll *c, dist__shm_counter *k, uint64_t v) {
+    dist__engine *e = c->e;
+    DIST__STORE_REL(&k->v, v);
+    DIST__FENCE();
+    for (int g = 0; g < c->d->world; g++) {
+        dist__peer *p = &e->peers[g];
+        if (g != c->d->rank && DIST__LOAD_ACQ(&p->peer_hdr->sleeping)) {
+            ssize_t w = send(p->fd, "c", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            DIST__UNUSED(w);
+        }
+    }
+}
+
+static dist_result dist__shm_all_reduce(dist__coll *c, uint8_t *buf) {
+    dist__engine *e = c->e;
+    dist_t *d = c->d;
+    int n = d->world, me = d->rank;
+    size_t es = c->es, step_elems = DIST_SHM_COLL_BYTES / es;
+    dist__reduce_fn combine = dist__reduce_table[c->dtype][c->op];
+    dist_req_t **q;
+    /* descriptors: an empty frame to and from every member */
+    if (!dist__grow_array(c, (void **)&d->slots, &d->slots_cap, 2 * (size_t)n, sizeof(dist_req_t *))) return c->res;
+    q = d->slots;
+    for (int g = 0; g < n; g++) {
+        q[2 * g] = q[2 * g + 1] = NULL;
+        if (g == me) continue;
+        if ((q[2 * g] = dist__coll_recv(c, g, dist__empty, 0)) == NULL) return c->res;
+        if ((q[2 * g + 1] = dist__coll_send(c, g, dist__empty, 0)) == NULL) return c->res;
+    }
+    for (int i = 0; i < 2 * n; i++)
+        if (q[i] && dist__coll_wait(c, q[i]) != DIST_OK) return c->res;
+    for (size_t off = 0; off < c->count; off += step_elems) {
+        size_t m = DIST__MIN(step_elems, c->count - off);
+        uint64_t step = ++e->coll_step;
+        size_t b = (size_t)(step & 1), so = dist__block_off(m, n, me), sl = dist__block_len(m, n, me);
+        uint8_t *in = e->coll_area + b * DIST_SHM_COLL_BYTES, *acc = buf + (off + so) * es;
+        /* 1. the others' slices of our part in (ours stays in buf); our
+              buffers b were last read in step - 2 */
+        if (step > 2 && dist__shm_wait(c, 2, step - 2) != DIST_OK) break;
+        if (so) memcpy(in, buf + off * es, so * es);
+        if (so + sl < m) memcpy(in + (so + sl) * es, buf + (off + so + sl) * es, (m - so - sl) * es);
+        dist__shm_publish(c, &e->seg_hdr->cin, step);
+        /* 2. combine our slice, in buf, with every other rank's, in rank
+              order; then put the result where the others can read it */
+        if (dist__shm_wait(c, 0, step) != DIST_OK) break;
+        for (int g = 0; g < n; g++)
+            if (g != me) combine(acc, e->peers[g].coll_area + b * DIST_SHM_COLL_BYTES + so * es, sl, g < me);
+        memcpy(e->coll_area + (2 + b) * DIST_SHM_COLL_BYTES + so * es, acc, sl * es);
+        dist__shm_publish(c, &e->seg_hdr->cout, step);
+        /* 3. the others' slices out */
+        if (dist__shm_wait(c, 1, step) != DIST_OK) break;
+        for (int g = 0; g < n; g++) {
+            size_t go = dist__block_off(m, n, g), gl = dist__block_len(m, n, g);
+            if (g != me) memcpy(buf + (off + go) * es, e->peers[g].coll_area + (2 + b) * DIST_SHM_COLL_BYTES + go * es, gl * es);
+        }
+        dist__shm_publish(c, &e->seg_hdr->cdone, step);
+    }
+    /* Out of step with the others now: the next collectives pass messages
+       (and fail at once on ranks that still want shared memory). */
+    if (c->res != DIST_OK) d->shm_off = 1;
+    return c->res;
+}
+
 static int dist__algo_from_env(void) {
     const char *v = dist__getenv("DIST_ALGO");
     if (!v) return DIST__ALGO_AUTO;
@@ -4059,6 +4239,13 @@ static int dist__algo_from_env(void) {
 /* The algorithm a collective uses: DIST_ALGO where it applies, else by size. */
 static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
     int want = d->algo_override;
+    /* In the world's shared segments when every rank is on this host (the
+       same answer on every rank: all_shm was agreed at init, shm_off only
+       changes after a failure, and a disagreement shows in the descriptor). */
+    if (kind == DIST__COLL_ALL_REDUCE && d->top == d && d->world > 1 && d->eng->all_shm && !d->shm_off &&
+        (want == DIST__ALGO_SHM || (want == DIST__ALGO_AUTO && bytes > DIST_SMALL_BYTES)))
+        return DIST__ALGO_SHM;
+    if (want == DIST__ALGO_SHM) want = DIST__ALGO_AUTO;
     switch (kind) {
     case DIST__COLL_ALL_REDUCE: case DIST__COLL_BROADCAST: case DIST__COLL_REDUCE:
         if (want == DIST__ALGO_RING || want == DIST__ALGO_TREE) return want;
@@ -4094,7 +4281,8 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
         break;
     }
     case DIST__COLL_ALL_REDUCE:
-        if (n > 1) algo == DIST__ALGO_RING ? dist__ring_all_reduce(&c, out) : dist__rd_all_reduce(&c, out);
+        if (n > 1 && algo == DIST__ALGO_SHM) dist__shm_all_reduce(&c, out);
+        else if (n > 1) algo == DIST__ALGO_RING ? dist__ring_all_reduce(&c, out) : dist__rd_all_reduce(&c, out);
         if (c.res == DIST_OK && j->op == DIST_AVG) dist__scale_avg(out, j->count, j->dtype, n);
         break;
     case DIST__COLL_GATHER:
@@ -4137,7 +4325,7 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
         dist__dissemination_barrier(&c);
         break;
     default:
-        dist__coll_failf(&c, DIST_ERR_INVALID, 0, "unknown collective %d", j->kind);
+        dist__coll_failf(&c, DIST_ERR_INVALID, "unknown collective %d", j->kind);
     }
     return dist__coll_end(&c);
 }
@@ -4648,7 +4836,7 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
         else return dist__fail(NULL, DIST_ERR_INIT, "init: transport \"%s\" is not auto, tcp or mixed", t);
     }
     if ((s->algo = dist__algo_from_env()) < 0)
-        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, direct", dist__getenv("DIST_ALGO"));
+        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, direct, shm", dist__getenv("DIST_ALGO"));
     /* an inherited listening socket for the store (dist_spawn, distrun) */
     if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
     else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;
@@ -4986,10 +5174,13 @@ static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec
     close(lfd);
     if (m == MAP_FAILED) return 0;
     h = (dist__shm_hdr *)m;
-    if (h->magic != DIST__SHM_MAGIC || h->owner_rank != p->rank || h->owner_pid != pid || h->ring_size != ring || h->seg_size != size) {
+    if (h->magic != DIST__SHM_MAGIC || h->owner_rank != p->rank || h->owner_pid != pid || h->ring_size != ring || h->seg_size != size ||
+        h->coll_bytes != DIST_SHM_COLL_BYTES || h->coll_off < DIST__SHM_HDR || h->coll_off > size ||
+        (size - h->coll_off) / 4 < h->coll_bytes) {
         munmap(m, (size_t)size);
         return 0;
     }
+    p->coll_area = (uint8_t *)m + h->coll_off;
     p->peer_seg = m; p->peer_seg_size = (size_t)size;
     p->peer_hdr = h;
     p->tx_ring = dist__seg_ring(m, ring, slot);
@@ -5033,7 +5224,7 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
         ring = 4096;
         while (ring * 2 <= per && ring < (1u << 20)) ring *= 2;
         if (ring < 65536) ring = 65536;
-        e->seg_size = DIST__SHM_HDR + (size_t)ncand * (sizeof(dist__ring) + (size_t)ring);
+        e->seg_size = DIST__SHM_HDR + (size_t)ncand * (sizeof(dist__ring) + (size_t)ring) + 4 * (size_t)DIST_SHM_COLL_BYTES;
         e->seg_fd = dist__shm_create(e->seg_size);
         e->seg = e->seg_fd >= 0 ? mmap(NULL, e->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, e->seg_fd, 0) : MAP_FAILED;
         if (e->seg == MAP_FAILED) {
@@ -5049,6 +5240,9 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
             e->seg_hdr->nrings = ncand;
             e->seg_hdr->ring_size = ring;
             e->seg_hdr->seg_size = e->seg_size;
+            e->seg_hdr->coll_off = e->seg_size - 4 * (size_t)DIST_SHM_COLL_BYTES;
+            e->seg_hdr->coll_bytes = DIST_SHM_COLL_BYTES;
+            e->coll_area = (uint8_t *)e->seg + e->seg_hdr->coll_off;
         }
     }
     /* B: where to find our segment */
@@ -5096,6 +5290,18 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     /* Every peer has mapped our segment or given up: the last name of it
        goes; the memory lives as long as the mappings. */
     if (e->seg_fd >= 0) { close(e->seg_fd); e->seg_fd = -1; }
+    /* D: does every rank talk to every other over shared memory?  Then the
+       world's collectives may work in the segments directly. */
+    for (int j = 0; j < n; j++) {
+        uint8_t *o = out + (size_t)j * DIST__SHM_REC;
+        memset(o, 0, DIST__SHM_REC);
+        dist__put32(o, 0x44736873u);
+        dist__put32(o + 4, (uint32_t)(e->nshm == n - 1));
+    }
+    if ((r = dist__shm_exchange(d, out, in, deadline, "all")) != DIST_OK) goto done;
+    e->all_shm = e->nshm == n - 1;
+    for (int j = 0; j < n; j++)
+        if (j != me && !dist__get32(in + (size_t)j * DIST__SHM_REC + 4)) e->all_shm = 0;
     /* More ranks here than CPUs: a spinning rank soon gives its CPU to the
        peer it waits for; otherwise it yields rarely (a system call each). */
     e->yield_mask = e->nshm + 1 > dist__cpu_count() ? 1u : 15u;
