@@ -1869,6 +1869,13 @@ typedef struct dist__shm_hdr {      /* the start of a segment */
 #ifndef DIST_SHM_SPIN_US
 #  define DIST_SHM_SPIN_US     5000
 #endif
+/* Bytes each rank combines per step of a shared-memory collective (so a
+   step of n ranks is n times this, at most DIST_SHM_COLL_BYTES): small
+   enough to stay in cache, large enough that the three waits of a step
+   cost little. */
+#ifndef DIST_SHM_SLICE_BYTES
+#  define DIST_SHM_SLICE_BYTES (128 * 1024)
+#endif
 /* Bytes of one buffer of the collective area (two pipelined steps). */
 #ifndef DIST_SHM_COLL_BYTES
 #  define DIST_SHM_COLL_BYTES  (1024 * 1024)
@@ -4182,7 +4189,7 @@ static dist_result dist__shm_all_reduce(dist__coll *c, uint8_t *buf) {
     dist__engine *e = c->e;
     dist_t *d = c->d;
     int n = d->world, me = d->rank;
-    size_t es = c->es, step_elems = DIST_SHM_COLL_BYTES / es;
+    size_t es = c->es, step_elems = DIST__MIN((size_t)DIST_SHM_COLL_BYTES, (size_t)n * DIST_SHM_SLICE_BYTES) / es;
     dist__reduce_fn combine = dist__reduce_table[c->dtype][c->op];
     dist_req_t **q;
     /* descriptors: an empty frame to and from every member */
