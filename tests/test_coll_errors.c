@@ -68,47 +68,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define NR 4
 #define ODD 2
 #define COUNT 1000
 #define GUARD 64
 #define MAXCASES 16
 
-static double g_scale = 1.0;
-static int g_failures = 0;
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-static int scaled(int ms) { return (int)(ms * g_scale); }
 static int quick_ms(void) { int q = scaled(3000); return q > 6000 ? 6000 : q; }
-
-static void ok(const char *fmt, ...) {
-    va_list ap;
-    printf("ok   ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
-
-static void fail(const char *name, const char *fmt, ...) {
-    va_list ap;
-    printf("FAIL %s: ", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    g_failures++;
-}
 
 /* ---- collectives by index ---------------------------------------------------- */
 
@@ -583,19 +551,6 @@ static void test_left(void) {
 
 /* ---- DIST_ALGO ----------------------------------------------------------------------- */
 
-static int free_port(void) {
-    int s = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0) return -1;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &len) == 0) port = ntohs(a.sin_port);
-    close(s);
-    return port;
-}
-
 /* Two processes started by hand (dist_spawn would give both the same
    environment): rank 0 with DIST_ALGO=ring, rank 1 with DIST_ALGO=tree. */
 static void test_algo_mismatch(void) {
@@ -603,7 +558,7 @@ static void test_algo_mismatch(void) {
     char url[64];
     pid_t pids[2];
     long deadline;
-    int port = free_port(), sts[2] = { -1, -1 };
+    int port = free_port(AF_INET), sts[2] = { -1, -1 };
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     memset(g->algo_msg, 0, sizeof g->algo_msg);
     g->algo_code[0] = g->algo_code[1] = 1;
@@ -686,12 +641,9 @@ static void test_local(void) {
 }
 
 int main(void) {
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
     long t_all = now_ms();
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    unsetenv("DIST_INIT_METHOD"); unsetenv("DIST_TIMEOUT"); unsetenv("DIST_DEBUG"); unsetenv("DIST_ALGO");
-    unsetenv("DIST_SECRET"); unsetenv("DIST_SOCKET_IFNAME"); unsetenv("DIST_STORE_LISTEN_FD");
+    test_start();
+    UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
     g = (shared_t *)mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED) { perror("mmap"); return 1; }
     memset(g, 0, sizeof *g);

@@ -75,23 +75,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define MAXR 8
 #define BIG ((size_t)1048579)       /* 1M + 3 */
 #define GUARD 64
 #define FILLB 0xCD                  /* receive buffers start as this */
-
-static double g_scale = 1.0;
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
 
 /* ---- the shared check table ---------------------------------------------- */
 
@@ -132,17 +121,13 @@ static int row_id(const char *name) {
 
 static void rec(int id, int rank, int good, const char *fmt, ...) {
     row_t *r;
+    va_list ap;
     if (id < 0) return;
     r = &g->rows[id];
     if (good) { __atomic_add_fetch(&r->pass, 1, __ATOMIC_SEQ_CST); return; }
-    __atomic_add_fetch(&r->fail, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_exchange_n(&r->claimed, 1, __ATOMIC_SEQ_CST) == 0) {
-        va_list ap;
-        int n = snprintf(r->why, sizeof r->why, "rank %d: ", rank);
-        va_start(ap, fmt);
-        vsnprintf(r->why + n, sizeof r->why - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    check_failed_v(&r->fail, &r->claimed, r->why, sizeof r->why, rank, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- 16-bit floats, written independently of the library ----------------- */
@@ -204,12 +189,7 @@ static void init_tables(void) {
 
 /* ---- inputs: a hash of (seed, rank, index) -------------------------------- */
 
-static uint64_t mix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+/* (mix64: testutil.h) */
 static uint64_t rbase(uint64_t seed, int rank) { return mix64(seed * 0x100000001b3ULL + (uint64_t)(rank + 1) * 0x9E3779B97F4A7C15ULL); }
 static uint64_t rval(uint64_t base, size_t i) { return mix64(base ^ ((uint64_t)i * 0xD1B54A32D192ED03ULL)); }
 
@@ -815,8 +795,6 @@ static int rank_main(dist_t *w, void *arg) {
 
 /* ---- the parent ----------------------------------------------------------------- */
 
-static int g_failures = 0;
-
 /* The rows a job will fill, registered up front so that a row nobody
    reached shows as "never checked". */
 static void preregister(const cfgarg_t *c) {
@@ -890,7 +868,6 @@ static int guarded_spawn(const cfgarg_t *c, int deadline_ms, char *msg, size_t c
 }
 
 int main(void) {
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
     static const int auto_sizes[] = { 1, 2, 3, 4, 5, 8 };
     static const int ring_sizes[] = { 2, 3, 5 };
     static const int tree_sizes[] = { 3, 4, 5 };
@@ -898,10 +875,8 @@ int main(void) {
     cfgarg_t cfgs[16];
     int ncfg = 0;
     long t_all = now_ms();
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    unsetenv("DIST_INIT_METHOD"); unsetenv("DIST_TIMEOUT"); unsetenv("DIST_DEBUG"); unsetenv("DIST_ALGO");
-    unsetenv("DIST_SECRET"); unsetenv("DIST_SOCKET_IFNAME"); unsetenv("DIST_STORE_LISTEN_FD");
+    test_start();
+    UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
     init_tables();
     g = (shared_t *)mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED) { perror("mmap"); return 1; }

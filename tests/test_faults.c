@@ -45,18 +45,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define MAXR 8
 
 /* ThreadSanitizer sleeps 1 s (atexit_sleep_ms) inside _exit() before the
    process really ends, which would make a rank that calls _exit(0) die a
    second after it recorded its death time. */
-#if defined(__SANITIZE_THREAD__)
-#  define UNDER_TSAN 1
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define UNDER_TSAN 1
-#  endif
-#endif
 #ifdef UNDER_TSAN
 const char *__tsan_default_options(void);
 const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
@@ -79,34 +74,8 @@ typedef struct {
 } shared_t;
 static shared_t *sh;
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { }
-}
-
-static int fail_at(int rank, int line, const char *fmt, ...) {
-    if (rank < 0 || rank >= MAXR) rank = 0;
-    if (!sh->r[rank].fail[0]) {
-        va_list ap;
-        int k = snprintf(sh->r[rank].fail, sizeof sh->r[rank].fail, "line %d: ", line);
-        va_start(ap, fmt);
-        vsnprintf(sh->r[rank].fail + k, sizeof sh->r[rank].fail - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
-#define FAIL(...) fail_at(rank, __LINE__, __VA_ARGS__)
-#define OK(call)                                                                      \
-    do {                                                                              \
-        dist_result r_ = (call);                                                      \
-        if (r_ != DIST_OK)                                                            \
-            return FAIL("%s -> %s: %s", #call, dist_result_name(r_), dist_error_message(w)); \
-    } while (0)
+/* FAIL(...) and OK(call) (testutil.h): each rank's first failure */
+DEFINE_FAIL_AT(MAXR, NULL, sh->r[rank].fail)
 
 static void record(dist_t *w, int rank, dist_result res, int64_t t0) {
     rank_report *rr = &sh->r[rank];
@@ -116,34 +85,16 @@ static void record(dist_t *w, int rank, dist_result res, int64_t t0) {
     snprintf(rr->msg, sizeof rr->msg, "%s", dist_error_message(w));
 }
 
-/* ---- parent-side reporting --------------------------------------------- */
-static int g_failed = 0, g_cur_failed = 0;
-static const char *g_case = "";
-
+/* ---- parent-side reporting (case_bad, case_end: testutil.h) ----------- */
 static void begin(const char *name) {
     g_case = name;
     g_cur_failed = 0;
     memset(sh, 0, sizeof *sh);
 }
-static void bad(const char *fmt, ...) {
-    va_list ap;
-    if (!g_cur_failed) printf("FAIL %s\n", g_case);
-    g_cur_failed = 1;
-    printf("     ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
-static void end(double secs, const char *extra) {
-    if (g_cur_failed) g_failed++;
-    else printf("ok   %s (%.2f s)%s%s\n", g_case, secs, extra && extra[0] ? "  " : "", extra ? extra : "");
-}
 static void check_rank_failures(int n) {
     for (int r = 0; r < n; r++)
-        if (sh->r[r].fail[0]) bad("rank %d: %s", r, sh->r[r].fail);
+        if (sh->r[r].fail[0]) case_bad("rank %d: %s", r, sh->r[r].fail);
 }
-static double secs_since(int64_t t0) { return (double)(now_ns() - t0) / 1e9; }
 
 /* ===========================================================================
    1. A peer dies while the others wait for it.
@@ -196,31 +147,31 @@ static void case_death(int n, int dying, int how, int style) {
     int rc = dist_spawn(n, fn_death, &a, &cfg);
     double el = secs_since(t0);
     int want_rc = how == DIE_EXIT ? 0 : 128 + SIGKILL;
-    if (rc != want_rc) bad("dist_spawn returned %d (%s), expected %d", rc, dist_error_message(NULL), want_rc);
+    if (rc != want_rc) case_bad("dist_spawn returned %d (%s), expected %d", rc, dist_error_message(NULL), want_rc);
     check_rank_failures(n);
-    if (!sh->death_ns) bad("rank %d never got to its death", dying);
+    if (!sh->death_ns) case_bad("rank %d never got to its death", dying);
     double worst = 0;
     char rs[32];
     snprintf(rs, sizeof rs, "rank %d", dying);
     for (int r = 0; r < n && sh->death_ns; r++) {
         if (r == dying) continue;
         rank_report *rr = &sh->r[r];
-        if (!rr->reported) { bad("rank %d never reported (was it stopped before its receive returned?)", r); continue; }
+        if (!rr->reported) { case_bad("rank %d never reported (was it stopped before its receive returned?)", r); continue; }
         double after = (double)(rr->t_ns - sh->death_ns) / 1e9;
         if (rr->result != DIST_ERR_PEER_LOST)
-            bad("rank %d: got %s after %.2f s (\"%s\"), expected DIST_ERR_PEER_LOST", r,
+            case_bad("rank %d: got %s after %.2f s (\"%s\"), expected DIST_ERR_PEER_LOST", r,
                 dist_result_name((dist_result)rr->result), rr->waited_s, rr->msg);
         else if (after < 0)
-            bad("rank %d: DIST_ERR_PEER_LOST %.3f s BEFORE rank %d died (\"%s\")", r, -after, dying, rr->msg);
+            case_bad("rank %d: DIST_ERR_PEER_LOST %.3f s BEFORE rank %d died (\"%s\")", r, -after, dying, rr->msg);
         else if (after > 1.0)
-            bad("rank %d: DIST_ERR_PEER_LOST %.3f s after the death (bound: 1 s)", r, after);
+            case_bad("rank %d: DIST_ERR_PEER_LOST %.3f s after the death (bound: 1 s)", r, after);
         if (rr->result == DIST_ERR_PEER_LOST && !strstr(rr->msg, rs))
-            bad("rank %d: the message \"%s\" does not name %s", r, rr->msg, rs);
+            case_bad("rank %d: the message \"%s\" does not name %s", r, rr->msg, rs);
         if (after > worst) worst = after;
     }
     char extra[64];
     snprintf(extra, sizeof extra, "slowest survivor saw it %.0f ms after the death", worst * 1e3);
-    end(el, extra);
+    case_end(el, extra);
 }
 
 /* ===========================================================================
@@ -307,13 +258,13 @@ static void case_timeout(void) {
     int64_t t0 = now_ns();
     int rc = dist_spawn(2, fn_timeout, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
     check_rank_failures(2);
     for (int r = 0; r < 2; r++)
-        if (!sh->r[r].reported && !sh->r[r].fail[0]) bad("rank %d did not finish", r);
+        if (!sh->r[r].reported && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
     char extra[600];
     snprintf(extra, sizeof extra, "last timeout after %.2f s: \"%s\"", sh->r[0].waited_s, sh->r[0].msg);
-    end(el, extra);
+    case_end(el, extra);
 }
 
 /* ===========================================================================
@@ -374,9 +325,9 @@ static void case_destroy_pending(void) {
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
         getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
-        bad("cannot make a listening socket: %s", strerror(errno));
+        case_bad("cannot make a listening socket: %s", strerror(errno));
         if (lfd >= 0) close(lfd);
-        end(0, NULL);
+        case_end(0, NULL);
         return;
     }
     int port = ntohs(sa.sin_port);
@@ -389,17 +340,17 @@ static void case_destroy_pending(void) {
     close(lfd);
     for (int r = 0; r < 2; r++) {
         int st = 0;
-        if (pid[r] < 0) { bad("fork failed"); continue; }
+        if (pid[r] < 0) { case_bad("fork failed"); continue; }
         while (waitpid(pid[r], &st, 0) < 0 && errno == EINTR) { }
-        if (WIFSIGNALED(st)) bad("rank %d died by signal %d", r, WTERMSIG(st));
-        else if (WEXITSTATUS(st) != 0) bad("rank %d exited with %d", r, WEXITSTATUS(st));
+        if (WIFSIGNALED(st)) case_bad("rank %d died by signal %d", r, WTERMSIG(st));
+        else if (WEXITSTATUS(st) != 0) case_bad("rank %d exited with %d", r, WEXITSTATUS(st));
     }
     check_rank_failures(2);
     for (int r = 0; r < 2; r++)
-        if (!sh->r[r].reported && !sh->r[r].fail[0]) bad("rank %d did not finish", r);
+        if (!sh->r[r].reported && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
     char extra[96];
     snprintf(extra, sizeof extra, "dist_destroy took %.3f s / %.3f s", sh->r[0].waited_s, sh->r[1].waited_s);
-    end(secs_since(t0), extra);
+    case_end(secs_since(t0), extra);
 }
 
 /* ===========================================================================
@@ -493,14 +444,14 @@ static void case_after_loss(void) {
     int64_t t0 = now_ns();
     int rc = dist_spawn(4, fn_after_loss, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
     check_rank_failures(4);
     for (int r = 0; r < 3; r++)
-        if (!sh->r[r].reported && !sh->r[r].fail[0]) bad("rank %d did not finish", r);
+        if (!sh->r[r].reported && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
     char extra[600];
     snprintf(extra, sizeof extra, "(note: a DIST_ANY_SOURCE recv afterwards, with only live senders, returns %s)",
              sh->r[0].msg[0] ? sh->r[0].msg : "?");
-    end(el, extra);
+    case_end(el, extra);
 }
 
 /* ===========================================================================
@@ -544,11 +495,11 @@ static void case_spawn_fail(int n, int failing) {
     int64_t t0 = now_ns();
     int rc = dist_spawn(n, fn_fail_one, &a, &cfg);
     int64_t t1 = now_ns();
-    if (rc != 3) bad("dist_spawn returned %d (%s), expected 3", rc, dist_error_message(NULL));
+    if (rc != 3) case_bad("dist_spawn returned %d (%s), expected 3", rc, dist_error_message(NULL));
     check_rank_failures(n);
     double stop = sh->ret_ns ? (double)(t1 - sh->ret_ns) / 1e9 : -1;
-    if (!sh->ret_ns) bad("rank %d never got to return 3", failing);
-    else if (stop > 3.0) bad("dist_spawn returned %.2f s after rank %d's fn returned 3", stop, failing);
+    if (!sh->ret_ns) case_bad("rank %d never got to return 3", failing);
+    else if (stop > 3.0) case_bad("dist_spawn returned %.2f s after rank %d's fn returned 3", stop, failing);
     /* A rank may see its receive end with DIST_ERR_PEER_LOST when the rank
        it waits for was stopped a moment before itself; anything else means
        it was not stopped (nobody ever sends what it waits for). */
@@ -557,13 +508,13 @@ static void case_spawn_fail(int n, int failing) {
         if (r == failing || !sh->r[r].reported) continue;
         ended++;
         if (sh->r[r].result != DIST_ERR_PEER_LOST)
-            bad("rank %d was not stopped: its dist_recv returned %s after %.2f s (%s)", r,
+            case_bad("rank %d was not stopped: its dist_recv returned %s after %.2f s (%s)", r,
                 dist_result_name((dist_result)sh->r[r].result), sh->r[r].waited_s, sh->r[r].msg);
     }
     char extra[128];
     snprintf(extra, sizeof extra, "returned %.2f s after the failure; %d of %d others stopped while waiting", stop,
              n - 1 - ended, n - 1);
-    end((double)(t1 - t0) / 1e9, extra);
+    case_end((double)(t1 - t0) / 1e9, extra);
 }
 
 static int fn_all_zero(dist_t *w, void *p) {
@@ -586,10 +537,10 @@ static void case_spawn_zero(int n) {
     cfg.timeout_ms = 5000;
     int64_t t0 = now_ns();
     int rc = dist_spawn(n, fn_all_zero, NULL, &cfg);
-    if (rc != 0) bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
     check_rank_failures(n);
-    for (int r = 0; r < n; r++) if (!sh->r[r].reported) bad("rank %d did not finish", r);
-    end(secs_since(t0), NULL);
+    for (int r = 0; r < n; r++) if (!sh->r[r].reported) case_bad("rank %d did not finish", r);
+    case_end(secs_since(t0), NULL);
 }
 
 int main(void) {

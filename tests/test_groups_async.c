@@ -42,22 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define NR 4
-
-static double g_scale = 1.0;
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-static int scaled(int ms) { return (int)(ms * g_scale); }
 
 /* ---- the shared check table ------------------------------------------------ */
 
@@ -86,17 +73,7 @@ static int scaled(int ms) { return (int)(ms * g_scale); }
     X(A_UNWAITED,   "all_reduce_async on a group never waited on: dist_destroy(group) runs it first (right sum), returns DIST_OK") \
     X(RANKS_DONE,   "every rank of both 4-rank jobs ran every step")
 
-enum {
-#define X_ENUM(id, text) id,
-    CHECKS(X_ENUM)
-#undef X_ENUM
-    NCHECKS
-};
-static const char *check_names[] = {
-#define X_NAME(id, text) text,
-    CHECKS(X_NAME)
-#undef X_NAME
-};
+DEFINE_CHECKS(CHECKS);
 
 typedef struct check { int pass, fail, claimed; char why[600]; } check_t;
 
@@ -109,21 +86,9 @@ typedef struct shared {
 
 static shared_t *g;
 
-static void pass_(int id) { __atomic_add_fetch(&g->checks[id].pass, 1, __ATOMIC_SEQ_CST); }
+/* pass_(id), fail_(id, rank, fmt, ...) and CHECK(id, cond, ...) (testutil.h) */
+DEFINE_CHECK_FNS(g->checks)
 
-static void fail_(int id, int rank, const char *fmt, ...) {
-    check_t *c = &g->checks[id];
-    __atomic_add_fetch(&c->fail, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_exchange_n(&c->claimed, 1, __ATOMIC_SEQ_CST) == 0) {
-        va_list ap;
-        int n = snprintf(c->why, sizeof c->why, "rank %d: ", rank);
-        va_start(ap, fmt);
-        vsnprintf(c->why + n, sizeof c->why - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-}
-
-#define CHECK(id, cond, ...) do { if (cond) pass_(id); else fail_(id, rank, __VA_ARGS__); } while (0)
 #define RN(r) dist_result_name(r)
 #define EM(d) dist_error_message(d)
 
@@ -764,12 +729,9 @@ static int async_main(dist_t *w, void *arg) {
 int main(void) {
     dist_config cfg;
     int failures = 0, rc1, rc2, rc3;
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
     long t0;
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    unsetenv("DIST_INIT_METHOD"); unsetenv("DIST_TIMEOUT"); unsetenv("DIST_DEBUG"); unsetenv("DIST_ALGO");
-    unsetenv("DIST_SECRET"); unsetenv("DIST_SOCKET_IFNAME"); unsetenv("DIST_STORE_LISTEN_FD");
+    test_start();
+    UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
     g = (shared_t *)mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED) { perror("mmap"); return 1; }
     memset(g, 0, sizeof *g);

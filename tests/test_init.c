@@ -28,39 +28,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define MAXP 8
 
-/* ---- small helpers ------------------------------------------------------ */
+/* ---- small helpers (the common ones are in testutil.h) ------------------ */
 
-static double g_scale = 1.0;   /* DIST_TIMEOUT_SCALE (sanitizer passes) */
-static int g_failures = 0;
 static int g_no_ipv6 = 0;      /* the IPv6 checks could not run */
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-static int scaled(int ms) { return (int)(ms * g_scale); }
-
-static void ok(const char *name) { printf("ok   %s\n", name); fflush(stdout); }
-
-static void fail(const char *name, const char *fmt, ...) {
-    va_list ap;
-    printf("FAIL %s: ", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-    g_failures++;
-}
 
 static void setenvf(const char *name, const char *fmt, ...) {
     char v[512];
@@ -73,39 +47,10 @@ static void setenvf(const char *name, const char *fmt, ...) {
 
 /* Everything the library (or a launcher) might read. */
 static void clear_env(void) {
-    static const char *names[] = {
-        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-        "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-        "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_SOCKET_IFNAME", "DIST_SECRET", "DIST_DEBUG",
-        "DIST_SPIN_US", "DIST_STORE_LISTEN_FD",
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
-}
-
-/* A port nobody listens on right now (bind port 0, read it, close: the
-   small race with other programs is acceptable). */
-static int free_port(int family) {
-    int s = socket(family, SOCK_STREAM, 0), port = -1;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    memset(&ss, 0, sizeof ss);
-    if (s < 0) return -1;
-    if (family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_addr = in6addr_loopback;
-        len = sizeof *a;
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        len = sizeof *a;
-    }
-    if (bind(s, (struct sockaddr *)&ss, len) == 0 && getsockname(s, (struct sockaddr *)&ss, &len) == 0)
-        port = family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    close(s);
-    return port;
+    UNSET_ENV("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+              "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+              "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+              LAUNCHER_ENV, "DIST_SPIN_US");
 }
 
 /* A listening socket on 127.0.0.1 (inheritable); its port in *port. */
@@ -322,7 +267,7 @@ static int job_ok(const scen_t *s, const int *expect_rank, int expect_world, cha
 static void check_job(scen_t *s, const int *expect_rank, int expect_world) {
     char why[1024];
     run_job(s);
-    if (job_ok(s, expect_rank, expect_world, why, sizeof why)) ok(s->name);
+    if (job_ok(s, expect_rank, expect_world, why, sizeof why)) ok("%s", s->name);
     else fail(s->name, "%s", why);
 }
 
@@ -631,7 +576,7 @@ static void test_file(void) {
         long waited = 0;
         for (int i = 1; i < 4; i++) if (g_slots[i].init_ms > waited) waited = g_slots[i].init_ms;
         if (waited < 150) fail(s.name, "the other ranks' dist_init took at most %ld ms: rank 0 was not last", waited);
-        else ok(s.name);
+        else ok("%s", s.name);
     }
     if (!g_slots[0].finished) fail("file:// rendezvous file exists during the job, removed by rank 0's dist_destroy", "rank 0 did not finish");
     else if (!g_slots[0].check_a) fail("file:// rendezvous file exists during the job", "%s does not exist after dist_init", s.path);
@@ -689,7 +634,7 @@ static void test_file_more(void) {
     if (!g_slots[0].finished || g_slots[0].exit_code) fail(s.name, "the process %s", slot_state(&g_slots[0]));
     else if (g_slots[0].init_res == DIST_OK) fail(s.name, "dist_init succeeded");
     else if (access(s.path, F_OK) == 0) fail(s.name, "%s is left behind", s.path);
-    else ok(s.name);
+    else ok("%s", s.name);
     unlink(s.path);
 }
 
@@ -733,7 +678,7 @@ static void test_dist_timeout(void) {
         run_job(&s);
         if (!job_ok(&s, NULL, 2, why, sizeof why)) { fail(name, "%s", why); continue; }
         for (int i = 0; i < 2; i++) if (g_slots[i].timeout_ms != cases[c].expect) { good = 0; bad = i; }
-        if (good) ok(name);
+        if (good) ok("%s", name);
         else fail(name, "process %d: dist_timeout_ms %d", bad, g_slots[bad].timeout_ms);
     }
 }
@@ -863,14 +808,14 @@ static void test_world_disagreement(void) {
         if (!sl->finished || sl->exit_code) { good = 0; snprintf(why, sizeof why, "process %d %s", i, slot_state(sl)); }
         else if (sl->init_res == DIST_OK) { good = 0; snprintf(why, sizeof why, "process %d (rank %d of %d) joined", i, s.rank[i], s.world[i]); }
     }
-    if (good) ok(name); else fail(name, "%s", why);
+    if (good) ok("%s", name); else fail(name, "%s", why);
     if (!good) return;
     /* 2. the refused process says why, at once */
     snprintf(name, sizeof name, "%s: rank 1 is refused at once, naming both world sizes", base);
     if (!strstr(g_slots[1].msg, "world size 2") || !strstr(g_slots[1].msg, "world size 3"))
         fail(name, "message \"%s\"", g_slots[1].msg);
     else if (g_slots[1].init_ms > scaled(2000)) fail(name, "it took %ld ms", g_slots[1].init_ms);
-    else ok(name);
+    else ok("%s", name);
     /* 3. the ranks left waiting say what happened (the store records the
           refusal under "dist/rejected" for them, see the design notes) */
     for (int i = 0; i < 3; i += 2) {
@@ -878,7 +823,7 @@ static void test_world_disagreement(void) {
                  i == 2 ? " (started 500 ms later)" : "");
         if (!strstr(g_slots[i].msg, "world size 2") || !strstr(g_slots[i].msg, "world size 3"))
             fail(name, "its message does not say why the job did not form: \"%s\"", g_slots[i].msg);
-        else ok(name);
+        else ok("%s", name);
     }
 }
 
@@ -915,7 +860,7 @@ static void test_duplicate_rank(void) {
         const slot_t *sl = &g_slots[i];
         if (!sl->finished || sl->exit_code) { good = 0; snprintf(why, sizeof why, "process %d %s", i, slot_state(sl)); }
     }
-    if (good) ok(name); else { fail(name, "%s", why); return; }
+    if (good) ok("%s", name); else { fail(name, "%s", why); return; }
     snprintf(name, sizeof name, "%s: one claimant is refused at once with \"rank 1 joined twice\"", base);
     for (int i = 1; i <= 2; i++) {
         const slot_t *sl = &g_slots[i];
@@ -925,13 +870,11 @@ static void test_duplicate_rank(void) {
     if (refused < 0) fail(name, "no rank-1 process says \"rank 1 joined twice\"");
     else if (joined1 > 1) fail(name, "both rank-1 processes joined");
     else if (g_slots[refused].init_ms > scaled(2000)) fail(name, "the refusal took %ld ms", g_slots[refused].init_ms);
-    else ok(name);
+    else ok("%s", name);
 }
 
 int main(void) {
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    test_start();
     clear_env();
     g_slots = (slot_t *)mmap(NULL, sizeof(slot_t) * MAXP, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_slots == MAP_FAILED) { perror("mmap"); return 1; }

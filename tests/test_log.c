@@ -29,53 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double g_scale = 1.0;
-static int g_failures = 0;
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-static int scaled(int ms) { return (int)(ms * g_scale); }
-
-static void ok(const char *fmt, ...) {
-    va_list ap;
-    printf("ok   ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
-
-static void fail(const char *name, const char *fmt, ...) {
-    va_list ap;
-    printf("FAIL %s: ", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    g_failures++;
-}
-
-static int free_port(void) {
-    int s = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0) return -1;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &len) == 0) port = ntohs(a.sin_port);
-    close(s);
-    return port;
-}
+#include "testutil.h"
 
 /* ---- tables ------------------------------------------------------------------ */
 
@@ -301,7 +255,7 @@ static void run_logjob(dist_log_level level, int use_logger, job_t *j) {
     int st;
     memset(g, 0, sizeof *g);
     g->spawn_res = -100;
-    j->port = free_port();
+    j->port = free_port(AF_INET);
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
@@ -480,7 +434,7 @@ static void body_error_jobs(void) {
     j.garbage = 1;
     {   /* the store refuses a stranger (a WARN with a logger) */
         char url[64];
-        j.port = free_port();
+        j.port = free_port(AF_INET);
         snprintf(url, sizeof url, "tcp://127.0.0.1:%d", j.port);
         cfg.init_method = url;
         g_res[3] = dist_spawn(2, fn_logjob, &j, &cfg);
@@ -578,11 +532,8 @@ static void test_stderr(void) {
 }
 
 int main(void) {
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    unsetenv("DIST_DEBUG"); unsetenv("DIST_INIT_METHOD"); unsetenv("DIST_TIMEOUT");
-    unsetenv("DIST_SECRET"); unsetenv("DIST_SOCKET_IFNAME"); unsetenv("DIST_STORE_LISTEN_FD");
+    test_start();
+    UNSET_ENV(LAUNCHER_ENV);
     g = (shared_t *)mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     g_res = (int *)mmap(NULL, 4 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED || g_res == MAP_FAILED) { perror("mmap"); return 1; }

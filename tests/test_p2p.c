@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define MAXR 8
 
 /* ---- shared failure reports ------------------------------------------- */
@@ -36,82 +38,24 @@ typedef struct {
 } shared_t;
 static shared_t *sh;
 
-static int fail_at(int rank, int line, const char *fmt, ...) {
-    if (rank < 0 || rank >= MAXR) rank = 0;
-    int expected = 0;
-    if (atomic_compare_exchange_strong(&sh->claimed[rank], &expected, 1)) {
-        va_list ap;
-        int k = snprintf(sh->msg[rank], sizeof sh->msg[rank], "line %d: ", line);
-        va_start(ap, fmt);
-        vsnprintf(sh->msg[rank] + k, sizeof sh->msg[rank] - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
-#define FAIL(...) fail_at(rank, __LINE__, __VA_ARGS__)
-
-/* A call that must succeed. */
-#define OK(call)                                                                      \
-    do {                                                                              \
-        dist_result r_ = (call);                                                      \
-        if (r_ != DIST_OK)                                                            \
-            return FAIL("%s -> %s: %s", #call, dist_result_name(r_), dist_error_message(w)); \
-    } while (0)
+/* FAIL(...) and OK(call) (testutil.h): each rank's first failure */
+DEFINE_FAIL_AT(MAXR, &sh->claimed[rank], sh->msg[rank])
 #define EXPECT(cond, ...)                                  \
     do {                                                   \
         if (!(cond)) return FAIL(__VA_ARGS__);             \
     } while (0)
 
 /* ---- reference data ----------------------------------------------------- */
-static uint64_t splitmix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+/* Byte patterns: fill_bytes(buf, n, seed), and check_bytes(), the index of
+   the first byte that differs from it or SIZE_MAX (testutil.h). */
 static uint64_t seed_of(uint64_t a, uint64_t b, uint64_t c) {
-    return splitmix(splitmix(splitmix(a) ^ b) ^ c) | 1;
+    return mix64(mix64(mix64(a) ^ b) ^ c) | 1;
 }
 static uint64_t xs_next(uint64_t *s) {
     uint64_t x = *s;
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
     return *s = x;
 }
-static void gen_bytes(void *buf, size_t n, uint64_t seed) {
-    uint8_t *p = (uint8_t *)buf;
-    uint64_t s = seed, v;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) { v = xs_next(&s); memcpy(p + i, &v, 8); }
-    if (i < n) { v = xs_next(&s); memcpy(p + i, &v, n - i); }
-}
-/* Index of the first byte that differs from the pattern, or SIZE_MAX. */
-static size_t diff_bytes(const void *buf, size_t n, uint64_t seed) {
-    const uint8_t *p = (const uint8_t *)buf;
-    uint64_t s = seed, v;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v = xs_next(&s);
-        if (memcmp(p + i, &v, 8) != 0) {
-            for (size_t k = 0; k < 8; k++) if (p[i + k] != ((const uint8_t *)&v)[k]) return i + k;
-        }
-    }
-    if (i < n) {
-        v = xs_next(&s);
-        for (size_t k = 0; i + k < n; k++) if (p[i + k] != ((const uint8_t *)&v)[k]) return i + k;
-    }
-    return SIZE_MAX;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-static void sleep_us(long us) {
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
-    while (nanosleep(&ts, &ts) != 0) { }
-}
-static void sleep_ms(int ms) { sleep_us((long)ms * 1000); }
 
 #define RANK_SETUP()                                     \
     int rank = dist_rank(w), n = dist_world_size(w);     \
@@ -314,7 +258,7 @@ static int t_dtypes(dist_t *w, void *arg) {
         int k = 0;
         for (int dt = 0; dt < DIST_DTYPE_COUNT; dt++) {
             size_t nb = dist_dtype_size((dist_dtype)dt) * DT_COUNT;
-            gen_bytes(out[dt], nb, seed_of((uint64_t)rank, (uint64_t)dt, (uint64_t)pass));
+            fill_bytes(out[dt], nb, seed_of((uint64_t)rank, (uint64_t)dt, (uint64_t)pass));
             memset(in[dt], 0xEE, nb + 16);
         }
         if (pass == 0) {   /* blocking: send in dtype order, receive in reverse */
@@ -331,7 +275,7 @@ static int t_dtypes(dist_t *w, void *arg) {
         }
         for (int dt = 0; dt < DIST_DTYPE_COUNT; dt++) {
             size_t nb = dist_dtype_size((dist_dtype)dt) * DT_COUNT;
-            size_t at = diff_bytes(in[dt], nb, seed_of((uint64_t)left, (uint64_t)dt, (uint64_t)pass));
+            size_t at = check_bytes(in[dt], nb, seed_of((uint64_t)left, (uint64_t)dt, (uint64_t)pass));
             EXPECT(at == SIZE_MAX, "%s %s: byte %zu of %zu differs from rank %d's pattern",
                    pass ? "isend/irecv" : "send/recv", dist_dtype_name((dist_dtype)dt), at, nb, left);
             for (int j = 0; j < 16; j++)
@@ -354,7 +298,7 @@ static int t_overlap(dist_t *w, void *arg) {
         sb[p] = malloc(BIG4);
         rb[p] = malloc(BIG4);
         if (!sb[p] || !rb[p]) return FAIL("out of memory");
-        gen_bytes(sb[p], BIG4, seed_of(100 + (uint64_t)rank, (uint64_t)p, 4));
+        fill_bytes(sb[p], BIG4, seed_of(100 + (uint64_t)rank, (uint64_t)p, 4));
         memset(rb[p], 0, BIG4);
     }
     for (int i = 1; i < n; i++) {   /* peers in a different order on each rank */
@@ -370,7 +314,7 @@ static int t_overlap(dist_t *w, void *arg) {
     OK(dist_wait_all(k, rq));
     for (int p = 0; p < n; p++) {
         if (p == rank) continue;
-        size_t at = diff_bytes(rb[p], BIG4, seed_of(100 + (uint64_t)p, (uint64_t)rank, 4));
+        size_t at = check_bytes(rb[p], BIG4, seed_of(100 + (uint64_t)p, (uint64_t)rank, 4));
         EXPECT(at == SIZE_MAX, "4 MiB from rank %d differs at byte %zu", p, at);
         free(sb[p]); free(rb[p]);
     }
@@ -423,7 +367,7 @@ static int t_test_polling(dist_t *w, void *arg) {
     if (rank != 0) {
         OK(dist_recv(w, &ready, 1, DIST_INT32, 0, 61));
         sleep_ms(50);
-        gen_bytes(data, sizeof data, seed_of((uint64_t)rank, 60, 0));
+        fill_bytes(data, sizeof data, seed_of((uint64_t)rank, 60, 0));
         dist_req_t *r;
         int done = 0;
         OK(dist_isend(w, data, POLL_N, DIST_FLOAT64, 0, 60, &r));
@@ -458,7 +402,7 @@ static int t_test_polling(dist_t *w, void *arg) {
         EXPECT(done == 1, "dist_test on a completed request says done=%d", done);
         EXPECT(dist_req_source(r) == p, "dist_req_source = %d, expected %d", dist_req_source(r), p);
         OK(dist_wait(r));
-        size_t at = diff_bytes(data, sizeof data, seed_of((uint64_t)p, 60, 0));
+        size_t at = check_bytes(data, sizeof data, seed_of((uint64_t)p, 60, 0));
         EXPECT(at == SIZE_MAX, "data from rank %d differs at byte %zu", p, at);
         total_polls += polls;
         if (polls < min_polls) min_polls = polls;
@@ -476,26 +420,26 @@ static int t_self(dist_t *w, void *arg) {
     if (!out || !in) return FAIL("out of memory");
     dist_req_t *r;
     /* isend then recv */
-    gen_bytes(out, SELF_N, seed_of((uint64_t)rank, 70, 0));
+    fill_bytes(out, SELF_N, seed_of((uint64_t)rank, 70, 0));
     memset(in, 0, SELF_N);
     OK(dist_isend(w, out, SELF_N, DIST_UINT8, rank, 70, &r));
     OK(dist_recv(w, in, SELF_N, DIST_UINT8, rank, 70));
     OK(dist_wait(r));
-    EXPECT(diff_bytes(in, SELF_N, seed_of((uint64_t)rank, 70, 0)) == SIZE_MAX, "isend-to-self then recv: wrong bytes");
+    EXPECT(check_bytes(in, SELF_N, seed_of((uint64_t)rank, 70, 0)) == SIZE_MAX, "isend-to-self then recv: wrong bytes");
     /* irecv then send */
-    gen_bytes(out, SELF_N, seed_of((uint64_t)rank, 71, 0));
+    fill_bytes(out, SELF_N, seed_of((uint64_t)rank, 71, 0));
     memset(in, 0, SELF_N);
     OK(dist_irecv(w, in, SELF_N, DIST_UINT8, rank, 71, &r));
     OK(dist_send(w, out, SELF_N, DIST_UINT8, rank, 71));
     OK(dist_wait(r));
-    EXPECT(diff_bytes(in, SELF_N, seed_of((uint64_t)rank, 71, 0)) == SIZE_MAX, "irecv-from-self then send: wrong bytes");
+    EXPECT(check_bytes(in, SELF_N, seed_of((uint64_t)rank, 71, 0)) == SIZE_MAX, "irecv-from-self then send: wrong bytes");
     /* blocking send then blocking recv: the send must not wait for the recv */
-    gen_bytes(out, SELF_N, seed_of((uint64_t)rank, 72, 0));
+    fill_bytes(out, SELF_N, seed_of((uint64_t)rank, 72, 0));
     memset(in, 0, SELF_N);
     OK(dist_send(w, out, SELF_N, DIST_UINT8, rank, 72));
     memset(out, 0, SELF_N);   /* the send returned: the buffer may be reused */
     OK(dist_recv(w, in, SELF_N, DIST_UINT8, rank, 72));
-    EXPECT(diff_bytes(in, SELF_N, seed_of((uint64_t)rank, 72, 0)) == SIZE_MAX,
+    EXPECT(check_bytes(in, SELF_N, seed_of((uint64_t)rank, 72, 0)) == SIZE_MAX,
            "send-to-self then recv: wrong bytes (was the buffer kept by reference?)");
     /* ANY_SOURCE picks up a message from itself */
     int32_t v = rank * 5 + 3, got = -1;
@@ -548,7 +492,7 @@ static int t_mismatch(dist_t *w, void *arg) {
     if (!f) return FAIL("out of memory");
     if (rank != 0) {
         uint64_t sd = seed_of((uint64_t)rank, 80, 0);
-        gen_bytes(f, 4000, sd);
+        fill_bytes(f, 4000, sd);
         /* A: the receive is posted before the message comes */
         OK(dist_recv(w, &one, 1, DIST_INT32, 0, 81));
         SENDER(dist_send(w, f, 1000, DIST_FLOAT32, 0, 80));
@@ -558,7 +502,7 @@ static int t_mismatch(dist_t *w, void *arg) {
            then a correct message on the same tag must be the one received next */
         SENDER(dist_send(w, f, 1000, DIST_FLOAT32, 0, 83));
         OK(dist_send(w, &one, 1, DIST_INT32, 0, 84));
-        gen_bytes(f, 4000, seed_of((uint64_t)rank, 83, 1));
+        fill_bytes(f, 4000, seed_of((uint64_t)rank, 83, 1));
         OK(dist_send(w, f, 1000, DIST_FLOAT32, 0, 83));
         /* C: wrong dtype, same count; then a follow-up */
         SENDER(dist_send(w, f, 1000, DIST_FLOAT32, 0, 86));
@@ -586,9 +530,9 @@ static int t_mismatch(dist_t *w, void *arg) {
         if (expect_mismatch(w, rank, dist_recv(w, f, 999, DIST_FLOAT32, s, 83), s, "999", "1000", what, __LINE__)) return 1;
         memset(g, 0, 4000);
         OK(dist_recv(w, g, 1000, DIST_FLOAT32, s, 83));
-        size_t at = diff_bytes(g, 4000, seed_of((uint64_t)s, 83, 1));
+        size_t at = check_bytes(g, 4000, seed_of((uint64_t)s, 83, 1));
         EXPECT(at == SIZE_MAX, "the correct message after mismatch B differs at byte %zu (%s)", at,
-               diff_bytes(g, 4000, seed_of((uint64_t)s, 80, 0)) == SIZE_MAX ? "it is the refused message"
+               check_bytes(g, 4000, seed_of((uint64_t)s, 80, 0)) == SIZE_MAX ? "it is the refused message"
                                                                            : "unknown content");
         /* C */
         snprintf(what, sizeof what, "recv(1000 x int32) of send(1000 x float32) from rank %d", s);
@@ -790,8 +734,7 @@ static int run_check(dist_t *w, void *arg) {
 int main(int argc, char **argv) {
     static const int sizes[] = { 2, 3, 4, 5, 8 };
     const char *filter = argc > 1 ? argv[1] : NULL;
-    const char *scale_env = getenv("DIST_TIMEOUT_SCALE");
-    double scale = scale_env && atof(scale_env) >= 1 ? atof(scale_env) : 1;
+    double scale = timeout_scale();
     /* Leave room under the runner's limit (240 s x scale) to report. */
     double budget = 240 * scale - 60;
     int failed = 0, ran = 0;

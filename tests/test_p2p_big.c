@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 typedef struct {
     atomic_int claimed[2];
     char msg[2][512];
@@ -32,31 +34,8 @@ typedef struct {
 } shared_t;
 static shared_t *sh;
 
-static int fail_at(int rank, int line, const char *fmt, ...) {
-    int expected = 0;
-    if (rank < 0 || rank > 1) rank = 0;
-    if (atomic_compare_exchange_strong(&sh->claimed[rank], &expected, 1)) {
-        va_list ap;
-        int k = snprintf(sh->msg[rank], sizeof sh->msg[rank], "line %d: ", line);
-        va_start(ap, fmt);
-        vsnprintf(sh->msg[rank] + k, sizeof sh->msg[rank] - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
-#define FAIL(...) fail_at(rank, __LINE__, __VA_ARGS__)
-#define OK(call)                                                                      \
-    do {                                                                              \
-        dist_result r_ = (call);                                                      \
-        if (r_ != DIST_OK)                                                            \
-            return FAIL("%s -> %s: %s", #call, dist_result_name(r_), dist_error_message(w)); \
-    } while (0)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+/* FAIL(...) and OK(call) (testutil.h): each rank's first failure */
+DEFINE_FAIL_AT(2, &sh->claimed[rank], sh->msg[rank])
 
 /* Pattern: 64-bit words of a xorshift stream (sizes here are multiples of 8). */
 static uint64_t seed_of(uint64_t a, uint64_t b) {

@@ -73,17 +73,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define MAXR 8
 
 /* ThreadSanitizer sleeps 1 s (atexit_sleep_ms) inside _exit() before the
    process really ends: every spawned rank would take a second to die. */
-#if defined(__SANITIZE_THREAD__)
-#  define UNDER_TSAN 1
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define UNDER_TSAN 1
-#  endif
-#endif
 #ifdef UNDER_TSAN
 const char *__tsan_default_options(void);
 const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
@@ -116,48 +111,18 @@ typedef struct {
 } shared_t;
 static shared_t *sh;
 
-static double g_scale = 1.0;
-static double scaled(double s) { return s * g_scale; }
 static unsigned alarm_s(double s) { return (unsigned)(s * g_scale + 0.5); }
 /* "within 1 s of the kill": scaled, but never beyond 2 s */
 static double detect_bound(void) { return g_scale > 2.0 ? 2.0 : g_scale; }
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 static double cpu_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
-static double secs_since(int64_t t0) { return (double)(now_ns() - t0) / 1e9; }
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { }
-}
 
-/* ---- rank-side failures --------------------------------------------------- */
-static int fail_at(int rank, int line, const char *fmt, ...) {
-    int expected = 0;
-    if (rank < 0 || rank >= MAXR) rank = 0;
-    if (atomic_compare_exchange_strong(&sh->r[rank].claimed, &expected, 1)) {
-        va_list ap;
-        int k = snprintf(sh->r[rank].fail, sizeof sh->r[rank].fail, "line %d: ", line);
-        va_start(ap, fmt);
-        vsnprintf(sh->r[rank].fail + k, sizeof sh->r[rank].fail - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
-#define FAIL(...) fail_at(rank, __LINE__, __VA_ARGS__)
-#define OK(call)                                                                          \
-    do {                                                                                  \
-        dist_result r_ = (call);                                                          \
-        if (r_ != DIST_OK)                                                                \
-            return FAIL("%s -> %s: %s", #call, dist_result_name(r_), dist_error_message(w)); \
-    } while (0)
+/* ---- rank-side failures: FAIL(...) and OK(call) (testutil.h) -------------- */
+DEFINE_FAIL_AT(MAXR, &sh->r[rank].claimed, sh->r[rank].fail)
 
 static void record(dist_t *w, int rank, dist_result res, int64_t t0) {
     rank_report *rr = &sh->r[rank];
@@ -167,33 +132,12 @@ static void record(dist_t *w, int rank, dist_result res, int64_t t0) {
     snprintf(rr->msg, sizeof rr->msg, "%s", dist_error_message(w));
 }
 
-/* ---- the logger: remembers the shared-memory line of dist_init ----------- */
-static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_log_lines, g_log_n = -1, g_log_level;
-static char g_log_text[300];
-
-static void log_fn(dist_log_level level, const char *message, void *user) {
-    const char *m = message, *s;
-    (void)user;
-    if (!strstr(message, "shared memory with")) return;
-    /* "[rank N] " comes first; the line itself starts after it */
-    if (m[0] == '[' && (s = strstr(m, "] ")) != NULL) m = s + 2;
-    pthread_mutex_lock(&g_log_lock);
-    g_log_lines++;
-    g_log_level = (int)level;
-    if (strncmp(m, "shared memory with ", 19) != 0 || sscanf(m, "shared memory with %d rank(s)", &g_log_n) != 1) g_log_n = -2;
-    snprintf(g_log_text, sizeof g_log_text, "%s", message);
-    pthread_mutex_unlock(&g_log_lock);
-}
+/* ---- the logger (shm_log_fn, testutil.h): the shared-memory line --------- */
 
 /* Copies what this process logged during dist_init to its report. */
 static void take_log(int rank) {
-    pthread_mutex_lock(&g_log_lock);
-    sh->r[rank].shm_lines = g_log_lines;
-    sh->r[rank].shm_n = g_log_n;
-    sh->r[rank].shm_level = g_log_level;
-    snprintf(sh->r[rank].shm_text, sizeof sh->r[rank].shm_text, "%s", g_log_text);
-    pthread_mutex_unlock(&g_log_lock);
+    rank_report *rr = &sh->r[rank];
+    shm_log_take(&rr->shm_lines, &rr->shm_n, &rr->shm_level, rr->shm_text, sizeof rr->shm_text);
 }
 
 static dist_config base_cfg(const char *transport, int timeout_ms) {
@@ -201,7 +145,7 @@ static dist_config base_cfg(const char *transport, int timeout_ms) {
     memset(&cfg, 0, sizeof cfg);
     cfg.transport = transport;
     cfg.timeout_ms = timeout_ms;
-    cfg.logger.func = log_fn;
+    cfg.logger.func = shm_log_fn;
     cfg.log_level = DIST_LOG_INFO;
     return cfg;
 }
@@ -265,36 +209,8 @@ static char proc_state(int pid) {
 }
 
 /* ---- data: patterns and reference values --------------------------------- */
-static uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+/* (mix64, fill_bytes and check_bytes: testutil.h) */
 static uint64_t seed_of(uint64_t a, uint64_t b, uint64_t c) { return mix64(a * 1000003u ^ mix64(b * 7919u ^ mix64(c))) | 1; }
-/* A xorshift byte stream; any length. */
-static void fill_bytes(void *p, size_t n, uint64_t s) {
-    uint8_t *b = (uint8_t *)p;
-    size_t i = 0;
-    for (; i < n; i += 8) {
-        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-        memcpy(b + i, &s, n - i < 8 ? n - i : 8);
-    }
-}
-/* Index of the first byte that differs from the stream, or SIZE_MAX. */
-static size_t check_bytes(const void *p, size_t n, uint64_t s) {
-    const uint8_t *b = (const uint8_t *)p;
-    for (size_t i = 0; i < n; i += 8) {
-        size_t k = n - i < 8 ? n - i : 8;
-        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-        if (memcmp(b + i, &s, k) != 0) {
-            uint8_t w[8];
-            memcpy(w, &s, 8);
-            for (size_t j = 0; j < k; j++) if (b[i + j] != w[j]) return i + j;
-        }
-    }
-    return SIZE_MAX;
-}
 /* Small integers as floats: sums of up to 8 of them are exact in any order,
    so a reference summed here equals what any algorithm computes. */
 static float val_f(int rank, size_t i, int salt) {
@@ -307,9 +223,7 @@ static size_t first_diff_f(const float *a, const float *b, size_t n) {
     return SIZE_MAX;
 }
 
-/* ---- parent-side reporting ------------------------------------------------ */
-static int g_failed = 0, g_cur_failed = 0;
-static const char *g_case = "";
+/* ---- parent-side reporting (case_bad, case_end: testutil.h) -------------- */
 static char g_case_buf[400];
 
 static void begin(const char *fmt, ...) {
@@ -321,43 +235,29 @@ static void begin(const char *fmt, ...) {
     g_cur_failed = 0;
     memset(sh, 0, sizeof *sh);
 }
-static void bad(const char *fmt, ...) {
-    va_list ap;
-    if (!g_cur_failed) printf("FAIL %s\n", g_case);
-    g_cur_failed = 1;
-    printf("     ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
-static void end(double secs, const char *extra) {
-    if (g_cur_failed) g_failed++;
-    else printf("ok   %s (%.2f s)%s%s\n", g_case, secs, extra && extra[0] ? "  " : "", extra ? extra : "");
-}
 static void check_rank_failures(int n) {
     for (int r = 0; r < n; r++)
-        if (sh->r[r].fail[0]) bad("rank %d: %s", r, sh->r[r].fail);
+        if (sh->r[r].fail[0]) case_bad("rank %d: %s", r, sh->r[r].fail);
 }
 static void check_all_reported(int n) {
     for (int r = 0; r < n; r++)
-        if (!sh->r[r].reported && !sh->r[r].fail[0]) bad("rank %d did not finish its part", r);
+        if (!sh->r[r].reported && !sh->r[r].fail[0]) case_bad("rank %d did not finish its part", r);
 }
 /* want < 0: the rank must not log the shared-memory line; else exactly one
    INFO line "shared memory with <want> rank(s)". */
 static void check_shm_line(int r, int want) {
     const rank_report *rr = &sh->r[r];
     if (want < 0) {
-        if (rr->shm_lines) bad("rank %d logged \"%s\" but should use TCP only", r, rr->shm_text);
+        if (rr->shm_lines) case_bad("rank %d logged \"%s\" but should use TCP only", r, rr->shm_text);
         return;
     }
     if (rr->shm_lines != 1)
-        bad("rank %d logged %d shared-memory lines (last: \"%s\"), expected one saying \"shared memory with %d rank(s)\"", r,
+        case_bad("rank %d logged %d shared-memory lines (last: \"%s\"), expected one saying \"shared memory with %d rank(s)\"", r,
             rr->shm_lines, rr->shm_text, want);
     else if (rr->shm_n != want)
-        bad("rank %d logged \"%s\", expected \"shared memory with %d rank(s) ...\"", r, rr->shm_text, want);
+        case_bad("rank %d logged \"%s\", expected \"shared memory with %d rank(s) ...\"", r, rr->shm_text, want);
     else if (rr->shm_level != DIST_LOG_INFO)
-        bad("rank %d logged \"%s\" at level %d, expected DIST_LOG_INFO", r, rr->shm_text, rr->shm_level);
+        case_bad("rank %d logged \"%s\" at level %d, expected DIST_LOG_INFO", r, rr->shm_text, rr->shm_level);
 }
 
 /* ===========================================================================
@@ -428,20 +328,20 @@ static void case_select(const char *transport) {
           !transport || !strcmp(transport, "auto") ? "\"with 3 rank(s)\" on every rank"
           : !strcmp(transport, "tcp")              ? "on no rank"
                                                    : "\"with 1 rank(s)\" on ranks 0 and 2, none on 1 and 3");
-    dist_config cfg = base_cfg(transport, (int)scaled(30000));
+    dist_config cfg = base_cfg(transport, (int)scaled_s(30000));
     int64_t t0 = now_ns();
     int rc = dist_spawn(4, fn_select, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
     check_rank_failures(4);
     check_all_reported(4);
     for (int r = 0; r < 4; r++) {
         int want = !transport || !strcmp(transport, "auto") ? 3 : !strcmp(transport, "tcp") ? -1 : (r % 2 == 0 ? 1 : -1);
         check_shm_line(r, want);
-        if (want < 0 && sh->r[r].maps_shm > 0) bad("rank %d (TCP only) maps dist-shm segments", r);
-        if (want > 0 && sh->r[r].maps_shm <= 0) bad("rank %d logged shared memory but maps no dist-shm segment", r);
+        if (want < 0 && sh->r[r].maps_shm > 0) case_bad("rank %d (TCP only) maps dist-shm segments", r);
+        if (want > 0 && sh->r[r].maps_shm <= 0) case_bad("rank %d logged shared memory but maps no dist-shm segment", r);
     }
-    end(el, NULL);
+    case_end(el, NULL);
 }
 
 static int fn_never(dist_t *w, void *p) {
@@ -472,16 +372,16 @@ static void case_unknown_transport(void) {
         _exit(0);
     }
     int st = 0;
-    if (pid < 0) bad("fork failed");
+    if (pid < 0) case_bad("fork failed");
     else {
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) { }
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad("the child ended with status 0x%x", st);
-        else if (sh->init_res == DIST_OK) bad("dist_init accepted the transport");
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) case_bad("the child ended with status 0x%x", st);
+        else if (sh->init_res == DIST_OK) case_bad("dist_init accepted the transport");
         else if (!strstr(sh->init_msg, bogus))
-            bad("dist_init returned %s with \"%s\", which does not name \"%s\"", dist_result_name((dist_result)sh->init_res),
+            case_bad("dist_init returned %s with \"%s\", which does not name \"%s\"", dist_result_name((dist_result)sh->init_res),
                 sh->init_msg, bogus);
-        else if (sh->init_s > scaled(1.0))
-            bad("dist_init took %.2f s to refuse it (it should not need the network)", sh->init_s);
+        else if (sh->init_s > scaled_s(1.0))
+            case_bad("dist_init took %.2f s to refuse it (it should not need the network)", sh->init_s);
     }
     char extra[520];
     snprintf(extra, sizeof extra, "%s: \"%s\"", dist_result_name((dist_result)sh->init_res), sh->init_msg);
@@ -489,10 +389,10 @@ static void case_unknown_transport(void) {
     dist_config cfg = base_cfg(bogus, 3000);
     int rc = dist_spawn(2, fn_never, NULL, &cfg);
     check_rank_failures(2);
-    if (rc == 0) bad("dist_spawn returned 0");
+    if (rc == 0) case_bad("dist_spawn returned 0");
     else if (!strstr(dist_error_message(NULL), bogus))
-        bad("dist_spawn returned %d with \"%s\", which does not name \"%s\"", rc, dist_error_message(NULL), bogus);
-    end(secs_since(t0), extra);
+        case_bad("dist_spawn returned %d with \"%s\", which does not name \"%s\"", rc, dist_error_message(NULL), bogus);
+    case_end(secs_since(t0), extra);
 }
 
 /* ===========================================================================
@@ -522,7 +422,7 @@ static int fn_kill(dist_t *w, void *p) {
         if (rank == dead) {
             for (int s = 0; s < n; s++)
                 if (s != rank) OK(dist_recv(w, &token, 1, DIST_INT32, s, 1));
-            sleep_ms((int)scaled(200));          /* the others are inside their wait now */
+            sleep_ms((int)scaled_s(200));          /* the others are inside their wait now */
             atomic_store(&sh->death_ns, now_ns());
             kill(getpid(), SIGKILL);
             return FAIL("still alive after SIGKILL");
@@ -567,7 +467,7 @@ static int fn_kill(dist_t *w, void *p) {
             raise(SIGSTOP);                      /* rank 1 kills us while stopped */
             return FAIL("rank 3 was continued instead of killed");
         }
-        if (wait_flag(rank, 2, scaled(30))) return 1;   /* rank 0 is starting its send */
+        if (wait_flag(rank, 2, scaled_s(30))) return 1;   /* rank 0 is starting its send */
         sleep_ms(5);
         atomic_store(&sh->death_ns, now_ns());
         kill(getpid(), SIGKILL);
@@ -577,12 +477,12 @@ static int fn_kill(dist_t *w, void *p) {
         uint8_t *big = (uint8_t *)malloc(K_BIG);
         if (!big) return FAIL("out of memory");
         fill_bytes(big, K_BIG, seed_of(4, 0, 3));
-        if (wait_flag(rank, 1, scaled(30))) return 1;
+        if (wait_flag(rank, 1, scaled_s(30))) return 1;
         if (mode == K_SEND_STOPPED) {
             int64_t t = now_ns();
             int pid = atomic_load(&sh->pid3);
             while (proc_state(pid) != 'T' && proc_state(pid) != 't') {
-                if (secs_since(t) > scaled(10)) return FAIL("rank 3 (pid %d) never stopped", pid);
+                if (secs_since(t) > scaled_s(10)) return FAIL("rank 3 (pid %d) never stopped", pid);
                 sleep_ms(1);
             }
         }
@@ -595,8 +495,8 @@ static int fn_kill(dist_t *w, void *p) {
         return 0;
     }
     if (rank == 1 && mode == K_SEND_STOPPED) {
-        if (wait_flag(rank, 2, scaled(40))) return 1;
-        sleep_ms((int)scaled(300));              /* rank 0 waits for the ACK by now */
+        if (wait_flag(rank, 2, scaled_s(40))) return 1;
+        sleep_ms((int)scaled_s(300));              /* rank 0 waits for the ACK by now */
         atomic_store(&sh->death_ns, now_ns());
         kill(atomic_load(&sh->pid3), SIGKILL);
     }
@@ -677,12 +577,12 @@ static void case_kill(int mode, int reps) {
         rc = kill_run(mode, bound, &worst, notes, sizeof notes, run_errs, sizeof run_errs);
         if (run_errs[0] && !bad_runs++) snprintf(errs, sizeof errs, "%s", run_errs);   /* the first failing run's details */
     }
-    if (bad_runs && reps > 1) bad("%d of %d runs failed; the first of them:%s", bad_runs, reps, errs);
-    else if (bad_runs) bad("%s", errs + 6);
+    if (bad_runs && reps > 1) case_bad("%d of %d runs failed; the first of them:%s", bad_runs, reps, errs);
+    else if (bad_runs) case_bad("%s", errs + 6);
     char extra[400];
     snprintf(extra, sizeof extra, "dist_spawn returned %d; slowest survivor saw it %.0f ms after the death%s%s", rc, worst * 1e3,
              notes[0] ? "; " : "", notes);
-    end(secs_since(t0), extra);
+    case_end(secs_since(t0), extra);
 }
 
 /* ===========================================================================
@@ -742,7 +642,7 @@ static int leftover_child(int rank, int port, int lfd) {
     char url[64], link[512];
     int before[256], nbefore = 0, after[256], nafter = 0;
     dist_t *w = NULL;
-    dist_config cfg = base_cfg("auto", (int)scaled(30000));
+    dist_config cfg = base_cfg("auto", (int)scaled_s(30000));
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     cfg.init_method = url;
     cfg.world_size = 4;
@@ -800,7 +700,7 @@ static int run_forked_job(int n, double *secs) {
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 64) != 0 ||
         getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
-        bad("cannot make a listening socket: %s", strerror(errno));
+        case_bad("cannot make a listening socket: %s", strerror(errno));
         if (lfd >= 0) close(lfd);
         return 1;
     }
@@ -814,10 +714,10 @@ static int run_forked_job(int n, double *secs) {
     close(lfd);
     for (int r = 0; r < n; r++) {
         int st = 0;
-        if (pid[r] < 0) { bad("fork failed"); errors++; continue; }
+        if (pid[r] < 0) { case_bad("fork failed"); errors++; continue; }
         while (waitpid(pid[r], &st, 0) < 0 && errno == EINTR) { }
-        if (WIFSIGNALED(st)) { bad("rank %d died by signal %d", r, WTERMSIG(st)); errors++; }
-        else if (WEXITSTATUS(st) != 0) { bad("rank %d exited with %d", r, WEXITSTATUS(st)); errors++; }
+        if (WIFSIGNALED(st)) { case_bad("rank %d died by signal %d", r, WTERMSIG(st)); errors++; }
+        else if (WEXITSTATUS(st) != 0) { case_bad("rank %d exited with %d", r, WEXITSTATUS(st)); errors++; }
     }
     *secs = secs_since(t0);
     return errors;
@@ -842,7 +742,7 @@ static int fn_all_die(dist_t *w, void *p) {
        traffic (a rank still inside would rightly fail instead of dying). */
     OK(dist_barrier(w));
     atomic_fetch_add(&sh->flag, 1);
-    if (wait_flag(rank, n, scaled(30))) return 1;
+    if (wait_flag(rank, n, scaled_s(30))) return 1;
     for (int j = 0; j < n; j++) {
         if (j == rank) continue;
         OK(dist_irecv(w, in + big * (size_t)j, big, DIST_UINT8, j, 1, &reqs[nr++]));
@@ -851,7 +751,7 @@ static int fn_all_die(dist_t *w, void *p) {
     }
     OK(dist_all_reduce_async(w, f, cnt, DIST_FLOAT32, DIST_SUM, &reqs[nr++]));
     atomic_fetch_add(&sh->flag, 1);
-    if (wait_flag(rank, 2 * n, scaled(30))) return 1;
+    if (wait_flag(rank, 2 * n, scaled_s(30))) return 1;
     sleep_ms(1 + 2 * rank);        /* in the middle of all that */
     sh->r[rank].reported = 1;
     kill(getpid(), SIGKILL);
@@ -875,14 +775,14 @@ static void case_leftovers(void) {
 
     memset(sh->r, 0, sizeof sh->r);
     atomic_store(&sh->flag, 0);
-    dist_config cfg = base_cfg("auto", (int)scaled(30000));
+    dist_config cfg = base_cfg("auto", (int)scaled_s(30000));
     int rc = dist_spawn(4, fn_all_die, NULL, &cfg);
-    if (rc != 128 + SIGKILL) bad("the dying job: dist_spawn returned %d (%s), expected %d", rc, dist_error_message(NULL), 128 + SIGKILL);
+    if (rc != 128 + SIGKILL) case_bad("the dying job: dist_spawn returned %d (%s), expected %d", rc, dist_error_message(NULL), 128 + SIGKILL);
     check_rank_failures(4);
     for (int r = 0; r < 4; r++) {
-        if (!sh->r[r].reported) bad("the dying job: rank %d did not get to its SIGKILL", r);
+        if (!sh->r[r].reported) case_bad("the dying job: rank %d did not get to its SIGKILL", r);
         check_shm_line(r, 3);
-        if (sh->r[r].maps_shm <= 0) bad("the dying job: rank %d maps no dist-shm segment", r);
+        if (sh->r[r].maps_shm <= 0) case_bad("the dying job: rank %d maps no dist-shm segment", r);
     }
 
     list_shm(&after);
@@ -898,13 +798,13 @@ static void case_leftovers(void) {
         list_shm(&again);
         for (int i = 0; i < after.n; i++)
             if (!set_has(&before, after.names[i]) && set_has(&again, after.names[i]))
-                bad("new entry left behind: %s%s", strncmp(after.names[i], "sysv:", 5) ? "/dev/shm/" : "", after.names[i]);
+                case_bad("new entry left behind: %s%s", strncmp(after.names[i], "sysv:", 5) ? "/dev/shm/" : "", after.names[i]);
         set_free(&again);
     }
     char extra[420];
     snprintf(extra, sizeof extra, "%d /dev/shm+SysV entries before and %d after; %s", before.n, after.n, note);
     set_free(&before); set_free(&after);
-    end(secs_since(t0), extra);
+    case_end(secs_since(t0), extra);
 }
 
 /* ===========================================================================
@@ -953,19 +853,19 @@ static int fn_over(dist_t *w, void *p) {
 }
 
 static void case_oversubscribed(void) {
-    double bound = scaled(20);
+    double bound = scaled_s(20);
     begin("n=8 on %ld CPUs: %d int64 SUM all_reduces and %d float32 SUM all_reduces of 4 MiB, checked, within %.0f s",
           sysconf(_SC_NPROCESSORS_ONLN), OV_SMALL, OV_BIG_ITERS, bound);
-    dist_config cfg = base_cfg("auto", (int)scaled(60000));
+    dist_config cfg = base_cfg("auto", (int)scaled_s(60000));
     int64_t t0 = now_ns();
     int rc = dist_spawn(8, fn_over, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
     check_rank_failures(8);
     check_all_reported(8);
     for (int r = 0; r < 8; r++) check_shm_line(r, 7);
-    if (el > bound) bad("the job took %.2f s (bound %.0f s); rank 0: %s", el, bound, sh->r[0].note);
-    end(el, sh->r[0].note);
+    if (el > bound) case_bad("the job took %.2f s (bound %.0f s); rank 0: %s", el, bound, sh->r[0].note);
+    case_end(el, sh->r[0].note);
 }
 
 #define SW_SLEEP_MS 2000
@@ -995,14 +895,14 @@ static int fn_sleepwait(dist_t *w, void *p) {
 }
 
 static void case_sleepwait(void) {
-    double bound = scaled(0.5);
+    double bound = scaled_s(0.5);
     begin("n=4 over shm, ranks 1-3 wait %.0f s in dist_recv for rank 0: each uses < %.2f s of CPU meanwhile",
           SW_SLEEP_MS / 1000.0, bound);
-    dist_config cfg = base_cfg("auto", (int)scaled(30000));
+    dist_config cfg = base_cfg("auto", (int)scaled_s(30000));
     int64_t t0 = now_ns();
     int rc = dist_spawn(4, fn_sleepwait, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
     check_rank_failures(4);
     check_all_reported(4);
     char extra[200] = "CPU while waiting:";
@@ -1011,12 +911,12 @@ static void case_sleepwait(void) {
         const rank_report *rr = &sh->r[r];
         if (!rr->reported) continue;
         if (rr->waited_s < (SW_SLEEP_MS - 500) / 1000.0)
-            bad("rank %d waited only %.2f s (the measurement needs a wait of about %.0f s)", r, rr->waited_s, SW_SLEEP_MS / 1000.0);
-        if (rr->cpu_s >= bound) bad("rank %d used %.3f s of CPU during a %.2f s wait (bound %.2f s)", r, rr->cpu_s, rr->waited_s, bound);
+            case_bad("rank %d waited only %.2f s (the measurement needs a wait of about %.0f s)", r, rr->waited_s, SW_SLEEP_MS / 1000.0);
+        if (rr->cpu_s >= bound) case_bad("rank %d used %.3f s of CPU during a %.2f s wait (bound %.2f s)", r, rr->cpu_s, rr->waited_s, bound);
         size_t k = strlen(extra);
         snprintf(extra + k, sizeof extra - k, " rank %d %.0f ms of %.2f s;", r, rr->cpu_s * 1e3, rr->waited_s);
     }
-    end(el, extra);
+    case_end(el, extra);
 }
 
 /* ===========================================================================
@@ -1173,23 +1073,20 @@ static int fn_mixed(dist_t *w, void *p) {
 static void case_mixed(void) {
     begin("n=4 cfg.transport \"mixed\" (shm between ranks 0 and 2 only): every collective on float32 at counts 1 and "
           "300000, all roots, against references; isend/irecv of 1 MiB and 8 B both ways between every pair");
-    dist_config cfg = base_cfg("mixed", (int)scaled(30000));
+    dist_config cfg = base_cfg("mixed", (int)scaled_s(30000));
     int64_t t0 = now_ns();
     int rc = dist_spawn(4, fn_mixed, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
     check_rank_failures(4);
     check_all_reported(4);
     for (int r = 0; r < 4; r++) check_shm_line(r, r % 2 == 0 ? 1 : -1);
-    end(el, NULL);
+    case_end(el, NULL);
 }
 
 int main(void) {
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    unsetenv("DIST_TRANSPORT"); unsetenv("DIST_INIT_METHOD"); unsetenv("DIST_TIMEOUT");
-    unsetenv("DIST_DEBUG"); unsetenv("DIST_ALGO");
+    test_start();
+    UNSET_ENV("DIST_TRANSPORT", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_DEBUG", "DIST_ALGO");
     sh = (shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) { perror("mmap"); return 1; }
     int64_t t0 = now_ns();

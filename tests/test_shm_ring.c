@@ -43,15 +43,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define MAXR 4
 
-#if defined(__SANITIZE_THREAD__)
-#  define UNDER_TSAN 1
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define UNDER_TSAN 1
-#  endif
-#endif
 #ifdef UNDER_TSAN
 const char *__tsan_default_options(void);
 const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
@@ -72,94 +67,18 @@ typedef struct {
 } shared_t;
 static shared_t *sh;
 
-static double g_scale = 1.0;
-static double scaled(double s) { return s * g_scale; }
+/* FAIL(...) and OK(call) (testutil.h): each rank's first failure */
+DEFINE_FAIL_AT(MAXR, &sh->r[rank].claimed, sh->r[rank].fail)
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-static double secs_since(int64_t t0) { return (double)(now_ns() - t0) / 1e9; }
-static void sleep_us(long us) {
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { }
-}
-
-static int fail_at(int rank, int line, const char *fmt, ...) {
-    int expected = 0;
-    if (rank < 0 || rank >= MAXR) rank = 0;
-    if (atomic_compare_exchange_strong(&sh->r[rank].claimed, &expected, 1)) {
-        va_list ap;
-        int k = snprintf(sh->r[rank].fail, sizeof sh->r[rank].fail, "line %d: ", line);
-        va_start(ap, fmt);
-        vsnprintf(sh->r[rank].fail + k, sizeof sh->r[rank].fail - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
-#define FAIL(...) fail_at(rank, __LINE__, __VA_ARGS__)
-#define OK(call)                                                                          \
-    do {                                                                                  \
-        dist_result r_ = (call);                                                          \
-        if (r_ != DIST_OK)                                                                \
-            return FAIL("%s -> %s: %s", #call, dist_result_name(r_), dist_error_message(w)); \
-    } while (0)
-
-/* ---- the logger: the shared-memory line of dist_init --------------------- */
-static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_log_lines, g_log_n = -1, g_log_level;
-static char g_log_text[300];
-
-static void log_fn(dist_log_level level, const char *message, void *user) {
-    const char *m = message, *s;
-    (void)user;
-    if (!strstr(message, "shared memory with")) return;
-    if (m[0] == '[' && (s = strstr(m, "] ")) != NULL) m = s + 2;
-    pthread_mutex_lock(&g_log_lock);
-    g_log_lines++;
-    g_log_level = (int)level;
-    if (strncmp(m, "shared memory with ", 19) != 0 || sscanf(m, "shared memory with %d rank(s)", &g_log_n) != 1) g_log_n = -2;
-    snprintf(g_log_text, sizeof g_log_text, "%s", message);
-    pthread_mutex_unlock(&g_log_lock);
-}
+/* ---- the logger (shm_log_fn, testutil.h): the shared-memory line --------- */
 static void take_log(int rank) {
-    pthread_mutex_lock(&g_log_lock);
-    sh->r[rank].shm_lines = g_log_lines;
-    sh->r[rank].shm_n = g_log_n;
-    sh->r[rank].shm_level = g_log_level;
-    snprintf(sh->r[rank].shm_text, sizeof sh->r[rank].shm_text, "%s", g_log_text);
-    pthread_mutex_unlock(&g_log_lock);
+    rank_report *rr = &sh->r[rank];
+    shm_log_take(&rr->shm_lines, &rr->shm_n, &rr->shm_level, rr->shm_text, sizeof rr->shm_text);
 }
 
 /* ---- patterns and references ---------------------------------------------- */
-static uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+/* (mix64, fill_bytes and check_bytes: testutil.h) */
 static uint64_t seed_of(uint64_t a, uint64_t b, uint64_t c) { return mix64(a * 1000003u ^ mix64(b * 7919u ^ mix64(c))) | 1; }
-static void fill_bytes(void *p, size_t n, uint64_t s) {
-    uint8_t *b = (uint8_t *)p;
-    for (size_t i = 0; i < n; i += 8) {
-        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-        memcpy(b + i, &s, n - i < 8 ? n - i : 8);
-    }
-}
-static size_t check_bytes(const void *p, size_t n, uint64_t s) {
-    const uint8_t *b = (const uint8_t *)p;
-    for (size_t i = 0; i < n; i += 8) {
-        size_t k = n - i < 8 ? n - i : 8;
-        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-        if (memcmp(b + i, &s, k) != 0) {
-            uint8_t wd[8];
-            memcpy(wd, &s, 8);
-            for (size_t j = 0; j < k; j++) if (b[i + j] != wd[j]) return i + j;
-        }
-    }
-    return SIZE_MAX;
-}
 /* Small integers as floats: sums of a few are exact in any order. */
 static float val_f(int rank, size_t i, int salt) {
     return (float)((int)((i * 5u + (size_t)rank * 131u + (size_t)salt * 17u) & 2047u) - 1024);
@@ -267,7 +186,7 @@ static int flood(dist_t *w, int k, size_t bytes, int tag, int round) {
     atomic_fetch_add(&sh->posted, 1);
     int64_t t0 = now_ns();
     while (atomic_load(&sh->posted) < n * round) {
-        if (secs_since(t0) > scaled(60)) return FAIL("the other ranks never posted their sends");
+        if (secs_since(t0) > scaled_s(60)) return FAIL("the other ranks never posted their sends");
         sleep_us(200);
     }
     for (int j = 0; j < n; j++) {
@@ -341,7 +260,7 @@ static int part_any_source(dist_t *w) {
                     dist_result res = dist_test(reqs[i], &done);
                     if (res != DIST_OK) return FAIL("ANY_SOURCE irecv %d: dist_test -> %s: %s", i, dist_result_name(res), dist_error_message(w));
                     if (done) break;
-                    if (secs_since(t0) > scaled(60)) return FAIL("ANY_SOURCE irecv %d never completed", i);
+                    if (secs_since(t0) > scaled_s(60)) return FAIL("ANY_SOURCE irecv %d never completed", i);
                     sleep_us(50);
                 }
                 int src = dist_req_source(reqs[i]);
@@ -416,12 +335,9 @@ static int fn_part(dist_t *w, void *p) {
 }
 
 int main(void) {
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
     int failed = 0;
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    unsetenv("DIST_TRANSPORT"); unsetenv("DIST_INIT_METHOD"); unsetenv("DIST_TIMEOUT");
-    unsetenv("DIST_DEBUG"); unsetenv("DIST_ALGO");
+    test_start();
+    UNSET_ENV("DIST_TRANSPORT", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_DEBUG", "DIST_ALGO");
     sh = (shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) { perror("mmap"); return 1; }
     int64_t t_all = now_ns();
@@ -433,8 +349,8 @@ int main(void) {
             dist_config cfg;
             memset(&cfg, 0, sizeof cfg);
             cfg.transport = "auto";
-            cfg.timeout_ms = (int)scaled(60000);
-            cfg.logger.func = log_fn;
+            cfg.timeout_ms = (int)scaled_s(60000);
+            cfg.logger.func = shm_log_fn;
             cfg.log_level = DIST_LOG_INFO;
             int64_t t0 = now_ns();
             int rc = dist_spawn(n, fn_part, &part, &cfg);

@@ -23,66 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_THREAD__)
-#  define UNDER_TSAN 1
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define UNDER_TSAN 1
-#  endif
-#endif
-#ifndef UNDER_TSAN
+#include "testutil.h"
+
+#ifndef UNDER_TSAN                 /* testutil.h defines it (1) under ThreadSanitizer */
 #  define UNDER_TSAN 0
 #endif
 
 #define MAXR 16
-
-static double g_scale = 1.0;
-static int g_failures = 0;
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-static int scaled(int ms) { return (int)(ms * g_scale); }
-
-static void ok(const char *fmt, ...) {
-    va_list ap;
-    printf("ok   ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
-
-static void fail(const char *name, const char *fmt, ...) {
-    va_list ap;
-    printf("FAIL %s: ", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    g_failures++;
-}
-
-static int free_port(void) {
-    int s = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0) return -1;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &len) == 0) port = ntohs(a.sin_port);
-    close(s);
-    return port;
-}
 
 /* Is something listening on 127.0.0.1:port? */
 static int port_listening(int port) {
@@ -471,7 +418,7 @@ static void test_init_method(void) {
     dist_config cfg;
     char url[64], why[200];
     long dt = 0;
-    int res, port = free_port();
+    int res, port = free_port(AF_INET);
     memset(&cfg, 0, sizeof cfg);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     cfg.init_method = url;
@@ -525,12 +472,9 @@ static void test_bad_args(void) {
 }
 
 int main(void) {
-    const char *sc = getenv("DIST_TIMEOUT_SCALE");
-    if (sc && atof(sc) >= 1) g_scale = atof(sc);
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    test_start();
     /* nothing from a surrounding launcher may leak into the ranks */
-    unsetenv("DIST_INIT_METHOD"); unsetenv("DIST_TIMEOUT"); unsetenv("DIST_DEBUG");
-    unsetenv("DIST_SECRET"); unsetenv("DIST_SOCKET_IFNAME"); unsetenv("DIST_STORE_LISTEN_FD");
+    UNSET_ENV(LAUNCHER_ENV);
     g_rec = (rec_t *)mmap(NULL, sizeof *g_rec, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     g_out = (guard_out *)mmap(NULL, sizeof *g_out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_rec == MAP_FAILED || g_out == MAP_FAILED) { perror("mmap"); return 1; }
