@@ -65,8 +65,9 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_DEBUG                info | detail: log to stderr
    DIST_SPIN_US              microseconds a waiting call polls before it
                              sleeps (200; 0 never polls)
-   DIST_ALGO                 ring | tree: the collectives' algorithm where
-                             there is a choice (default: by message size)
+   DIST_ALGO                 ring | tree | halving | shm: the collectives'
+                             algorithm where there is a choice (default: by
+                             message size and world size)
    DIST_TRANSPORT            auto | tcp | mixed: shared memory with ranks
                              on the same host (auto, the default), TCP
                              only, or (to test jobs that mix both) TCP
@@ -128,14 +129,18 @@ COLLECTIVES
    reduce_scatter, all_to_all, barrier, each with an _async twin, on the
    world or on a group (dist_new_group).  Small messages take latency-
    optimal trees (binomial, recursive doubling); large ones pipelined rings
-   and chains whose receives combine data as it arrives.  DIST_ALGO=ring or
-   tree overrides the choice.  Every frame carries the call's descriptor, so
+   and chains whose receives combine data as it arrives, or for all_reduce
+   on 4, 8, 16... ranks recursive halving and doubling (Rabenseifner), and
+   when every rank shares this host, slices combined straight from the
+   ranks' shared segments.  DIST_ALGO=ring, tree, halving or shm overrides
+   the choice.  Every frame carries the call's descriptor, so
    ranks that disagree (count, dtype, op, root, which collective) fail with
    a sentence naming both sides instead of hanging or corrupting memory.
 
 WHAT IT DOES NOT DO (yet)
-   - collective algorithms written for shared memory (the collectives run
-     their ring and tree algorithms over whichever transport a pair uses)
+   - shared-memory algorithms for collectives other than all_reduce (they
+     run their ring and tree algorithms over whichever transport a pair
+     uses)
    - receive with a wildcard tag, or into a larger buffer than was sent
 
 LICENSE
@@ -3426,9 +3431,9 @@ static const char *dist__op_name(int op) {
 }
 
 /* Algorithms: which one a collective uses is part of its descriptor. */
-enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_SHM, DIST__ALGO_COUNT };
+enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_SHM, DIST__ALGO_HALVING, DIST__ALGO_COUNT };
 static const char *dist__algo_name(int a) {
-    static const char *const names[] = { "auto", "ring", "tree", "direct", "shm" };
+    static const char *const names[] = { "auto", "ring", "tree", "direct", "shm", "halving" };
     return a >= 0 && a < DIST__ALGO_COUNT ? names[a] : "unknown";
 }
 
@@ -3761,15 +3766,11 @@ static size_t dist__block_len(size_t count, int n, int b) {
     return count / (size_t)n + ((size_t)b < count % (size_t)n);
 }
 
-/* Elements per pipeline chunk, and chunks in a block (at least one, so an
-   empty block still sends a frame that carries the descriptor). */
-static size_t dist__chunk_elems(const dist__coll *c) {
-    size_t n = DIST_CHUNK_BYTES / c->es;
+/* Elements per pipeline chunk (smaller chunks were measured no faster
+   here: loopback TCP is bound by its copies, not by latency). */
+static size_t dist__chunk_elems(size_t es) {
+    size_t n = DIST_CHUNK_BYTES / es;
     return n ? n : 1;
-}
-static size_t dist__nchunks(const dist__coll *c, size_t elems) {
-    size_t ce = dist__chunk_elems(c);
-    return elems == 0 ? 1 : (elems + ce - 1) / ce;
 }
 
 /* [SECTION] collectives: algorithms
@@ -3812,17 +3813,19 @@ static dist__step *dist__steps(dist__coll *c, int T) {
     return (dist__step *)dist__grow_array(c, (void **)&c->d->steps, &c->d->steps_cap, (size_t)T, sizeof(dist__step));
 }
 
-/* Chunk k of a block of `len` elements: [*off, *off + *n). */
-static void dist__chunk(const dist__coll *c, size_t len, size_t k, size_t *off, size_t *n) {
-    size_t ce = dist__chunk_elems(c);
+/* Chunk k (of ce elements each) of a block of `len` elements:
+   [*off, *off + *n). */
+static void dist__chunk(size_t ce, size_t len, size_t k, size_t *off, size_t *n) {
     *off = DIST__MIN(k * ce, len);
     *n = DIST__MIN(ce, len - *off);
 }
 
-/* Runs T steps with K chunks each; in_first: a combining receive computes
+/* Runs T steps over blocks of at most `block` elements, cut into the same
+   number of chunks (at least one, so an empty block still sends a frame
+   that carries the descriptor); in_first: a combining receive computes
    op(incoming, rbuf). */
-static dist_result dist__run_steps(dist__coll *c, const dist__step *st, int T, size_t K, int in_first) {
-    size_t es = c->es, off, n;
+static dist_result dist__run_steps(dist__coll *c, const dist__step *st, int T, size_t block, int in_first) {
+    size_t es = c->es, off, n, ce = dist__chunk_elems(es), K = block == 0 ? 1 : (block + ce - 1) / ce;
     dist_req_t **rq, **sq;
     if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)T * K, sizeof(dist_req_t *))) return c->res;
     rq = c->d->slots;
@@ -3831,7 +3834,7 @@ static dist_result dist__run_steps(dist__coll *c, const dist__step *st, int T, s
         for (size_t k = 0; k < K; k++) {
             dist_req_t *q = NULL;
             if (st[t].from >= 0) {
-                dist__chunk(c, st[t].rlen, k, &off, &n);
+                dist__chunk(ce, st[t].rlen, k, &off, &n);
                 q = st[t].reduce ? dist__coll_recv_reduce(c, st[t].from, st[t].rbuf + off * es, n * es, in_first)
                                  : dist__coll_recv(c, st[t].from, st[t].rbuf + off * es, n * es);
                 if (!q) return c->res;
@@ -3846,7 +3849,7 @@ static dist_result dist__run_steps(dist__coll *c, const dist__step *st, int T, s
                 *prev = NULL;
             }
             if (st[t].to >= 0) {
-                dist__chunk(c, st[t].slen, k, &off, &n);
+                dist__chunk(ce, st[t].slen, k, &off, &n);
                 if ((s = dist__coll_send(c, st[t].to, st[t].sbuf + off * es, n * es)) == NULL) return c->res;
             }
             sq[(size_t)t * K + k] = s;
@@ -3877,7 +3880,7 @@ static dist_result dist__ring_all_reduce(dist__coll *c, uint8_t *buf) {
         st[t].to = right;
         st[t].sbuf = dist__at(buf, dist__block_off(c->count, n, sb), c->es); st[t].slen = dist__block_len(c->count, n, sb);
     }
-    return dist__run_steps(c, st, T, dist__nchunks(c, dist__block_len(c->count, n, 0)), 1);
+    return dist__run_steps(c, st, T, dist__block_len(c->count, n, 0), 1);
 }
 
 /* Ring reduce-scatter over `work` (n blocks of c->count, a copy of the
@@ -3893,7 +3896,7 @@ static dist_result dist__ring_reduce_scatter(dist__coll *c, uint8_t *work) {
         st[t].to = right;
         st[t].sbuf = dist__at(work, (size_t)dist__mod(r - t - 1, n) * c->count, c->es); st[t].slen = c->count;
     }
-    return dist__run_steps(c, st, n - 1, dist__nchunks(c, c->count), 1);
+    return dist__run_steps(c, st, n - 1, c->count, 1);
 }
 
 /* Ring all-gather into `out` (n blocks of c->count; block r is already in
@@ -3908,7 +3911,7 @@ static dist_result dist__ring_all_gather(dist__coll *c, uint8_t *out) {
         st[t].to = right;
         st[t].sbuf = dist__at(out, (size_t)dist__mod(r - t, n) * c->count, c->es); st[t].slen = c->count;
     }
-    return dist__run_steps(c, st, n - 1, dist__nchunks(c, c->count), 0);
+    return dist__run_steps(c, st, n - 1, c->count, 0);
 }
 
 /* Pipelined chain broadcast: root -> root+1 -> ... -> root+n-1, each rank
@@ -3927,7 +3930,7 @@ static dist_result dist__chain_broadcast(dist__coll *c, uint8_t *buf) {
         st[T].to = dist__mod(c->d->rank + 1, n); st[T].sbuf = buf; st[T].slen = c->count;
         T++;
     }
-    return dist__run_steps(c, st, T, dist__nchunks(c, c->count), 0);
+    return dist__run_steps(c, st, T, c->count, 0);
 }
 
 /* Pipelined chain reduction towards the root: root+n-1 -> ... -> root+1 ->
@@ -3949,7 +3952,7 @@ static dist_result dist__chain_reduce(dist__coll *c, uint8_t *acc) {
         st[T].to = dist__mod(c->d->rank - 1, n); st[T].sbuf = acc; st[T].slen = c->count;
         T++;
     }
-    return dist__run_steps(c, st, T, dist__nchunks(c, c->count), 0);
+    return dist__run_steps(c, st, T, c->count, 0);
 }
 
 /* One exchange with a partner: receive (optionally combining) and send at
@@ -4022,6 +4025,47 @@ static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
         int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra;
         if (dist__exchange(c, partner, buf, bytes, partner, tmp, bytes, 0, 0) != DIST_OK) return c->res;
         if (bytes) dist__reduce_table[c->dtype][c->op](buf, tmp, c->count, pv < v);
+    }
+    if (r < 2 * extra) return dist__exchange(c, r - 1, buf, bytes, -1, NULL, 0, 0, 0);
+    return DIST_OK;
+}
+
+/* Recursive halving and doubling all-reduce (Rabenseifner), for large
+   messages: with p a power of two, log p exchanges of shrinking halves
+   reduce-scatter the vector over p blocks (block v ends on virtual rank v),
+   and log p exchanges of growing ranges gather it back.  The same volume as
+   the ring in 2 log p steps instead of 2(p-1), which counts when ranks
+   outnumber cores.  Extra ranks fold in and out as in recursive doubling.
+   Each block is combined along one path and then copied, so every rank
+   holds the same bits. */
+static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
+    int n = c->d->world, r = c->d->rank, p = 1, extra, v, lo = 0, hi;
+    size_t es = c->es, bytes = c->count * es;
+    while (p * 2 <= n) p *= 2;
+    extra = n - p;
+    if (r < 2 * extra) {
+        if (r % 2 == 0) {   /* hand over, wait for the result */
+            if (dist__exchange(c, r + 1, buf, bytes, -1, NULL, 0, 0, 0) != DIST_OK) return c->res;
+            return dist__exchange(c, -1, NULL, 0, r + 1, buf, bytes, 0, 0);
+        }
+        if (dist__exchange(c, -1, NULL, 0, r - 1, buf, bytes, 1, 1) != DIST_OK) return c->res;
+        v = r / 2;
+    } else {
+        v = r - extra;
+    }
+    hi = p;
+    for (int mask = p / 2; mask > 0; mask >>= 1) {   /* reduce-scatter: keep one half, send the other */
+        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, mid = lo + (hi - lo) / 2, up = (v & mask) != 0;
+        size_t m = dist__block_off(c->count, p, mid), l = dist__block_off(c->count, p, lo), h = dist__block_off(c->count, p, hi);
+        if (dist__exchange(c, partner, buf + (up ? l : m) * es, (up ? m - l : h - m) * es,
+                           partner, buf + (up ? m : l) * es, (up ? h - m : m - l) * es, 1, pv < v) != DIST_OK) return c->res;
+        if (up) lo = mid; else hi = mid;
+    }
+    for (int mask = 1; mask < p; mask <<= 1) {       /* all-gather: swap what each holds */
+        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, mlo = v & ~(mask - 1), plo = pv & ~(mask - 1);
+        size_t mo = dist__block_off(c->count, p, mlo), po = dist__block_off(c->count, p, plo);
+        if (dist__exchange(c, partner, buf + mo * es, (dist__block_off(c->count, p, mlo + mask) - mo) * es,
+                           partner, buf + po * es, (dist__block_off(c->count, p, plo + mask) - po) * es, 0, 0) != DIST_OK) return c->res;
     }
     if (r < 2 * extra) return dist__exchange(c, r - 1, buf, bytes, -1, NULL, 0, 0, 0);
     return DIST_OK;
@@ -4254,7 +4298,15 @@ static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
         return DIST__ALGO_SHM;
     if (want == DIST__ALGO_SHM) want = DIST__ALGO_AUTO;
     switch (kind) {
-    case DIST__COLL_ALL_REDUCE: case DIST__COLL_BROADCAST: case DIST__COLL_REDUCE:
+    case DIST__COLL_ALL_REDUCE:
+        /* Halving-doubling beats the ring from 4 ranks up (2 log n steps
+           instead of 2(n-1)); measured on 4 and 8 ranks, see bench/RESULTS.md.
+           Other sizes would fold ranks in and out, twice the traffic for
+           them, so they keep the ring. */
+        if (want == DIST__ALGO_RING || want == DIST__ALGO_TREE || want == DIST__ALGO_HALVING) return want;
+        if (bytes <= DIST_SMALL_BYTES) return DIST__ALGO_TREE;
+        return d->world >= 4 && (d->world & (d->world - 1)) == 0 ? DIST__ALGO_HALVING : DIST__ALGO_RING;
+    case DIST__COLL_BROADCAST: case DIST__COLL_REDUCE:
         if (want == DIST__ALGO_RING || want == DIST__ALGO_TREE) return want;
         return bytes <= DIST_SMALL_BYTES ? DIST__ALGO_TREE : DIST__ALGO_RING;
     case DIST__COLL_ALL_GATHER: case DIST__COLL_REDUCE_SCATTER: return DIST__ALGO_RING;
@@ -4289,6 +4341,7 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     }
     case DIST__COLL_ALL_REDUCE:
         if (n > 1 && algo == DIST__ALGO_SHM) dist__shm_all_reduce(&c, out);
+        else if (n > 1 && algo == DIST__ALGO_HALVING) dist__halving_all_reduce(&c, out);
         else if (n > 1) algo == DIST__ALGO_RING ? dist__ring_all_reduce(&c, out) : dist__rd_all_reduce(&c, out);
         if (c.res == DIST_OK && j->op == DIST_AVG) dist__scale_avg(out, j->count, j->dtype, n);
         break;
@@ -4843,7 +4896,7 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
         else return dist__fail(NULL, DIST_ERR_INIT, "init: transport \"%s\" is not auto, tcp or mixed", t);
     }
     if ((s->algo = dist__algo_from_env()) < 0)
-        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, direct, shm", dist__getenv("DIST_ALGO"));
+        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, halving, direct, shm", dist__getenv("DIST_ALGO"));
     /* an inherited listening socket for the store (dist_spawn, distrun) */
     if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
     else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;

@@ -29,7 +29,7 @@
    2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; the others 1),
    and #wrong: elements that differ from a reference each rank computes on
    its own (inputs are small integers, so every reduction order is exact).
-   The last line is the average busbw.  DIST_ALGO=ring|tree picks the
+   The last line is the average busbw.  DIST_ALGO=ring|tree|halving|shm picks the
    algorithm where there is a choice. */
 #define DIST_IMPLEMENTATION
 #include "dist.h"

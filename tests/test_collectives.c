@@ -27,7 +27,8 @@
      float32 and int32, ops sum and max, for every collective (ops only
      where the collective takes one; root n-1; out-of-place, plus in-place
      for all_to_all), and float16/bfloat16 sum for all_reduce.
-   With DIST_ALGO=ring, tree and shm (world sizes 2, 3, 5; 3, 4, 5; 2, 3, 5)
+   With DIST_ALGO=ring, tree, halving and shm (world sizes 2, 3, 5; 3, 4, 5;
+   3, 4, 6; 2, 3, 5)
    only broadcast, reduce and all_reduce run (every dtype, op, small count,
    root, and the 1M+3 subset), so both algorithms see small and large
    counts; "auto" picks tree/recursive doubling for small and ring/chain
@@ -872,7 +873,8 @@ int main(void) {
     static const int ring_sizes[] = { 2, 3, 5 };
     static const int tree_sizes[] = { 3, 4, 5 };
     static const int shm_sizes[] = { 2, 3, 5 };
-    cfgarg_t cfgs[16];
+    static const int halving_sizes[] = { 3, 4, 6 };
+    cfgarg_t cfgs[24];
     int ncfg = 0;
     long t_all = now_ms();
     test_start();
@@ -884,7 +886,8 @@ int main(void) {
 
     printf("# 1M+3 subset: float32, int32 x {sum, max} for every collective (root n-1; all_to_all also in place),\n"
            "#              float16, bfloat16 sum for all_reduce\n");
-    printf("# DIST_ALGO=ring on n=2,3,5, DIST_ALGO=tree on n=3,4,5 and DIST_ALGO=shm on n=2,3,5 (all_reduce in the shared\n"
+    printf("# DIST_ALGO=ring on n=2,3,5, DIST_ALGO=tree on n=3,4,5, DIST_ALGO=halving on n=3,4,6 (all_reduce only)\n"
+           "# and DIST_ALGO=shm on n=2,3,5 (all_reduce in the shared\n"
            "# segments at every count, when the transport is shared memory): broadcast, reduce, all_reduce only\n");
 
     {   /* the test's own converters: decode(encode(x)) over every 16-bit pattern */
@@ -904,6 +907,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof auto_sizes / sizeof *auto_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ auto_sizes[i], "auto", 1, ncfg + 1 };
     for (size_t i = 0; i < sizeof ring_sizes / sizeof *ring_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ ring_sizes[i], "DIST_ALGO=ring", 0, ncfg + 1 };
     for (size_t i = 0; i < sizeof tree_sizes / sizeof *tree_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ tree_sizes[i], "DIST_ALGO=tree", 0, ncfg + 1 };
+    for (size_t i = 0; i < sizeof halving_sizes / sizeof *halving_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ halving_sizes[i], "DIST_ALGO=halving", 0, ncfg + 1 };
     for (size_t i = 0; i < sizeof shm_sizes / sizeof *shm_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ shm_sizes[i], "DIST_ALGO=shm", 0, ncfg + 1 };
 
     for (int k = 0; k < ncfg; k++) {
@@ -920,6 +924,7 @@ int main(void) {
         if (strcmp(c->algo, "DIST_ALGO=ring") == 0) setenv("DIST_ALGO", "ring", 1);
         else if (strcmp(c->algo, "DIST_ALGO=tree") == 0) setenv("DIST_ALGO", "tree", 1);
         else if (strcmp(c->algo, "DIST_ALGO=shm") == 0) setenv("DIST_ALGO", "shm", 1);
+        else if (strcmp(c->algo, "DIST_ALGO=halving") == 0) setenv("DIST_ALGO", "halving", 1);
         else unsetenv("DIST_ALGO");
         rc = guarded_spawn(c, 300000, msg, sizeof msg);
         unsetenv("DIST_ALGO");
