@@ -61,7 +61,8 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_INIT_METHOD          env://, tcp://host:port or file:///path
    DIST_TIMEOUT              seconds every blocking call may wait (300)
    DIST_SOCKET_IFNAME        network interface whose address the mesh uses
-   DIST_SECRET               shared secret every connection must know
+   DIST_SECRET               shared secret every connection must prove it
+                             knows (HMAC-SHA-256; unset or empty: none)
    DIST_DEBUG                info | detail: log to stderr
    DIST_SPIN_US              microseconds a waiting call polls before it
                              sleeps (200; 0 never polls)
@@ -252,8 +253,8 @@ typedef struct dist_config {
     int rank;                /* this process's rank (used when world_size > 0)*/
     int timeout_ms;          /* 0: $DIST_TIMEOUT seconds, else 300 s; every
                                 blocking call waits at most this long         */
-    const char *secret;      /* NULL: $DIST_SECRET, else none.  Every peer
-                                must know it to connect                      */
+    const char *secret;      /* NULL: $DIST_SECRET; unset or "": none.  Every
+                                connection must prove it knows it            */
     const char *socket_ifname; /* NULL: $DIST_SOCKET_IFNAME, else the address
                                 that reaches rank 0                           */
     dist_logger logger;      /* {0}: quiet, unless $DIST_DEBUG is set         */
@@ -289,6 +290,14 @@ DIST_API const char *dist_error_message(const dist_t *d);
 /* ---- life cycle ---- */
 DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg);
 DIST_API dist_result dist_destroy(dist_t *d);
+/* Tears the communicator down from any thread (a watchdog, a signal-
+   driven shutdown): every call blocked in it, on any thread, returns
+   DIST_ERR_ABORTED within milliseconds, and so does every later call, on
+   the world and on all its groups (they share its connections).  Peers see
+   this rank's connections close (DIST_ERR_PEER_LOST naming it).  Call
+   dist_destroy afterwards, once the other threads have returned.  Safe to
+   call more than once. */
+DIST_API dist_result dist_abort(dist_t *d);
 DIST_API int dist_rank(const dist_t *d);
 DIST_API int dist_world_size(const dist_t *d);
 DIST_API int dist_local_rank(const dist_t *d);
@@ -440,7 +449,9 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    store (or of DIST_SOCKET_IFNAME) and publishes it as "dist/addr/<rank>";
    rank 0 publishes a random job id.  Rank i connects to every j < i and
    accepts every j > i; both ends of a mesh connection check magic, protocol
-   version, job id, ranks and world size (and the secret's digest).
+   version, job id, ranks and world size, and each proves it knows the
+   job's secret (HMAC-SHA256 over both ends' random nonces; see the
+   handshake below).
 
    Frames.  Every mesh message is a 40-byte little-endian header (kind,
    dtype, op, collective, communicator id, tag, count, payload bytes, root,
@@ -1012,23 +1023,173 @@ static uint64_t dist__get64(const uint8_t *p) {
     return v;
 }
 
-/* FNV-1a, 64 bit: a digest of the secret for the handshake.  It keeps jobs
-   with different secrets apart; it is not an authentication protocol. */
-static uint64_t dist__fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; s && *s; s++) { h ^= (uint8_t)*s; h *= 1099511628211ULL; }
-    return h;
+/* [SECTION] SHA-256 and HMAC-SHA256 (FIPS 180-4, RFC 2104)
+   ---------------------------------------------------------------------------
+   For the handshake's challenge-response: each end proves it knows the
+   job's secret without sending it.  Small and portable, not fast: a
+   handshake hashes a few hundred bytes. */
+
+typedef struct dist__sha256_ctx {
+    uint32_t h[8];
+    uint64_t len;          /* bytes hashed so far */
+    uint8_t buf[64];
+    size_t fill;
+} dist__sha256_ctx;
+
+#define DIST__ROR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void dist__sha256_block(dist__sha256_ctx *s, const uint8_t *p) {
+    static const uint32_t k[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2 };
+    uint32_t w[64], a, b, c, d, e, f, g, h;
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = DIST__ROR32(w[i - 15], 7) ^ DIST__ROR32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = DIST__ROR32(w[i - 2], 17) ^ DIST__ROR32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    a = s->h[0]; b = s->h[1]; c = s->h[2]; d = s->h[3]; e = s->h[4]; f = s->h[5]; g = s->h[6]; h = s->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (DIST__ROR32(e, 6) ^ DIST__ROR32(e, 11) ^ DIST__ROR32(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
+        uint32_t t2 = (DIST__ROR32(a, 2) ^ DIST__ROR32(a, 13) ^ DIST__ROR32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d; s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
 }
 
-#define DIST__PROTOCOL_VERSION 1
+static void dist__sha256_init(dist__sha256_ctx *s) {
+    static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+    memcpy(s->h, iv, sizeof iv);
+    s->len = 0;
+    s->fill = 0;
+}
+
+static void dist__sha256_update(dist__sha256_ctx *s, const void *data, size_t n) {
+    const uint8_t *p = (const uint8_t *)data;
+    s->len += n;
+    while (n > 0) {
+        size_t take = DIST__MIN(n, 64 - s->fill);
+        memcpy(s->buf + s->fill, p, take);
+        s->fill += take; p += take; n -= take;
+        if (s->fill == 64) { dist__sha256_block(s, s->buf); s->fill = 0; }
+    }
+}
+
+static void dist__sha256_final(dist__sha256_ctx *s, uint8_t out[32]) {
+    uint64_t bits = s->len * 8;
+    uint8_t pad = 0x80, zero = 0, lenb[8];
+    dist__sha256_update(s, &pad, 1);
+    while (s->fill != 56) dist__sha256_update(s, &zero, 1);
+    for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
+    dist__sha256_update(s, lenb, 8);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(s->h[i] >> 24); out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8); out[4 * i + 3] = (uint8_t)s->h[i];
+    }
+}
+
+static void dist__sha256(const void *data, size_t n, uint8_t out[32]) {
+    dist__sha256_ctx s;
+    dist__sha256_init(&s);
+    dist__sha256_update(&s, data, n);
+    dist__sha256_final(&s, out);
+}
+
+/* HMAC-SHA256 of the concatenation of `parts` (n of them, lens[i] bytes
+   each) under key (klen bytes; any length). */
+static void dist__hmac_sha256(const void *key, size_t klen, int n, const void *const *parts, const size_t *lens, uint8_t out[32]) {
+    uint8_t k[64], pad[64], inner[32];
+    dist__sha256_ctx s;
+    memset(k, 0, sizeof k);
+    if (klen > 64) dist__sha256(key, klen, k);
+    else if (klen) memcpy(k, key, klen);
+    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
+    dist__sha256_init(&s);
+    dist__sha256_update(&s, pad, 64);
+    for (int i = 0; i < n; i++) dist__sha256_update(&s, parts[i], lens[i]);
+    dist__sha256_final(&s, inner);
+    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
+    dist__sha256_init(&s);
+    dist__sha256_update(&s, pad, 64);
+    dist__sha256_update(&s, inner, 32);
+    dist__sha256_final(&s, out);
+}
+
+/* Compares n bytes in time that does not depend on where they differ. */
+static int dist__equal_ct(const uint8_t *a, const uint8_t *b, size_t n) {
+    uint8_t d = 0;
+    for (size_t i = 0; i < n; i++) d |= (uint8_t)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+/* The job's secret as an HMAC key (a secret longer than a SHA-256 block is
+   hashed first, as HMAC does); an empty key when the job has none. */
+typedef struct dist__key {
+    uint8_t k[64];
+    size_t len;
+    int set;
+} dist__key;
+
+static void dist__key_from(const char *secret, dist__key *key) {
+    size_t n = secret ? strlen(secret) : 0;
+    memset(key, 0, sizeof *key);
+    key->set = n > 0;                     /* DIST_SECRET="" is no secret, as unset */
+    if (n > 64) { dist__sha256(secret, n, key->k); key->len = 32; }
+    else { if (n) memcpy(key->k, secret, n); key->len = n; }
+}
+
+/* n unpredictable bytes for a handshake nonce: the kernel's random source;
+   should it fail, a hash of the clock, the process and a counter, which
+   still never repeats within a job. */
+static void dist__random_bytes(uint8_t *out, size_t n) {
+    static uint64_t counter;
+    size_t got = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        while (got < n) {
+            ssize_t r = read(fd, out + got, n - got);
+            if (r <= 0 && errno != EINTR) break;
+            if (r > 0) got += (size_t)r;
+        }
+        close(fd);
+    }
+    while (got < n) {
+        uint64_t seed[4] = { (uint64_t)dist__now_ns(), (uint64_t)getpid(), (uint64_t)(uintptr_t)out, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) };
+        uint8_t h[32];
+        dist__sha256(seed, sizeof seed, h);
+        for (size_t i = 0; i < 32 && got < n; i++) out[got++] = h[i];
+    }
+}
+
+#define DIST__PROTOCOL_VERSION 2
 #define DIST__MAGIC            0x54534944u   /* "DIST" */
 #define DIST__FRAME_MAGIC      0x6d617266u   /* "fram" */
 
-/* Handshake, 48 bytes, sent by both ends of every connection:
+/* Handshake.  Both ends of every connection send an 80-byte hello:
      0 magic u32 | 4 version u16 | 6 purpose u16 | 8 job u64 |
-    16 rank i32 | 20 world i32 | 24 secret digest u64 | 32 status i32 |
-    36 reserved 12 bytes */
-#define DIST__HELLO_SIZE 48
+    16 rank i32 | 20 world i32 | 24 flags u32 | 28 status i32 |
+    32 nonce, 32 random bytes | 64 reserved 16 bytes
+   then, having read the other's, a 32-byte proof: HMAC-SHA256 under the
+   job's secret of "dist-auth", the prover's role (C: the end that
+   connected, A: the end that accepted), the prover's hello and the
+   verifier's hello.  Each end checks the other's proof, so both show they
+   know the secret without sending it; the nonces make every proof fresh,
+   the roles keep a proof from being reflected back, and the hellos inside
+   it keep their fields from being altered.  Without a secret the key is
+   empty: the job id (random, from rank 0) still keeps jobs apart.  The
+   first 8 bytes and the size stay the same in every protocol version, so
+   a mismatch is reported as such. */
+#define DIST__HELLO_SIZE 80
+#define DIST__PROOF_SIZE 32
+#define DIST__HELLO_SECRET 1u   /* flags: this end has a secret */
 enum { DIST__PURPOSE_MESH = 1, DIST__PURPOSE_STORE = 2 };
 
 typedef struct dist__hello {
@@ -1036,8 +1197,9 @@ typedef struct dist__hello {
     uint16_t version, purpose;
     uint64_t job;
     int32_t rank, world;
-    uint64_t secret;
+    uint32_t flags;
     int32_t status;   /* 0 ok; in a reply, non-zero = refused */
+    uint8_t nonce[32];
 } dist__hello;
 
 static void dist__hello_encode(const dist__hello *h, uint8_t *b) {
@@ -1048,8 +1210,42 @@ static void dist__hello_encode(const dist__hello *h, uint8_t *b) {
     dist__put64(b + 8, h->job);
     dist__put32(b + 16, (uint32_t)h->rank);
     dist__put32(b + 20, (uint32_t)h->world);
-    dist__put64(b + 24, h->secret);
-    dist__put32(b + 32, (uint32_t)h->status);
+    dist__put32(b + 24, h->flags);
+    dist__put32(b + 28, (uint32_t)h->status);
+    memcpy(b + 32, h->nonce, 32);
+}
+
+/* This end's hello: the common fields, a fresh nonce, the secret flag. */
+static void dist__hello_make(dist__hello *h, int purpose, uint64_t job, int rank, int world, const dist__key *key, uint8_t *b) {
+    memset(h, 0, sizeof *h);
+    h->magic = DIST__MAGIC; h->version = DIST__PROTOCOL_VERSION; h->purpose = (uint16_t)purpose;
+    h->job = job; h->rank = rank; h->world = world;
+    h->flags = key->set ? DIST__HELLO_SECRET : 0;
+    dist__random_bytes(h->nonce, sizeof h->nonce);
+    dist__hello_encode(h, b);
+}
+
+/* The proof of role `role` ('C' or 'A') by the end that sent `prover`
+   (its hello's bytes) to the end that sent `verifier`. */
+static void dist__proof(const dist__key *key, char role, const uint8_t *prover, const uint8_t *verifier, uint8_t out[32]) {
+    static const char label[] = "dist-auth";
+    const void *parts[4] = { label, &role, prover, verifier };
+    size_t lens[4] = { sizeof label - 1, 1, DIST__HELLO_SIZE, DIST__HELLO_SIZE };
+    dist__hmac_sha256(key->k, key->len, 4, parts, lens, out);
+}
+
+/* Checks a peer's proof; 0 when it holds, else -1 and a reason naming
+   what the peer's hello said about its secret. */
+static int dist__proof_check(const dist__key *key, char role, const uint8_t *peer_hello, const uint8_t *my_hello,
+                             const uint8_t *proof, char *why, size_t cap) {
+    uint8_t want[32];
+    int peer_has = (dist__get32(peer_hello + 24) & DIST__HELLO_SECRET) != 0;
+    dist__proof(key, role, peer_hello, my_hello, want);
+    if (dist__equal_ct(want, proof, 32)) return 0;
+    if (peer_has && !key->set) dist__format(why, cap, "it has a secret and this job has none (set DIST_SECRET alike everywhere)");
+    else if (!peer_has && key->set) dist__format(why, cap, "it has no secret and this job requires one (DIST_SECRET)");
+    else dist__format(why, cap, "it does not know the job's secret");
+    return -1;
 }
 
 /* Decodes and checks what is checkable without context.  Returns 0, or -1
@@ -1061,8 +1257,9 @@ static int dist__hello_decode(const uint8_t *b, dist__hello *h, char *why, size_
     h->job = dist__get64(b + 8);
     h->rank = (int32_t)dist__get32(b + 16);
     h->world = (int32_t)dist__get32(b + 20);
-    h->secret = dist__get64(b + 24);
-    h->status = (int32_t)dist__get32(b + 32);
+    h->flags = dist__get32(b + 24);
+    h->status = (int32_t)dist__get32(b + 28);
+    memcpy(h->nonce, b + 32, 32);
     if (h->magic != DIST__MAGIC) {
         dist__format(why, cap, "not a dist peer (bad magic 0x%08x)", (unsigned)h->magic);
         return -1;
@@ -1078,6 +1275,21 @@ static int dist__hello_decode(const uint8_t *b, dist__hello *h, char *why, size_
     }
     if (h->world < 1 || h->world > DIST__MAX_WORLD || h->rank < 0 || h->rank >= h->world) {
         dist__format(why, cap, "rank %d of world size %d is out of range", (int)h->rank, (int)h->world);
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks the first bytes of a hello that is still arriving, so that a
+   stranger is turned away after its first 4 bytes, not after 80 (or a
+   timeout).  0: fine so far; -1 with a reason. */
+static int dist__hello_prefix_check(const uint8_t *b, size_t n, char *why, size_t cap) {
+    if (n >= 4 && dist__get32(b) != DIST__MAGIC) {
+        dist__format(why, cap, "not a dist peer (bad magic 0x%08x)", (unsigned)dist__get32(b));
+        return -1;
+    }
+    if (n >= 6 && dist__get16(b + 4) != DIST__PROTOCOL_VERSION) {
+        dist__format(why, cap, "protocol version %u, this build speaks %u", (unsigned)dist__get16(b + 4), (unsigned)DIST__PROTOCOL_VERSION);
         return -1;
     }
     return 0;
@@ -1394,6 +1606,8 @@ typedef struct dist__kv { char *key; uint8_t *val; size_t vlen; } dist__kv;
 typedef struct dist__store_conn {
     dist__socket fd;
     int hello_done, rank, closing;
+    int proof_due;              /* hello answered, the client's proof comes next */
+    uint8_t my_hello[DIST__HELLO_SIZE], peer_hello[DIST__HELLO_SIZE];
     int64_t hello_deadline;
     uint8_t *in;  size_t in_len, in_cap;
     uint8_t *out; size_t out_len, out_off, out_cap;
@@ -1407,7 +1621,7 @@ typedef struct dist__store_server {
     pthread_t thread;
     pthread_mutex_t lock;       /* guards `stop` only */
     int stop, world, timeout_ms;
-    uint64_t secret;
+    dist__key key;
     dist__store_conn *conns; int nconns, cap_conns;
     dist__kv *kv; int nkv, cap_kv;
     unsigned char *joined;      /* [world] */
@@ -1616,11 +1830,23 @@ static void dist__store_refuse(dist__store_server *sv, dist__store_conn *c, cons
     dist__logf(&sv->log, DIST_LOG_WARN, "store refused a client: %s", reason);
 }
 
+static void dist__store_queue(dist__store_conn *c, const void *b, size_t n) {
+    size_t cap = c->out_cap;
+    if (dist__grow((void **)&c->out, &cap, c->out_len + n, 1) == 0) {
+        c->out_cap = cap;
+        memcpy(c->out + c->out_len, b, n);
+        c->out_len += n;
+    } else {
+        c->closing = 1;
+    }
+}
+
+/* The client's hello: answered with the store's hello and proof; nothing
+   of what it claims counts before its own proof arrives. */
 static void dist__store_hello(dist__store_server *sv, dist__store_conn *c) {
     dist__hello h;
     char why[200], peer[64] = "?";
-    uint8_t b[DIST__HELLO_SIZE];
-    size_t cap = c->out_cap;
+    uint8_t proof[DIST__PROOF_SIZE];
     int port = 0;
     dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
     if (dist__hello_decode(c->in, &h, why, sizeof why) != 0 || h.purpose != DIST__PURPOSE_STORE) {
@@ -1630,15 +1856,33 @@ static void dist__store_hello(dist__store_server *sv, dist__store_conn *c) {
         dist__store_refuse(sv, c, reason, 0, 0);
         return;
     }
+    memcpy(c->peer_hello, c->in, DIST__HELLO_SIZE);
+    dist__hello_make(&h, DIST__PURPOSE_STORE, 0, 0, sv->world, &sv->key, c->my_hello);
+    dist__proof(&sv->key, 'A', c->my_hello, c->peer_hello, proof);
+    dist__store_queue(c, c->my_hello, DIST__HELLO_SIZE);
+    dist__store_queue(c, proof, sizeof proof);
+    c->proof_due = 1;
+}
+
+/* The client's proof: then its rank and world size are believed. */
+static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
+    dist__hello h;
+    char why[300], reason[200], peer[64] = "?";
+    uint8_t b[DIST__HELLO_SIZE];
+    int port = 0;
+    dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
+    dist__hello_decode(c->peer_hello, &h, why, sizeof why);   /* checked in dist__store_hello */
+    c->proof_due = 0;
+    if (dist__proof_check(&sv->key, 'C', c->peer_hello, c->my_hello, c->in, reason, sizeof reason) != 0) {
+        /* not recorded: a stranger must not be able to speak for the job */
+        dist__format(why, sizeof why, "a client at %s:%d claiming rank %d: %s", peer, port, (int)h.rank, reason);
+        dist__store_refuse(sv, c, why, 0, 0);
+        return;
+    }
     if (h.world != sv->world) {
         dist__format(why, sizeof why, "a process at %s:%d says world size %d (rank %d), but this job has world size %d",
                      peer, port, (int)h.world, (int)h.rank, sv->world);
         dist__store_refuse(sv, c, why, 1, 1);
-        return;
-    }
-    if (h.secret != sv->secret) {
-        dist__format(why, sizeof why, "rank %d at %s:%d does not know the job's secret", (int)h.rank, peer, port);
-        dist__store_refuse(sv, c, why, 1, 0);
         return;
     }
     if (sv->joined[h.rank]) {
@@ -1649,21 +1893,30 @@ static void dist__store_hello(dist__store_server *sv, dist__store_conn *c) {
     sv->joined[h.rank] = 1;
     c->rank = h.rank;
     c->hello_done = 1;
-    h.status = 0;
+    memset(&h, 0, sizeof h);
+    h.magic = DIST__MAGIC; h.version = DIST__PROTOCOL_VERSION; h.purpose = DIST__PURPOSE_STORE; h.world = sv->world;
     dist__hello_encode(&h, b);
-    if (dist__grow((void **)&c->out, &cap, c->out_len + sizeof b, 1) == 0) {
-        c->out_cap = cap;
-        memcpy(c->out + c->out_len, b, sizeof b);
-        c->out_len += sizeof b;
-    }
+    dist__store_queue(c, b, sizeof b);
 }
 
 /* Runs every complete request in c->in, stopping at a parked one. */
 static void dist__store_serve(dist__store_server *sv, dist__store_conn *c) {
     while (!c->closing) {
         size_t used;
-        if (!c->hello_done) {
-            if (c->in_len < DIST__HELLO_SIZE) return;
+        if (c->proof_due) {
+            if (c->in_len < DIST__PROOF_SIZE) return;
+            dist__store_proof(sv, c);
+            used = DIST__PROOF_SIZE;
+        } else if (!c->hello_done) {
+            if (c->in_len < DIST__HELLO_SIZE) {
+                char why[100], reason[200], peer[64] = "?";
+                int port = 0;
+                if (dist__hello_prefix_check(c->in, c->in_len, why, sizeof why) == 0) return;
+                dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
+                dist__format(reason, sizeof reason, "a client at %s:%d is not a dist rank of this job: %s", peer, port, why);
+                dist__store_refuse(sv, c, reason, 0, 0);
+                return;
+            }
             dist__store_hello(sv, c);
             used = DIST__HELLO_SIZE;
         } else {
@@ -1818,14 +2071,14 @@ static void dist__store_server_stop(dist__store_server *sv) {
 
 /* Takes ownership of `listen_fd`. */
 static dist__store_server *dist__store_server_start(dist__socket listen_fd, int world, int timeout_ms,
-                                                    uint64_t secret, const dist__log *log) {
+                                                    const dist__key *key, const dist__log *log) {
     dist__store_server *sv = (dist__store_server *)DIST_MALLOC(sizeof *sv);
     if (!sv) { dist__close(listen_fd); return NULL; }
     memset(sv, 0, sizeof *sv);
     sv->listen_fd = listen_fd;
     sv->world = world;
     sv->timeout_ms = timeout_ms;
-    sv->secret = secret;
+    sv->key = *key;
     sv->log = *log;
     sv->wake.rfd = sv->wake.wfd = -1;
     pthread_mutex_init(&sv->lock, NULL);
@@ -2046,6 +2299,8 @@ typedef struct dist__engine {
     dist__shm_hdr *seg_hdr;
     unsigned spins;                  /* progress rounds without poll() (shm only) */
     unsigned yield_mask;             /* spinning on rings yields the CPU when (spins & mask) == 0 */
+    int aborted;                     /* dist_abort was called: every call fails from now on (atomic loads) */
+    char abort_why[128];             /* set once, before `aborted` */
 } dist__engine;
 
 typedef struct dist__job dist__job;
@@ -2057,6 +2312,7 @@ struct dist {
     int rank, world, local_rank, timeout_ms;
     uint32_t id;
     uint64_t job;
+    dist__key key;                   /* the job's secret (DIST_SECRET), for every handshake */
     uint64_t nsend, nrecv;           /* operation numbers for messages */
     pthread_mutex_t err_lock;
     char err[DIST__ERRLEN];
@@ -2154,6 +2410,7 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
     uint8_t hdr[DIST__STORE_RESP_HDR];
     uint32_t rbody;
     int r;
+    if (d->eng && DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "store %s: %s", what, d->eng->abort_why);
     if (d->top->store_fd == DIST__NO_SOCKET || d->top->store_broken)
         return dist__fail(d, DIST_ERR_FAILED, "store %s: the connection to the store (rank 0) was lost earlier", what);
     for (int i = 0; i < nparts; i++) body += 4 + parts[i].n;
@@ -2175,6 +2432,7 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
     if ((r = dist__io_all(d->top->store_fd, d->top->store_buf, need, 1, deadline)) != 0 ||
         (r = dist__io_all(d->top->store_fd, hdr, sizeof hdr, 0, deadline)) != 0) {
         d->top->store_broken = 1;
+        if (d->eng && DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "store %s: %s", what, d->eng->abort_why);
         return dist__fail(d, r == -3 ? DIST_ERR_TIMEOUT : DIST_ERR_PEER_LOST,
                           "store %s: talking to the store on rank 0: %s", what, dist__io_error(r));
     }
@@ -2556,20 +2814,32 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
     p->dst = NULL;
 }
 
-/* The connection to `p` is over: every request that needs it fails now. */
-static void dist__peer_fail(dist__engine *e, dist__peer *p, const char *fmt, ...) {
-    va_list ap;
+/* The connection to `p` is over: every request that needs it fails now
+   with `code`. */
+static void dist__peer_vfail(dist__engine *e, dist__peer *p, dist_result code, const char *fmt, va_list ap) {
     if (p->state == DIST__PEER_FAILED) return;
-    va_start(ap, fmt);
     dist__vformat(p->why, sizeof p->why, fmt, ap);
-    va_end(ap);
     p->state = DIST__PEER_FAILED;
     e->failed_peers++;
     dist__close(p->fd);
     p->fd = DIST__NO_SOCKET;
-    dist__logf(&e->log, DIST_LOG_ERROR, "%s", p->why);
-    dist__peer_fail_requests(e, p, DIST_ERR_PEER_LOST);
+    dist__logf(&e->log, code == DIST_ERR_ABORTED ? DIST_LOG_INFO : DIST_LOG_ERROR, "%s", p->why);
+    dist__peer_fail_requests(e, p, code);
     if (e->sleepers) pthread_cond_broadcast(&e->cond);
+}
+
+static void dist__peer_fail(dist__engine *e, dist__peer *p, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    dist__peer_vfail(e, p, DIST_ERR_PEER_LOST, fmt, ap);
+    va_end(ap);
+}
+
+static void dist__peer_fail_code(dist__engine *e, dist__peer *p, dist_result code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    dist__peer_vfail(e, p, code, fmt, ap);
+    va_end(ap);
 }
 
 static ssize_t dist__peer_tx(dist__peer *p, struct iovec *iov, int n);
@@ -3153,6 +3423,7 @@ static dist__engine *dist__engine_new(int rank, int world, const dist__log *log)
 static dist_result dist__p2p_check(dist_t *d, const char *what, const void *buf, size_t count, dist_dtype dtype,
                                    int peer, int tag, int any_ok) {
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", what);
+    if (DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, d->eng->abort_why);
     if (dtype < 0 || dtype >= DIST_DTYPE_COUNT)
         return dist__fail(d, DIST_ERR_INVALID, "%s: unknown dtype %d", what, (int)dtype);
     if (peer < (any_ok ? DIST_ANY_SOURCE : 0) || peer >= d->world)
@@ -3274,10 +3545,11 @@ static dist_result dist__start(dist_t *d, int kind, void *buf, size_t count, dis
     const char *what = kind == DIST__REQ_SEND ? "isend" : "irecv";
     dist__engine *e;
     dist_req_t *r;
-    dist_result res = dist__p2p_check(d, what, buf, count, dtype, peer, tag, kind == DIST__REQ_RECV);
+    dist_result res;
+    if (out) *out = NULL;                 /* no request unless it started */
+    res = dist__p2p_check(d, what, buf, count, dtype, peer, tag, kind == DIST__REQ_RECV);
     if (res != DIST_OK) return res;
     if (!out) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL request pointer", what);
-    *out = NULL;
     e = d->eng;
     pthread_mutex_lock(&e->lock);
     r = dist__req_alloc(e);
@@ -3609,7 +3881,7 @@ static int dist__coll_member_lost(dist__coll *c) {
     for (int g = 0; g < c->d->world; g++) {
         dist__peer *p = &e->peers[dist__wrank(c->d, g)];
         if (g != c->d->rank && p->state == DIST__PEER_FAILED) {
-            dist__coll_failf(c, DIST_ERR_PEER_LOST, "%s", p->why);
+            dist__coll_failf(c, e->aborted ? DIST_ERR_ABORTED : DIST_ERR_PEER_LOST, "%s", p->why);
             return 1;
         }
     }
@@ -4437,6 +4709,7 @@ static dist_result dist__coll_check(dist_t *d, dist__job *j, int send_needed, in
     const char *name = dist__coll_name(j->kind);
     char *why = j->invalid;
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", name);
+    if (DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", name, d->eng->abort_why);
     if (j->dtype < 0 || j->dtype >= DIST_DTYPE_COUNT) dist__format(why, sizeof j->invalid, "passed unknown dtype %d", (int)j->dtype);
     else if (j->op < 0 || j->op >= DIST_OP_COUNT) dist__format(why, sizeof j->invalid, "passed unknown op %d", (int)j->op);
     else if (j->root < 0 || j->root >= d->world)
@@ -4727,6 +5000,7 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
     g->local_rank = parent->local_rank;
     g->timeout_ms = parent->timeout_ms;
     g->job = parent->job;
+    g->key = parent->key;
     g->store_fd = DIST__NO_SOCKET;
     pthread_mutex_init(&g->err_lock, NULL);
     dist__comm_init_collectives(g, parent->algo_override);
@@ -4759,7 +5033,7 @@ typedef struct dist__setup {
     char host[256]; int port;
     char path[512];
     int rank, world, local_rank, timeout_ms, spin_us, algo, shm;
-    uint64_t secret;
+    dist__key key;
     const char *ifname;
     dist__socket listen_fd;          /* inherited store socket, or none */
 } dist__setup;
@@ -4827,7 +5101,7 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     s->listen_fd = DIST__NO_SOCKET;
     if (!url) url = "env://";
     s->ifname = cfg->socket_ifname ? cfg->socket_ifname : dist__getenv("DIST_SOCKET_IFNAME");
-    s->secret = secret ? dist__fnv1a(secret) : 0;
+    dist__key_from(secret, &s->key);
     /* timeout */
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms <= 0) {
@@ -4955,31 +5229,47 @@ static int dist__file_read(const dist__setup *s, char *host, size_t cap, int *po
     return ok;
 }
 
+/* Reads the store's refusal reason after a hello with a non-zero status. */
+static dist_result dist__store_refused(dist_t *d, const dist__setup *s, int64_t deadline, int *refused) {
+    char why[300];
+    uint8_t lb[4];
+    uint32_t len;
+    *refused = 1;
+    if (dist__io_all(d->store_fd, lb, 4, 0, deadline) == 0 && (len = dist__get32(lb)) < sizeof why &&
+        dist__io_all(d->store_fd, why, len, 0, deadline) == 0) why[len] = 0;
+    else snprintf(why, sizeof why, "no reason given");
+    return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the store on rank 0 (%s:%d) refused this process: %s",
+                      s->rank, s->world, s->host, s->port, why);
+}
+
+/* hello ->, <- hello + proof, proof ->, <- verdict (a hello whose status
+   says whether the store took this rank). */
 static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, int64_t deadline, int *refused) {
     dist__hello h;
-    uint8_t b[DIST__HELLO_SIZE];
+    uint8_t mine[DIST__HELLO_SIZE], theirs[DIST__HELLO_SIZE], proof[DIST__PROOF_SIZE];
     char why[300];
     int r;
     *refused = 0;
-    memset(&h, 0, sizeof h);
-    h.magic = DIST__MAGIC; h.version = DIST__PROTOCOL_VERSION; h.purpose = DIST__PURPOSE_STORE;
-    h.rank = s->rank; h.world = s->world; h.secret = s->secret;
-    dist__hello_encode(&h, b);
-    if ((r = dist__io_all(d->store_fd, b, sizeof b, 1, deadline)) != 0 ||
-        (r = dist__io_all(d->store_fd, b, sizeof b, 0, deadline)) != 0)
+    dist__hello_make(&h, DIST__PURPOSE_STORE, 0, s->rank, s->world, &s->key, mine);
+    if ((r = dist__io_all(d->store_fd, mine, sizeof mine, 1, deadline)) != 0 ||
+        (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: saying hello to the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
-    if (dist__hello_decode(b, &h, why, sizeof why) != 0)
+    if (dist__hello_decode(theirs, &h, why, sizeof why) != 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: the store at %s:%d answered strangely: %s", s->host, s->port, why);
-    if (h.status != 0) {
-        uint8_t lb[4];
-        uint32_t len;
-        *refused = 1;
-        if (dist__io_all(d->store_fd, lb, 4, 0, deadline) == 0 && (len = dist__get32(lb)) < sizeof why &&
-            dist__io_all(d->store_fd, why, len, 0, deadline) == 0) why[len] = 0;
-        else snprintf(why, sizeof why, "no reason given");
-        return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the store on rank 0 (%s:%d) refused this process: %s",
+    if (h.status != 0) return dist__store_refused(d, s, deadline, refused);
+    if ((r = dist__io_all(d->store_fd, proof, sizeof proof, 0, deadline)) != 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
+    if (dist__proof_check(&s->key, 'A', theirs, mine, proof, why, sizeof why) != 0)
+        return dist__fail(NULL, DIST_ERR_INIT,
+                          "init: rank %d of %d and the store on rank 0 (%s:%d) do not share a secret (check DIST_SECRET on both): the store: %s",
                           s->rank, s->world, s->host, s->port, why);
-    }
+    dist__proof(&s->key, 'C', mine, theirs, proof);
+    if ((r = dist__io_all(d->store_fd, proof, sizeof proof, 1, deadline)) != 0 ||
+        (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: proving the secret to the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
+    if (dist__hello_decode(theirs, &h, why, sizeof why) != 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: the store at %s:%d answered strangely: %s", s->host, s->port, why);
+    if (h.status != 0) return dist__store_refused(d, s, deadline, refused);
     return DIST_OK;
 }
 
@@ -5009,7 +5299,7 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             if (ls == DIST__NO_SOCKET)
                 return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 cannot host the store: %s (is another job using port %d?)", why, s->port);
         }
-        d->server = dist__store_server_start(ls, s->world, s->timeout_ms, s->secret, log);
+        d->server = dist__store_server_start(ls, s->world, s->timeout_ms, &s->key, log);
         if (!d->server) return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 could not start the store (out of memory or threads)");
     }
     for (;;) {
@@ -5029,8 +5319,7 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d could not reach the store of rank 0 within %.1f s: %s",
                               s->rank, s->timeout_ms / 1000.0, why);
     }
-    if (dist__store_hello_exchange(d, s, deadline, &refused) != DIST_OK) return refused ? DIST_ERR_INIT : DIST_ERR_INIT;
-    return DIST_OK;
+    return dist__store_hello_exchange(d, s, deadline, &refused);
 }
 
 /* After a rendezvous wait timed out: who is missing, and did the store
@@ -5050,46 +5339,56 @@ static dist_result dist__rendezvous_timeout(dist_t *d, const char *waiting_for) 
 typedef struct dist__pending_conn {
     dist__socket fd;
     int expect_rank;                 /* connector side: the rank we called; -1 = accepted */
-    uint8_t buf[DIST__HELLO_SIZE];
+    int hello_checked;               /* its hello passed, our proof went out */
+    uint8_t mine[DIST__HELLO_SIZE];  /* the hello we sent on it */
+    uint8_t buf[DIST__HELLO_SIZE + DIST__PROOF_SIZE];
     size_t got;
 } dist__pending_conn;
 
-static void dist__mesh_hello(const dist_t *d, uint64_t secret, int status, uint8_t *b) {
+/* Opens the handshake on a fresh connection: our hello. */
+static int dist__mesh_greet(dist_t *d, dist__pending_conn *pc, int64_t deadline) {
     dist__hello h;
-    memset(&h, 0, sizeof h);
-    h.magic = DIST__MAGIC; h.version = DIST__PROTOCOL_VERSION; h.purpose = DIST__PURPOSE_MESH;
-    h.job = d->job; h.rank = d->rank; h.world = d->world; h.secret = secret; h.status = status;
-    dist__hello_encode(&h, b);
+    dist__hello_make(&h, DIST__PURPOSE_MESH, d->job, d->rank, d->world, &d->key, pc->mine);
+    pc->hello_checked = 0;
+    pc->got = 0;
+    return dist__io_all(pc->fd, pc->mine, DIST__HELLO_SIZE, 1, deadline);
 }
 
-/* A full hello arrived on a pending connection: 1 accepted, 0 refused. */
-static int dist__mesh_check_hello(dist_t *d, dist__pending_conn *pc, uint64_t secret, int64_t deadline) {
+/* Advances the handshake on a pending connection after a read: its hello
+   checked (then our proof goes out), its proof checked.  1: the peer is
+   in the mesh; 0: not yet; -1: refused, the connection closed, `why`
+   says why. */
+static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadline, char *why, size_t cap) {
     dist__engine *e = d->eng;
     dist__hello h;
-    char why[200];
-    if (dist__hello_decode(pc->buf, &h, why, sizeof why) != 0) goto refuse;
-    if (h.purpose != DIST__PURPOSE_MESH) { snprintf(why, sizeof why, "not a mesh connection"); goto refuse; }
-    if (h.job != d->job) { snprintf(why, sizeof why, "it belongs to another job"); goto refuse; }
-    if (h.world != d->world) { dist__format(why, sizeof why, "it says world size %d", (int)h.world); goto refuse; }
-    if (h.secret != secret) { snprintf(why, sizeof why, "it does not know the job's secret"); goto refuse; }
-    if (h.status != 0) { snprintf(why, sizeof why, "it refused this rank"); goto refuse; }
-    if (pc->expect_rank >= 0 ? h.rank != pc->expect_rank : (h.rank <= d->rank || e->peers[h.rank].fd >= 0)) {
-        dist__format(why, sizeof why, "it claims rank %d", (int)h.rank);
-        goto refuse;
+    char me = pc->expect_rank >= 0 ? 'C' : 'A', peer = me == 'C' ? 'A' : 'C';
+    if (dist__hello_prefix_check(pc->buf, pc->got, why, cap) != 0) goto refuse;
+    if (pc->got < DIST__HELLO_SIZE) return 0;
+    if (dist__hello_decode(pc->buf, &h, why, cap) != 0) goto refuse;
+    if (!pc->hello_checked) {
+        uint8_t proof[DIST__PROOF_SIZE];
+        if (h.purpose != DIST__PURPOSE_MESH) { dist__format(why, cap, "not a mesh connection"); goto refuse; }
+        if (h.job != d->job) { dist__format(why, cap, "it belongs to another job"); goto refuse; }
+        if (h.world != d->world) { dist__format(why, cap, "it says world size %d", (int)h.world); goto refuse; }
+        if (pc->expect_rank >= 0 ? h.rank != pc->expect_rank : (h.rank <= d->rank || e->peers[h.rank].fd >= 0)) {
+            dist__format(why, cap, "it claims rank %d", (int)h.rank);
+            goto refuse;
+        }
+        dist__proof(&d->key, me, pc->mine, pc->buf, proof);
+        if (dist__io_all(pc->fd, proof, sizeof proof, 1, deadline) != 0) { dist__format(why, cap, "it hung up"); goto refuse; }
+        pc->hello_checked = 1;
     }
-    if (pc->expect_rank < 0) {   /* the acceptor answers */
-        uint8_t b[DIST__HELLO_SIZE];
-        dist__mesh_hello(d, secret, 0, b);
-        if (dist__io_all(pc->fd, b, sizeof b, 1, deadline) != 0) { snprintf(why, sizeof why, "it hung up"); goto refuse; }
-    }
+    if (pc->got < DIST__HELLO_SIZE + DIST__PROOF_SIZE) return 0;
+    if (dist__proof_check(&d->key, peer, pc->buf, pc->mine, pc->buf + DIST__HELLO_SIZE, why, cap) != 0) goto refuse;
+    if (e->peers[h.rank].fd >= 0) { dist__format(why, cap, "rank %d is connected already", (int)h.rank); goto refuse; }
     e->peers[h.rank].fd = pc->fd;
     pc->fd = DIST__NO_SOCKET;
     return 1;
 refuse:
-    dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection: %s", why);
+    if (pc->expect_rank < 0) dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection: %s", why);
     dist__close(pc->fd);
     pc->fd = DIST__NO_SOCKET;
-    return 0;
+    return -1;
 }
 
 /* DIST_ERR_INIT when the store turned away a rank of another world size:
@@ -5107,7 +5406,7 @@ static dist_result dist__rendezvous_fatal(dist_t *d) {
     return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the job cannot form: %s", d->rank, d->world, why);
 }
 
-static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secret, int64_t deadline) {
+static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline) {
     dist__engine *e = d->eng;
     int n = d->world, npend = 0, connected = 0;
     int64_t next_check = 0;
@@ -5120,7 +5419,6 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secre
         char key[32], val[300], host[256], why[300];
         size_t len = 0;
         int port = 0;
-        uint8_t b[DIST__HELLO_SIZE];
         snprintf(key, sizeof key, "dist/addr/%d", j);
         if ((res = dist_store_get(d, key, val, sizeof val - 1, &len)) != DIST_OK) {
             char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
@@ -5132,9 +5430,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secre
         pend[npend].fd = dist__connect_retry(host, port, deadline, why, sizeof why);
         if (pend[npend].fd == DIST__NO_SOCKET) { res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d cannot connect to rank %d: %s", d->rank, j, why); break; }
         pend[npend].expect_rank = j;
-        pend[npend].got = 0;
-        dist__mesh_hello(d, secret, 0, b);
-        if (dist__io_all(pend[npend].fd, b, sizeof b, 1, deadline) != 0) {
+        if (dist__mesh_greet(d, &pend[npend], deadline) != 0) {
             dist__close(pend[npend].fd);
             res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d could not greet rank %d at %s:%d", d->rank, j, host, port);
             break;
@@ -5158,26 +5454,44 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, uint64_t secre
         pfds[np].fd = ls; pfds[np].events = POLLIN; np++;
         for (int i = 0; i < npend; i++) { pfds[np].fd = pend[i].fd; pfds[np].events = POLLIN; np++; }
         poll(pfds, (nfds_t)np, dist__ms_left(deadline, 100));
-        if ((pfds[0].revents & POLLIN) && npend < 2 * n + 16) {
+        if (pfds[0].revents & POLLIN) {
             dist__socket s = accept(ls, NULL, NULL);
-            if (s >= 0) {
+            if (s >= 0 && npend == 2 * n + 16) {
+                /* Full of connections that say nothing: the oldest caller
+                   makes room (a rank of this job answers within a round
+                   trip, a stranger holding sockets open does not). */
+                for (int i = 0; i < npend; i++)
+                    if (pend[i].expect_rank < 0) {
+                        dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection that sent %zu bytes of its handshake", pend[i].got);
+                        dist__close(pend[i].fd);
+                        memmove(&pend[i], &pend[i + 1], sizeof *pend * (size_t)(npend - i - 1));
+                        npend--;
+                        break;
+                    }
+            }
+            if (s >= 0 && npend < 2 * n + 16) {
                 dist__set_cloexec(s); dist__set_nonblocking(s, 1); dist__tune_socket(s);
-                pend[npend].fd = s; pend[npend].expect_rank = -1; pend[npend].got = 0; npend++;
+                pend[npend].fd = s; pend[npend].expect_rank = -1;
+                if (dist__mesh_greet(d, &pend[npend], deadline) == 0) npend++;
+                else dist__close(s);
+            } else if (s >= 0) {
+                dist__close(s);
             }
         }
         for (int i = 0; i < npend; i++) {
             dist__pending_conn *pc = &pend[i];
             ssize_t r;
             if (i + 1 >= np || !pfds[i + 1].revents) continue;
-            r = recv(pc->fd, pc->buf + pc->got, DIST__HELLO_SIZE - pc->got, 0);
+            r = recv(pc->fd, pc->buf + pc->got, sizeof pc->buf - pc->got, 0);
             if (r > 0) pc->got += (size_t)r;
             if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
                 if (pc->expect_rank >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d hung up on rank %d during the handshake (another job, or a different secret?)", pc->expect_rank, d->rank);
                 dist__close(pc->fd); pc->fd = DIST__NO_SOCKET;
-            } else if (pc->got == DIST__HELLO_SIZE) {
-                int exp = pc->expect_rank;
-                if (dist__mesh_check_hello(d, pc, secret, deadline)) connected++;
-                else if (exp >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d answered the handshake wrongly (see the log)", exp);
+            } else {
+                char why[200];
+                int exp = pc->expect_rank, h = dist__mesh_handshake(d, pc, deadline, why, sizeof why);
+                if (h > 0) connected++;
+                else if (h < 0 && exp >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the mesh connection to rank %d failed its handshake: %s", d->rank, exp, why);
             }
         }
         for (int i = 0; i < npend;) {   /* drop finished entries, keeping order */
@@ -5402,6 +5716,7 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
     dist__socket ls;
     dist_result r;
     int port = 0;
+    d->key = s->key;
     if ((r = dist__store_join(d, s, log, deadline)) != DIST_OK) return r;
     /* the job id */
     if (s->rank == 0) {
@@ -5428,7 +5743,7 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
     snprintf(key, sizeof key, "dist/addr/%d", s->rank);
     snprintf(addr, sizeof addr, "%s %d", host, port);
     r = dist_store_set(d, key, addr, strlen(addr));
-    if (r == DIST_OK) r = dist__mesh_connect(d, ls, s->secret, deadline);
+    if (r == DIST_OK) r = dist__mesh_connect(d, ls, deadline);
     dist__close(ls);
     if (r == DIST_OK) r = dist__shm_setup(d, s->shm == 1 || (s->shm == 2 && d->rank % 2 == 0), deadline);
     return r;
@@ -5556,6 +5871,33 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
 }
 
 DIST_API dist_result dist_destroy(dist_t *d) { return dist__destroy(d, -1); }
+
+DIST_API dist_result dist_abort(dist_t *d) {
+    dist__engine *e;
+    if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "abort: NULL communicator");
+    e = d->eng;
+    pthread_mutex_lock(&e->lock);
+    if (!e->aborted) {
+        dist_req_t *r;
+        dist__format(e->abort_why, sizeof e->abort_why, "rank %d aborted the communicator (dist_abort)", e->rank);
+        DIST__STORE_REL(&e->aborted, 1);
+        for (int i = 0; i < e->world; i++)
+            if (i != e->rank) dist__peer_fail_code(e, &e->peers[i], DIST_ERR_ABORTED, "%s", e->abort_why);
+        while ((r = e->posted_head) != NULL) {   /* receives from itself, or from no one in particular */
+            e->posted_head = r->next;
+            r->queued = 0;
+            dist__req_failf(e, r, DIST_ERR_ABORTED, "%s", e->abort_why);
+        }
+        e->posted_tail = NULL;
+        pthread_cond_broadcast(&e->cond);
+        pthread_cond_broadcast(&e->bg_cond);
+        if (e->polling) dist__wakeup_signal(&e->wake);
+    }
+    pthread_mutex_unlock(&e->lock);
+    /* A store call blocked on another thread returns at once. */
+    if (d->top->store_fd != DIST__NO_SOCKET) shutdown(d->top->store_fd, SHUT_RDWR);
+    return DIST_OK;
+}
 
 /* [SECTION] spawn */
 
