@@ -31,14 +31,15 @@ LIBS="-pthread -lm"
 
 # ---- per-header settings ---------------------------------------------------
 # impl.c and cpp.cpp always define DIST_IMPLEMENTATION; a later header adds
-# its own implementation macro here.  The other TUs call dist_version(), so
-# every header is expected to include dist.h.
-defs=""
+# its own implementation macro (impl, given to those two only; defs go to
+# every TU).  The other TUs call dist_version(), so every header is expected
+# to include dist.h.
+defs="" impl=""
 case $header in
     dist.h)      ;;
-    dist_rpc.h)  defs="-DDIST_RPC_IMPLEMENTATION" ;;
+    dist_rpc.h)  impl="-DDIST_RPC_IMPLEMENTATION" ;;
     dist_cuda.h)
-        defs="-DDIST_CUDA_IMPLEMENTATION"
+        impl="-DDIST_CUDA_IMPLEMENTATION"
         # ---- CUDA hook: dist_cuda.h needs the CUDA headers. ----
         # (-isystem: warnings in CUDA's own headers are not ours to fix.)
         cuda_home=${CUDA_HOME:-/usr/local/cuda}
@@ -64,25 +65,25 @@ case $variant in
         case $variant in *gcc) cc=$GCC ;; *) cc=$CLANG ;; esac
         case $variant in static-*) static=-DDIST_STATIC ;; *) static="" ;; esac
         need "$cc"
-        run "$cc" $C_FLAGS $hdr $static "$here/impl.c" -o "$out/prog" $LIBS
+        run "$cc" $C_FLAGS $hdr $impl $static "$here/impl.c" -o "$out/prog" $LIBS
         ;;
     c++11-g++)
         need "$GXX"
-        run "$GXX" $CXX_FLAGS $hdr -x c++ "$here/cpp.cpp" -o "$out/prog" $LIBS
+        run "$GXX" $CXX_FLAGS $hdr $impl -x c++ "$here/cpp.cpp" -o "$out/prog" $LIBS
         ;;
     multi-tu-gcc|multi-tu-clang)
         case $variant in *gcc) cc=$GCC ;; *) cc=$CLANG ;; esac
         need "$cc"
         run "$cc" $C_FLAGS $hdr -c "$here/tu_a.c" -o "$out/tu_a.o"
         run "$cc" $C_FLAGS $hdr -c "$here/tu_b.c" -o "$out/tu_b.o"
-        run "$cc" $C_FLAGS $hdr -DDIST_CHECK_MULTI -c "$here/impl.c" -o "$out/impl.o"
+        run "$cc" $C_FLAGS $hdr $impl -DDIST_CHECK_MULTI -c "$here/impl.c" -o "$out/impl.o"
         run "$cc" "$out/tu_a.o" "$out/tu_b.o" "$out/impl.o" -o "$out/prog" $LIBS
         ;;
     multi-tu-c++)
         need "$GCC"; need "$GXX"
         run "$GXX" $CXX_FLAGS $hdr -x c++ -c "$here/tu_a.c" -o "$out/tu_a.o"
         run "$GCC" $C_FLAGS $hdr -c "$here/tu_b.c" -o "$out/tu_b.o"
-        run "$GCC" $C_FLAGS $hdr -DDIST_CHECK_MULTI -c "$here/impl.c" -o "$out/impl.o"
+        run "$GCC" $C_FLAGS $hdr $impl -DDIST_CHECK_MULTI -c "$here/impl.c" -o "$out/impl.o"
         run "$GXX" "$out/tu_a.o" "$out/tu_b.o" "$out/impl.o" -o "$out/prog" $LIBS
         ;;
     *) echo "unknown variant $variant" >&2; exit 2 ;;
