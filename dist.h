@@ -323,6 +323,26 @@ DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs);
    from, which is how a DIST_ANY_SOURCE receive learns its sender. */
 DIST_API int dist_req_source(const dist_req_t *req);
 
+/* A message that has arrived and no receive has taken yet, as a probe sees
+   it: a dist_recv of `count` x `dtype` from `source` with `tag` takes it
+   (unless another thread's receive takes it first). */
+typedef struct dist_status {
+    int source;              /* its sender's rank in this communicator */
+    int tag;
+    dist_dtype dtype;
+    size_t count;            /* elements of dtype */
+    size_t nbytes;
+} dist_status;
+/* Waits, at most the communicator's timeout, until a message from `src`
+   (or DIST_ANY_SOURCE) with `tag` has arrived, and describes it without
+   receiving it: how a receiver learns the size of a message it cannot
+   know in advance (MPI_Probe).  Fails at once with DIST_ERR_PEER_LOST when
+   no such message can come any more (that sender, or every other rank for
+   DIST_ANY_SOURCE, is gone). */
+DIST_API dist_result dist_probe(dist_t *d, int src, int tag, dist_status *status);
+/* The same without waiting: *found says whether there is one. */
+DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_status *status);
+
 /* ---- the key-value store (hosted by rank 0, shared by the job) ----
    Keys are strings of 1..1024 bytes; values up to 64 MiB.  timeout_ms 0
    means the communicator's timeout.
@@ -3358,24 +3378,37 @@ static void dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms) {
 
 /* Waits for one request under the lock, bounded by the communicator's
    timeout. */
-static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
-    int64_t start = dist__now_ns(), deadline = start + (int64_t)timeout_ms * 1000000;
-    while (!r->done) {
+/* Drives progress or sleeps until ready(e, arg) holds or `deadline` (ns)
+   passes; 1 when it held. */
+static int dist__wait_for(dist__engine *e, int (*ready)(dist__engine *, void *), void *arg, int64_t deadline) {
+    int64_t start = dist__now_ns();
+    while (!ready(e, arg)) {
         int64_t now = dist__now_ns();
-        if (now >= deadline && r->kind == DIST__REQ_COLL) deadline = now + 1000000000;   /* its job has its own bound */
-        else if (now >= deadline) { dist__req_withdraw(e, r, timeout_ms); break; }
+        if (now >= deadline) return 0;
         if (now - start < e->spin_ns && !e->driving) {
             /* Poll without sleeping for a while: a reply that comes within
                microseconds is seen without paying for a wake-up (tens of
                microseconds between CPUs of a VM).  Yielding lets a peer
                that shares this CPU run meanwhile. */
             dist__drive_once(e, 0, 0);
-            if (r->done) break;
+            if (ready(e, arg)) break;
             if (e->nshm && !e->ntcp && (e->spins & e->yield_mask)) { DIST__CPU_RELAX(); continue; }   /* rings: no system call */
             pthread_mutex_unlock(&e->lock); sched_yield(); pthread_mutex_lock(&e->lock);
             continue;
         }
         dist__wait_step(e, (int)DIST__MIN((deadline - now + 999999) / 1000000, 100));
+    }
+    return 1;
+}
+
+static int dist__req_is_done(dist__engine *e, void *r) { DIST__UNUSED(e); return ((dist_req_t *)r)->done != 0; }
+
+static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
+    int64_t deadline = dist__now_ns() + (int64_t)timeout_ms * 1000000;
+    while (!dist__wait_for(e, dist__req_is_done, r, deadline)) {
+        if (r->kind == DIST__REQ_COLL) { deadline = dist__now_ns() + 1000000000; continue; }   /* its job has its own bound */
+        dist__req_withdraw(e, r, timeout_ms);
+        break;
     }
 }
 
@@ -3474,6 +3507,7 @@ static void dist__send_to_self(dist__engine *e, dist_req_t *s) {
         if (s->nbytes) memcpy(m->data, s->sbuf, (size_t)s->nbytes);
         if (e->unexp_tail) e->unexp_tail->next = m; else e->unexp_head = m;
         e->unexp_tail = m;
+        if (e->polling) dist__wakeup_signal(&e->wake);     /* a probe may be waiting in poll() */
     }
     dist__req_complete(e, s, DIST_OK);
 }
@@ -3660,6 +3694,88 @@ DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs) {
 
 DIST_API int dist_req_source(const dist_req_t *r) {
     return r && r->done > 0 && r->source >= 0 ? dist__grank(r->comm, r->source) : -1;
+}
+
+/* [SECTION] probes */
+typedef struct {
+    dist_t *d;
+    int src, tag;                /* src: a world rank, or DIST_ANY_SOURCE */
+    const dist__msg *found;
+    const char *gone;            /* no such message can come any more: why */
+} dist__probe_state;
+
+/* Looks for an unclaimed message (its header is enough) in the unexpected
+   queue; else whether it can still come. */
+static int dist__probe_ready(dist__engine *e, void *arg) {
+    dist__probe_state *ps = (dist__probe_state *)arg;
+    int alive = 0;
+    for (const dist__msg *m = e->unexp_head; m; m = m->next) {
+        if (m->claimed || m->dead || m->f.kind != DIST__FRAME_DATA || m->f.comm != ps->d->id || m->f.tag != ps->tag) continue;
+        if (ps->src != DIST_ANY_SOURCE && m->src != ps->src) continue;
+        if (ps->d->group_of && ps->d->group_of[m->src] < 0) continue;
+        ps->found = m;
+        return 1;
+    }
+    if (DIST__LOAD_ACQ(&e->aborted)) return 1;
+    if (ps->src != DIST_ANY_SOURCE) {
+        const dist__peer *p = &e->peers[ps->src];
+        if (ps->src != e->rank && p->state != DIST__PEER_OK) { ps->gone = p->why; return 1; }
+        return 0;
+    }
+    for (int i = 0; i < ps->d->world && !alive; i++) {
+        int w = dist__wrank(ps->d, i);
+        alive = w == e->rank || e->peers[w].state == DIST__PEER_OK;
+    }
+    if (!alive) { ps->gone = "every other rank is gone"; return 1; }
+    return 0;
+}
+
+static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int *found, dist_status *st) {
+    const char *what = wait ? "probe" : "iprobe";
+    dist__probe_state ps;
+    dist__engine *e;
+    char who[32];
+    int ok;
+    if (found) *found = 0;
+    if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", what);
+    if (!st || (!wait && !found)) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL %s pointer", what, st ? "`found`" : "status");
+    if (DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, d->eng->abort_why);
+    if (src < DIST_ANY_SOURCE || src >= d->world) return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, src, d->world - 1);
+    if (tag < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: tag %d is negative", what, tag);
+    memset(st, 0, sizeof *st);
+    memset(&ps, 0, sizeof ps);
+    ps.d = d; ps.tag = tag;
+    ps.src = src == DIST_ANY_SOURCE ? src : dist__wrank(d, src);
+    if (src == DIST_ANY_SOURCE) snprintf(who, sizeof who, "any rank");
+    else snprintf(who, sizeof who, "rank %d", src);
+    e = d->eng;
+    pthread_mutex_lock(&e->lock);
+    if (wait) ok = dist__wait_for(e, dist__probe_ready, &ps, dist__now_ns() + (int64_t)d->timeout_ms * 1000000);
+    else {
+        if (!e->driving) dist__drive_once(e, 0, 0);
+        ok = dist__probe_ready(e, &ps);
+    }
+    if (ps.found) {
+        st->source = dist__grank(d, ps.found->src);
+        st->tag = tag;
+        st->dtype = (dist_dtype)ps.found->f.dtype;
+        st->count = (size_t)ps.found->f.count;
+        st->nbytes = (size_t)ps.found->f.nbytes;
+        if (found) *found = 1;
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (ps.found) return DIST_OK;
+    if (DIST__LOAD_ACQ(&e->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, e->abort_why);
+    if (ps.gone) return dist__fail(d, DIST_ERR_PEER_LOST, "%s for a message from %s with tag %d: %s", what, who, tag, ps.gone);
+    if (wait && !ok)
+        return dist__fail(d, DIST_ERR_TIMEOUT, "%s: no message from %s with tag %d arrived within %.1f s", what, who, tag, d->timeout_ms / 1000.0);
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_probe(dist_t *d, int src, int tag, dist_status *status) { return dist__probe(d, src, tag, 1, NULL, status); }
+
+DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_status *status) {
+    return dist__probe(d, src, tag, 0, found, status);
 }
 
 /* [SECTION] collectives: descriptors, requests, mismatch and abort notices
