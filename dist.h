@@ -3376,8 +3376,6 @@ static void dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms) {
     }
 }
 
-/* Waits for one request under the lock, bounded by the communicator's
-   timeout. */
 /* Drives progress or sleeps until ready(e, arg) holds or `deadline` (ns)
    passes; 1 when it held. */
 static int dist__wait_for(dist__engine *e, int (*ready)(dist__engine *, void *), void *arg, int64_t deadline) {
@@ -3403,6 +3401,8 @@ static int dist__wait_for(dist__engine *e, int (*ready)(dist__engine *, void *),
 
 static int dist__req_is_done(dist__engine *e, void *r) { DIST__UNUSED(e); return ((dist_req_t *)r)->done != 0; }
 
+/* Waits for one request under the lock, at most `timeout_ms`; a request
+   that runs out of time is withdrawn. */
 static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
     int64_t deadline = dist__now_ns() + (int64_t)timeout_ms * 1000000;
     while (!dist__wait_for(e, dist__req_is_done, r, deadline)) {
@@ -4108,12 +4108,20 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
 static dist_result dist__coll_end(dist__coll *c) {
     dist__engine *e = c->e;
     dist_t *d = c->d;
+    /* A send already partly on the wire cannot be taken back without
+       breaking the stream: it may finish within one grace period for the
+       whole call (else the wait's withdrawal closes that connection).
+       After a failure the grace is short, so a timed-out collective
+       returns close to its timeout however many sends were in flight. */
+    int64_t now = dist__now_ns(), end;
+    if (c->res == DIST_OK) end = DIST__MAX(c->deadline_ns, now + 1000000000);
+    else end = DIST__MAX(now + 200000000, DIST__MIN(c->deadline_ns, now + 1000000000));
     pthread_mutex_lock(&e->lock);
     while (c->reqs) {
         dist_req_t *r = c->reqs;
         if (!r->done && r->kind == DIST__REQ_SEND && r->queued && r->sent > 0) {
-            int64_t left = c->deadline_ns - dist__now_ns();
-            dist__wait_locked(e, r, left > 1000000000 ? (int)(left / 1000000) : 1000);
+            int64_t left = end - dist__now_ns();
+            dist__wait_locked(e, r, left > 0 ? (int)((left + 999999) / 1000000) : 0);
         } else if (!r->done) {
             dist__req_withdraw(e, r, 0);
         }
@@ -5921,9 +5929,12 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
 }
 
 /* Sends goodbye to every peer and waits (bounded) for theirs. */
-static int dist__goodbye(dist__engine *e, int timeout_ms) {
+/* Sends goodbyes and waits for the peers'; returns how many did not answer
+   and lists them (at most `cap` bytes) in `who`. */
+static int dist__goodbye(dist__engine *e, int timeout_ms, char *who, size_t cap) {
     int64_t deadline = dist__now_ns() + (int64_t)timeout_ms * 1000000;
     int missing = 0;
+    size_t len = 0;
     pthread_mutex_lock(&e->lock);
     while (e->posted_head) {            /* nothing is written to a buffer after destroy */
         dist_req_t *r = e->posted_head;
@@ -5955,12 +5966,20 @@ static int dist__goodbye(dist__engine *e, int timeout_ms) {
         if (!missing || dist__now_ns() >= deadline) break;
         dist__wait_step(e, 50);
     }
+    who[0] = 0;
+    for (int i = 0; i < e->world && missing && len + 16 < cap; i++) {
+        dist__peer *p = &e->peers[i];
+        if (i == e->rank || p->state == DIST__PEER_FAILED) continue;
+        if (p->state == DIST__PEER_OK || (p->fd >= 0 && p->sq_head))
+            len += (size_t)snprintf(who + len, cap - len, "%s%d", len ? ", " : "", i);
+    }
     pthread_mutex_unlock(&e->lock);
     return missing;
 }
 
 /* wait_ms: how long to wait for the peers' goodbyes (< 0: the timeout). */
 static dist_result dist__destroy(dist_t *d, int wait_ms) {
+    char who[200];
     int missing;
     int timeout_ms;
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "destroy: NULL communicator");
@@ -5979,10 +5998,11 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
         dist__group_free(g);
     }
     timeout_ms = wait_ms < 0 ? d->timeout_ms : wait_ms;
-    missing = dist__goodbye(d->eng, timeout_ms);
+    missing = dist__goodbye(d->eng, timeout_ms, who, sizeof who);
     dist__free_comm(d);
     if (missing)
-        return dist__fail(NULL, DIST_ERR_TIMEOUT, "destroy: %d peer(s) did not shut down within %.1f s; closed anyway", missing, timeout_ms / 1000.0);
+        return dist__fail(NULL, DIST_ERR_TIMEOUT, "destroy: rank%s %s did not shut down within %.1f s; closed anyway",
+                          missing > 1 ? "s" : "", who, timeout_ms / 1000.0);
     return DIST_OK;
 }
 
