@@ -333,13 +333,13 @@ typedef struct dist_status {
     size_t count;            /* elements of dtype */
     size_t nbytes;
 } dist_status;
-/* Waits, at most the communicator's timeout, until a message from `src`
-   (or DIST_ANY_SOURCE) with `tag` has arrived, and describes it without
-   receiving it: how a receiver learns the size of a message it cannot
-   know in advance (MPI_Probe).  Fails at once with DIST_ERR_PEER_LOST when
-   no such message can come any more (that sender, or every other rank for
-   DIST_ANY_SOURCE, is gone). */
-DIST_API dist_result dist_probe(dist_t *d, int src, int tag, dist_status *status);
+/* Waits, at most `timeout_ms` (0: the communicator's timeout), until a
+   message from `src` (or DIST_ANY_SOURCE) with `tag` has arrived, and
+   describes it without receiving it: how a receiver learns the size of a
+   message it cannot know in advance (MPI_Probe).  Fails at once with
+   DIST_ERR_PEER_LOST when no such message can come any more (that sender,
+   or every other rank for DIST_ANY_SOURCE, is gone). */
+DIST_API dist_result dist_probe(dist_t *d, int src, int tag, int timeout_ms, dist_status *status);
 /* The same without waiting: *found says whether there is one. */
 DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_status *status);
 
@@ -3730,7 +3730,7 @@ static int dist__probe_ready(dist__engine *e, void *arg) {
     return 0;
 }
 
-static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int *found, dist_status *st) {
+static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int timeout_ms, int *found, dist_status *st) {
     const char *what = wait ? "probe" : "iprobe";
     dist__probe_state ps;
     dist__engine *e;
@@ -3742,6 +3742,8 @@ static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int *found
     if (DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, d->eng->abort_why);
     if (src < DIST_ANY_SOURCE || src >= d->world) return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, src, d->world - 1);
     if (tag < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: tag %d is negative", what, tag);
+    if (timeout_ms < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: timeout %d ms is negative", what, timeout_ms);
+    if (timeout_ms == 0) timeout_ms = d->timeout_ms;
     memset(st, 0, sizeof *st);
     memset(&ps, 0, sizeof ps);
     ps.d = d; ps.tag = tag;
@@ -3750,7 +3752,7 @@ static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int *found
     else snprintf(who, sizeof who, "rank %d", src);
     e = d->eng;
     pthread_mutex_lock(&e->lock);
-    if (wait) ok = dist__wait_for(e, dist__probe_ready, &ps, dist__now_ns() + (int64_t)d->timeout_ms * 1000000);
+    if (wait) ok = dist__wait_for(e, dist__probe_ready, &ps, dist__now_ns() + (int64_t)timeout_ms * 1000000);
     else {
         if (!e->driving) dist__drive_once(e, 0, 0);
         ok = dist__probe_ready(e, &ps);
@@ -3768,14 +3770,16 @@ static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int *found
     if (DIST__LOAD_ACQ(&e->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, e->abort_why);
     if (ps.gone) return dist__fail(d, DIST_ERR_PEER_LOST, "%s for a message from %s with tag %d: %s", what, who, tag, ps.gone);
     if (wait && !ok)
-        return dist__fail(d, DIST_ERR_TIMEOUT, "%s: no message from %s with tag %d arrived within %.1f s", what, who, tag, d->timeout_ms / 1000.0);
+        return dist__fail(d, DIST_ERR_TIMEOUT, "%s: no message from %s with tag %d arrived within %.1f s", what, who, tag, timeout_ms / 1000.0);
     return DIST_OK;
 }
 
-DIST_API dist_result dist_probe(dist_t *d, int src, int tag, dist_status *status) { return dist__probe(d, src, tag, 1, NULL, status); }
+DIST_API dist_result dist_probe(dist_t *d, int src, int tag, int timeout_ms, dist_status *status) {
+    return dist__probe(d, src, tag, 1, timeout_ms, NULL, status);
+}
 
 DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_status *status) {
-    return dist__probe(d, src, tag, 0, found, status);
+    return dist__probe(d, src, tag, 0, 0, found, status);
 }
 
 /* [SECTION] collectives: descriptors, requests, mismatch and abort notices

@@ -70,7 +70,7 @@ static int fn_stream(dist_t *w, void *arg) {
     for (int got = 0; got < 2 * NMSG; got++) {
         dist_status st;
         int want_src = by_source ? 1 + (got % 2) : DIST_ANY_SOURCE;
-        if (dist_probe(w, want_src, 5, &st) != DIST_OK) RFAIL("probe %d: %s", got, dist_error_message(w));
+        if (dist_probe(w, want_src, 5, 0, &st) != DIST_OK) RFAIL("probe %d: %s", got, dist_error_message(w));
         if (st.source < 1 || st.source > 2 || (by_source && st.source != want_src) || next[st.source] >= NMSG)
             RFAIL("probe %d reported source %d", got, st.source);
         dist_dtype dt; size_t count; uint64_t seed;
@@ -128,12 +128,18 @@ static int fn_timeout(dist_t *w, void *arg) {
     dist_status st;
     if (rank == 0) {
         int64_t t0 = now_ns();
-        dist_result r = dist_probe(w, 1, 3, &st);
+        dist_result r = dist_probe(w, 1, 3, 0, &st);
         double el = secs_since(t0);
         if (r != DIST_ERR_TIMEOUT || !strstr(dist_error_message(w), "tag 3") || !strstr(dist_error_message(w), "rank 1"))
             RFAIL("probe nobody answers: %s \"%s\"", dist_result_name(r), dist_error_message(w));
         if (el < 0.9 || el > scaled_s(2.5)) RFAIL("probe timed out after %.2f s (timeout 1 s)", el);
-        r = dist_probe(w, 2, 3, &st);                 /* rank 2 exits without a word meanwhile */
+        t0 = now_ns();
+        r = dist_probe(w, DIST_ANY_SOURCE, 3, 150, &st);
+        el = secs_since(t0);
+        if (r != DIST_ERR_TIMEOUT || el < 0.14 || el > scaled_s(0.5) || !strstr(dist_error_message(w), "0.1 s"))
+            RFAIL("probe with its own 150 ms timeout: %s after %.3f s \"%s\"", dist_result_name(r), el, dist_error_message(w));
+        if (dist_probe(w, 1, 3, -1, &st) != DIST_ERR_INVALID) RFAIL("a negative timeout was accepted");
+        r = dist_probe(w, 2, 3, 0, &st);                 /* rank 2 exits without a word meanwhile */
         el = (double)(now_ns() - __atomic_load_n(g_exit_ns, __ATOMIC_SEQ_CST)) / 1e9;
         if (r != DIST_ERR_PEER_LOST || !strstr(dist_error_message(w), "rank 2")) RFAIL("probe on a rank that left: %s \"%s\"", dist_result_name(r), dist_error_message(w));
         if (el > scaled_s(1)) RFAIL("probe on a rank that left returned %.2f s after it exited", el);
@@ -162,11 +168,11 @@ static int fn_group(dist_t *w, void *arg) {
     }
     if (rank == 0) {
         int found = 0;
-        if (dist_probe(g, DIST_ANY_SOURCE, 4, &st) != DIST_OK || st.source != 1) RFAIL("group probe: source %d: %s", st.source, dist_error_message(g));
+        if (dist_probe(g, DIST_ANY_SOURCE, 4, 0, &st) != DIST_OK || st.source != 1) RFAIL("group probe: source %d: %s", st.source, dist_error_message(g));
         int y = 0;
         if (dist_recv(g, &y, 1, DIST_INT32, 1, 4) != DIST_OK || y != 11) RFAIL("group recv");
         if (dist_iprobe(g, DIST_ANY_SOURCE, 4, &found, &st) != DIST_OK || found) RFAIL("the world's message showed on the group");
-        if (dist_probe(w, DIST_ANY_SOURCE, 4, &st) != DIST_OK || st.source != 2) RFAIL("world probe: source %d", st.source);
+        if (dist_probe(w, DIST_ANY_SOURCE, 4, 0, &st) != DIST_OK || st.source != 2) RFAIL("world probe: source %d", st.source);
         if (dist_recv(w, &y, 1, DIST_INT32, 2, 4) != DIST_OK || y != 11) RFAIL("world recv");
     }
     if (g) dist_destroy(g);
@@ -176,7 +182,7 @@ static int fn_group(dist_t *w, void *arg) {
 typedef struct { dist_t *w; dist_result r; dist_status st; int64_t t_ns; } prober_t;
 static void *prober(void *p) {
     prober_t *pr = (prober_t *)p;
-    pr->r = dist_probe(pr->w, DIST_ANY_SOURCE, 12, &pr->st);
+    pr->r = dist_probe(pr->w, DIST_ANY_SOURCE, 12, 0, &pr->st);
     pr->t_ns = now_ns();
     return NULL;
 }
