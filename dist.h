@@ -2492,11 +2492,27 @@ static dist_result dist__store_key_check(dist_t *d, const char *what, const char
 }
 
 /* Status of a response -> result with a message. */
+/* "; rank 3 is gone (why)" for the first member of `d` whose connection
+   failed, or "": a key that never came may be that rank's to set. */
+static void dist__lost_note(dist_t *d, char *out, size_t cap) {
+    dist__engine *e = d->eng;
+    out[0] = 0;
+    if (!e || !e->peers) return;
+    pthread_mutex_lock(&e->lock);
+    for (int i = 0; i < d->world && !out[0]; i++) {
+        const dist__peer *p = &e->peers[dist__wrank(d, i)];
+        if (p->state == DIST__PEER_FAILED) dist__format(out, cap, "; rank %d is gone (%s)", i, p->why);
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
 static dist_result dist__store_status(dist_t *d, const char *what, const char *key, int wait_ms, const dist__store_resp *rs) {
+    char lost[DIST__ERRLEN / 2];
     switch (rs->status) {
     case DIST_OK: return DIST_OK;
     case DIST_ERR_TIMEOUT:
-        return dist__fail(d, DIST_ERR_TIMEOUT, "store %s \"%s\": not set after %.1f s", what, key, wait_ms / 1000.0);
+        dist__lost_note(d, lost, sizeof lost);
+        return dist__fail(d, DIST_ERR_TIMEOUT, "store %s \"%s\": not set after %.1f s%s", what, key, wait_ms / 1000.0, lost);
     case DIST_ERR_NOT_FOUND:
         return dist__fail(d, DIST_ERR_NOT_FOUND, "store %s \"%s\": no such key", what, key);
     case DIST_ERR_INVALID:
@@ -2826,7 +2842,10 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
         dist__msg *m = p->rx_msg;
         m->err = code;
         m->complete = 1;
-        if (m->claimed) { dist_req_t *c = m->claimed; m->claimed = NULL; dist__msg_deliver(e, m, c); }
+        /* as when a payload completes: off the queue before it is handed
+           over or freed */
+        if (m->claimed) { dist_req_t *c = m->claimed; m->claimed = NULL; dist__unexp_remove(e, m); dist__msg_deliver(e, m, c); }
+        else if (m->dead) { dist__unexp_remove(e, m); dist__msg_put(e, m); }
     }
     p->rx_msg = NULL;
     p->rx_abort = 0;
@@ -3369,7 +3388,13 @@ static void dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms) {
             dist__req_failf(e, r, DIST_ERR_TIMEOUT, "rank %d did not take the data within %.1f s", r->peer, waited_ms / 1000.0);
         } else if (r->queued) {
             /* Half a frame is on the wire (or the peer is copying it from
-               our memory): the stream cannot continue. */
+               our memory): the stream cannot continue.  This send timed
+               out; what else needed the connection has lost its peer. */
+            dist__list_remove(&p->sq_head, &p->sq_tail, r);
+            dist__list_remove(&p->ack_head, &p->ack_tail, r);
+            r->queued = 0;
+            dist__req_failf(e, r, DIST_ERR_TIMEOUT, "rank %d did not take the rest of the data within %.1f s; the connection was closed",
+                            r->peer, waited_ms / 1000.0);
             dist__peer_fail(e, p, "a send to rank %d timed out after %.1f s mid-message; the connection was closed",
                             r->peer, waited_ms / 1000.0);
         }
@@ -4093,7 +4118,7 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
     }
     if (r->result != DIST_OK) {
         int peer = dist__grank(c->d, r->kind == DIST__REQ_RECV && r->source >= 0 ? r->source : r->peer);
-        if (r->result == DIST_ERR_TIMEOUT)
+        if (r->result == DIST_ERR_TIMEOUT && !r->by_peer)   /* a peer's report keeps its own words */
             dist__coll_failf(c, DIST_ERR_TIMEOUT, "timed out after %.1f s waiting for rank %d to %s",
                              c->d->timeout_ms / 1000.0, peer, r->kind == DIST__REQ_RECV ? "send its part" : "take this rank's part");
         else
@@ -5134,6 +5159,15 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
     dist__comm_init_collectives(g, parent->algo_override);
     g->members = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
     g->group_of = (int *)DIST_MALLOC(sizeof(int) * (size_t)g->top->world);
+    if (g->members && g->group_of) {
+        /* filled before the engine can see the group (the progress thread
+           reads group_of when a notice for it arrives) */
+        for (int i = 0; i < g->top->world; i++) g->group_of[i] = -1;
+        for (int i = 0; i < n; i++) {
+            g->members[i] = dist__wrank(parent, sorted[i]);
+            g->group_of[g->members[i]] = i;
+        }
+    }
     if (!g->members || !g->group_of || dist__comm_register(g) != DIST_OK) {
         DIST_FREE(g->members); DIST_FREE(g->group_of); g->members = g->group_of = NULL;
         dist__comm_free_collectives(g);
@@ -5142,11 +5176,6 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
         g = NULL;
         res = dist__fail(parent, DIST_ERR_NOMEM, "new_group: out of memory");
         goto out;
-    }
-    for (int i = 0; i < g->top->world; i++) g->group_of[i] = -1;
-    for (int i = 0; i < n; i++) {
-        g->members[i] = dist__wrank(parent, sorted[i]);
-        g->group_of[g->members[i]] = i;
     }
     *group = g;
 out:
@@ -5536,7 +5565,7 @@ static dist_result dist__rendezvous_fatal(dist_t *d) {
 
 static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline) {
     dist__engine *e = d->eng;
-    int n = d->world, npend = 0, connected = 0;
+    int n = d->world, npend = 0, connected = 0, told = 0;
     int64_t next_check = 0;
     dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(2 * n + 16));
     struct pollfd *pfds = (struct pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(2 * n + 17));
@@ -5569,7 +5598,23 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         int np = 0;
         if (dist__now_ms() >= next_check) {   /* can the job still form? */
             next_check = dist__now_ms() + 250;
-            if ((res = dist__rendezvous_fatal(d)) != DIST_OK) break;
+            if ((res = dist__rendezvous_fatal(d)) != DIST_OK) { told = 1; break; }
+            /* a rank already connected that went away (its peers would
+               otherwise only see the ranks it never reached) */
+            for (int j = 0; j < n && res == DIST_OK; j++) {
+                char c;
+                ssize_t r;
+                if (j == d->rank || e->peers[j].fd < 0) continue;
+                r = recv(e->peers[j].fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                    /* the first rank to see it says why in the store, so the
+                       ranks that only see the job fall apart learn the cause */
+                    if ((res = dist__rendezvous_fatal(d)) != DIST_OK) { told = 1; break; }
+                    res = dist__fail(NULL, DIST_ERR_PEER_LOST, "init: rank %d of %d: rank %d closed its connection during the rendezvous (did it exit or crash?)",
+                                     d->rank, n, j);
+                }
+            }
+            if (res != DIST_OK) break;
         }
         if (dist__now_ms() >= deadline) {
             char w[200]; int off = snprintf(w, sizeof w, "the mesh (no connection from rank");
@@ -5629,6 +5674,19 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
     }
     for (int i = 0; i < npend; i++) dist__close(pend[i].fd);
     DIST_FREE(pend); DIST_FREE(pfds);
+    if (res != DIST_OK && !told) {
+        /* The first rank to fail says why in the store (rank 0 keeps it up
+           a moment), so ranks that only see the job fall apart afterwards
+           report the cause rather than the rank that left first. */
+        char why[DIST__ERRLEN];
+        const char *m = dist_error_message(NULL);
+        const char *key = "dist/fatal";
+        int exists = 1;
+        dist__format(why, sizeof why, "%s", strncmp(m, "init: ", 6) == 0 ? m + 6 : m);
+        if (dist_store_check(d, &key, 1, &exists) == DIST_OK && !exists) dist_store_set(d, key, why, strlen(why));
+        if (d->server) dist__sleep_ms(1000);
+        dist__fail(NULL, res, "init: %s", why);
+    }
     return res;
 }
 

@@ -1,0 +1,924 @@
+// TIMEOUT: 120
+// TRANSPORTS: auto tcp mixed
+/* test_kill.c - the kill matrix: one rank of a job of 3 to 5 dies by SIGKILL
+   at one of 73 points, and every survivor must get an error that names
+   it, within the communicator's timeout + 2 s, without hanging or
+   crashing; dist_destroy must then return promptly and (under make
+   sanitize) leak nothing.
+
+   How a point runs.  The parent forks the ranks of one job (fork +
+   dist_init over tcp://127.0.0.1, rank 0 on a listening socket made just
+   before the fork; cfg.timeout_ms = TMO = 3 s x DIST_TIMEOUT_SCALE).  The
+   ranks record what they saw (result, dist_error_message of the
+   communicator, CLOCK_MONOTONIC times, which all processes share) in a
+   MAP_SHARED table made before the fork; the parent judges it and prints
+   one line per point: "ok   #N NAME (secs)" with the slowest survivor's
+   delay and one survivor's sentence, or "FAIL #N NAME" and the details,
+   indented.  Every rank arms alarm(); the parent kills a job that
+   outlives its deadline.  Survivors end with exit(0) after dist_destroy,
+   so LeakSanitizer checks that nothing leaked; the victim dies by
+   raise(SIGKILL) (from its main thread, or from a helper thread while its
+   main thread is inside a call) and records the moment just before.  Up to
+   three jobs run at once (at most one with large buffers): 20-30 s per
+   transport on two cores, 40-50 s under AddressSanitizer.
+
+   When the victim dies
+     before     after every rank finished dist_init (and made the group, if
+                any); the survivors wait 300 ms more, then make the call.
+     during     the survivors are inside the call (they said so in shared
+                memory 150 ms earlier); the victim never makes it.
+     mid        the survivors are inside the call; the victim enters it
+                last and a helper thread kills it 2-25 ms later, in the
+                middle of a large transfer (16-128 MiB; an eighth of that
+                under ThreadSanitizer, which slows copies as much).  The
+                victim's own call must not have returned by then, and at
+                least one survivor's call must fail; the line says how much
+                of the survivors' output had arrived.  One point posts its
+                receive 10 ms after the victim began sending 128 MiB, so
+                the receive claims a message that is half in (an
+                unexpected one) when the victim dies.
+     init       before dist_init (it never joins), or during the
+                rendezvous: it dies 300 ms into its dist_init while one
+                survivor starts 700 ms late, so the mesh is still forming.
+
+   The points (n = world size, V = the victim; roots are rank 0 unless
+   named): dist_init (before: n=3 V=2, n=4 V=0; during the rendezvous: n=4
+   V=1, n=3 V=0, n=5 V=4); store_wait (n=3 V=1 before, on a key V would
+   set; n=4 V=0 during), store_get (n=5 V=0 during; n=4 V=3 during, on a
+   key V would set), store_add (n=3 V=0 before), new_group {1,2} (n=3 V=1
+   before); recv (n=3 V=1 before, n=4 V=3 during), irecv+wait (n=5 V=2
+   during), recv(ANY_SOURCE) (n=3 V=2 during, n=4 V=0 before), send (n=4
+   V=3 before; 64 MiB n=3 V=0 and n=3 V=1 mid), isend+wait 64 MiB (n=4 V=2
+   mid), recv of 64 MiB from the sending victim (n=5 V=4 mid), the late
+   receive above (n=3 V=2); each of the nine collectives with 4 KiB three
+   times (n=3, 4 and 5; victim the root, another rank and the last; before
+   or during); mid-transfer: all_reduce 64 MiB (n=3 V=1 with the transport's
+   algorithm; ring n=4 V=3 and n=3 V=0; halving n=4 V=0 and n=5 V=4; tree
+   32 MiB n=5 V=2), broadcast 64 MiB (n=4 V=1, n=3 V=0 the root, tree n=5
+   V=2), reduce 32 MiB, gather 64 MiB, all_gather 32 MiB, scatter 64 MiB
+   (V the root), reduce_scatter 32 MiB, all_to_all 8 MiB; async:
+   all_reduce_async (n=4 V=2 during; 64 MiB n=3 V=1 mid), all_reduce_async
+   + barrier_async queued (n=5 V=3 during: both requests fail),
+   barrier_async (n=3 V=2 before); on groups: all_reduce on {1,2,3} of 4
+   (V=3 during; rank 0, outside, only sees the follow-up), all_reduce 64 MiB
+   on {0,2,4} of 5 (V=4 mid), broadcast on {1,2,3,4} of 5 from group rank 0
+   (V=1, the root), barrier on {0,1,2} of 3 (V=0 before), all_gather on
+   {0,2,3} of 4 (V=2 during).
+
+   What every survivor must see from the call under test
+     - an error, except where the call needs nothing from the victim at
+       that moment: during, a non-root of broadcast/reduce/gather/scatter
+       (and the root of a broadcast, or anyone sending to a dead root of a
+       reduce or gather) may complete, its part being done; mid, any
+       survivor may complete (what it needed may have arrived before the
+       death), as long as one fails; before, nothing may complete (the
+       death is known when the call starts) but dist_new_group on a rank
+       that is not a member.  A rank outside the group makes no call.
+     - the error is DIST_ERR_PEER_LOST for point-to-point, collectives
+       (blocking, async, on a group) and store calls when rank 0, the
+       store's host, died: the death is seen directly (a connection ends).
+       DIST_ERR_TIMEOUT is accepted only where the death cannot be seen
+       directly: a store_wait / store_get on a key only the victim would
+       set, and dist_new_group while its lowest member is dead (it waits
+       for that member's record in the store; PEER_LOST is accepted there
+       too).  dist_init may fail with any error (TIMEOUT when a rank never
+       comes, INIT or PEER_LOST when one vanishes mid-rendezvous).
+     - in every case the sentence (dist_error_message of the communicator,
+       or of the thread for dist_init) names the dead rank: "rank V" (for
+       a group, the victim's world rank); when V is rank 0, a dist_init or
+       store call may name "the store" instead, and
+     - it comes within TMO + 2 s of the death (or of the call, if it began
+       later).
+   Then each survivor calls dist_barrier on the same communicator (the
+   world for ranks outside the group): DIST_ERR_PEER_LOST naming the dead
+   rank, within the same bound.  The survivors meet in shared memory,
+   destroy the group and the world (within 2 s together) and exit(0).
+
+   The last line: "kill matrix: N points, N passed, survivors' errors named
+   the dead rank in N/N" (errors of the call under test, every survivor
+   of every point).  A filter argument runs only the points whose name
+   contains it ("#12 ", "mid-transfer"); KILL_JOBS=1 runs one job at a
+   time. */
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+/* ThreadSanitizer sleeps 1 s in exit() by default: one second per rank. */
+#ifdef UNDER_TSAN
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
+#endif
+
+#define MAXW 5
+#define MAXJOBS 3
+#define MSGLEN 360
+#define NO_CALL (-1000)           /* a rank outside the group makes no call */
+
+static int TMO_MS = 3000;         /* cfg.timeout_ms, scaled in main */
+static double BOUND_S = 5.0;      /* TMO + 2 s, scaled */
+static double DESTROY_S = 2.0;    /* dist_destroy, scaled */
+
+/* ---- the points ------------------------------------------------------------ */
+
+enum {
+    OP_INIT, OP_STORE_WAIT, OP_STORE_GET, OP_STORE_ADD, OP_NEW_GROUP,
+    OP_RECV, OP_IRECV, OP_RECV_ANY, OP_SEND, OP_ISEND, OP_RECV_BIG, OP_RECV_LATE,
+    OP_BCAST, OP_REDUCE, OP_ALLREDUCE, OP_GATHER, OP_ALLGATHER, OP_SCATTER, OP_REDSCAT, OP_ALLTOALL, OP_BARRIER,
+    OP_ASYNC_PAIR
+};
+static const char *const op_names[] = {
+    "dist_init", "store_wait", "store_get", "store_add", "new_group",
+    "recv", "irecv+wait", "recv(ANY_SOURCE)", "send", "isend+wait", "recv from the sending victim",
+    "recv posted after the victim's message began to arrive",
+    "broadcast", "reduce", "all_reduce", "gather", "all_gather", "scatter", "reduce_scatter", "all_to_all", "barrier",
+    "all_reduce_async+barrier_async"
+};
+enum { BEFORE, DURING, MID };
+
+typedef struct {
+    int op, world, victim, when;
+    size_t count;        /* float32 elements (per rank's block) */
+    int root;            /* in the communicator's ranks */
+    const char *algo;    /* DIST_ALGO, or NULL */
+    int async;           /* the _async twin + dist_wait */
+    unsigned group;      /* world ranks of a group the call runs on (bit mask); 0: the world */
+    int delay_ms;        /* mid: how long after entering its call the victim dies */
+} kcase;
+
+#define KiB(x) ((size_t)(x) * 256)          /* float32 elements in x KiB */
+#define MiB(x) ((size_t)(x) << 18)
+#define SMALL KiB(4)
+
+static const kcase cases[] = {
+    /* dist_init */
+    { OP_INIT, 3, 2, BEFORE, 0, 0, NULL, 0, 0, 0 },
+    { OP_INIT, 4, 0, BEFORE, 0, 0, NULL, 0, 0, 0 },
+    { OP_INIT, 4, 1, DURING, 0, 0, NULL, 0, 0, 0 },
+    { OP_INIT, 3, 0, DURING, 0, 0, NULL, 0, 0, 0 },
+    { OP_INIT, 5, 4, DURING, 0, 0, NULL, 0, 0, 0 },
+    /* the store */
+    { OP_STORE_WAIT, 3, 1, BEFORE, 0, 0, NULL, 0, 0, 0 },
+    { OP_STORE_WAIT, 4, 0, DURING, 0, 0, NULL, 0, 0, 0 },
+    { OP_STORE_GET, 5, 0, DURING, 0, 0, NULL, 0, 0, 0 },
+    { OP_STORE_ADD, 3, 0, BEFORE, 0, 0, NULL, 0, 0, 0 },
+    { OP_STORE_GET, 4, 3, DURING, 0, 0, NULL, 0, 0, 0 },
+    { OP_NEW_GROUP, 3, 1, BEFORE, 0, 0, NULL, 0, 0x6, 0 },
+    /* point-to-point */
+    { OP_RECV, 3, 1, BEFORE, 16, 0, NULL, 0, 0, 0 },
+    { OP_RECV, 4, 3, DURING, 16, 0, NULL, 0, 0, 0 },
+    { OP_IRECV, 5, 2, DURING, 16, 0, NULL, 0, 0, 0 },
+    { OP_RECV_ANY, 3, 2, DURING, 16, 0, NULL, 0, 0, 0 },
+    { OP_RECV_ANY, 4, 0, BEFORE, 16, 0, NULL, 0, 0, 0 },
+    { OP_SEND, 4, 3, BEFORE, 16, 0, NULL, 0, 0, 0 },
+    { OP_SEND, 3, 0, MID, MiB(64), 0, NULL, 0, 0, 5 },
+    { OP_ISEND, 4, 2, MID, MiB(64), 0, NULL, 0, 0, 5 },
+    { OP_RECV_BIG, 5, 4, MID, MiB(64), 0, NULL, 0, 0, 5 },
+    { OP_SEND, 3, 1, MID, MiB(64), 0, NULL, 0, 0, 5 },
+    { OP_RECV_LATE, 3, 2, MID, MiB(128), 0, NULL, 0, 0, 25 },
+    /* every collective, small */
+    { OP_BCAST, 3, 0, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_BCAST, 4, 2, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_BCAST, 5, 4, BEFORE, SMALL, 4, NULL, 0, 0, 0 },
+    { OP_REDUCE, 3, 1, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_REDUCE, 4, 0, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_REDUCE, 5, 3, BEFORE, SMALL, 1, NULL, 0, 0, 0 },
+    { OP_ALLREDUCE, 3, 2, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_ALLREDUCE, 4, 0, BEFORE, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_ALLREDUCE, 5, 3, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_GATHER, 3, 2, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_GATHER, 4, 0, BEFORE, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_GATHER, 5, 1, DURING, SMALL, 1, NULL, 0, 0, 0 },
+    { OP_ALLGATHER, 3, 0, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_ALLGATHER, 4, 3, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_ALLGATHER, 5, 2, BEFORE, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_SCATTER, 3, 0, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_SCATTER, 4, 3, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_SCATTER, 5, 2, BEFORE, SMALL, 2, NULL, 0, 0, 0 },
+    { OP_REDSCAT, 3, 1, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_REDSCAT, 4, 0, BEFORE, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_REDSCAT, 5, 4, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_ALLTOALL, 3, 2, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_ALLTOALL, 4, 1, BEFORE, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_ALLTOALL, 5, 0, DURING, SMALL, 0, NULL, 0, 0, 0 },
+    { OP_BARRIER, 3, 1, DURING, 0, 0, NULL, 0, 0, 0 },
+    { OP_BARRIER, 4, 0, BEFORE, 0, 0, NULL, 0, 0, 0 },
+    { OP_BARRIER, 5, 4, DURING, 0, 0, NULL, 0, 0, 0 },
+    /* large, the victim dies inside its own call, mid-transfer */
+    { OP_ALLREDUCE, 3, 1, MID, MiB(64), 0, NULL, 0, 0, 10 },
+    { OP_ALLREDUCE, 4, 3, MID, MiB(64), 0, "ring", 0, 0, 10 },
+    { OP_ALLREDUCE, 3, 0, MID, MiB(64), 0, "ring", 0, 0, 10 },
+    { OP_ALLREDUCE, 4, 0, MID, MiB(64), 0, "halving", 0, 0, 10 },
+    { OP_ALLREDUCE, 5, 4, MID, MiB(64), 0, "halving", 0, 0, 10 },
+    { OP_ALLREDUCE, 5, 2, MID, MiB(32), 0, "tree", 0, 0, 10 },
+    { OP_BCAST, 4, 1, MID, MiB(64), 0, NULL, 0, 0, 2 },
+    { OP_BCAST, 3, 0, MID, MiB(64), 0, NULL, 0, 0, 2 },
+    { OP_BCAST, 5, 2, MID, MiB(64), 0, "tree", 0, 0, 2 },
+    { OP_REDUCE, 5, 2, MID, MiB(32), 0, NULL, 0, 0, 5 },
+    { OP_GATHER, 3, 2, MID, MiB(64), 0, NULL, 0, 0, 2 },
+    { OP_ALLGATHER, 4, 2, MID, MiB(32), 0, NULL, 0, 0, 5 },
+    { OP_SCATTER, 4, 0, MID, MiB(64), 0, NULL, 0, 0, 2 },
+    { OP_REDSCAT, 3, 0, MID, MiB(32), 0, NULL, 0, 0, 5 },
+    { OP_ALLTOALL, 5, 1, MID, MiB(8), 0, NULL, 0, 0, 5 },
+    /* async twins */
+    { OP_ALLREDUCE, 4, 2, DURING, SMALL, 0, NULL, 1, 0, 0 },
+    { OP_ALLREDUCE, 3, 1, MID, MiB(64), 0, NULL, 1, 0, 10 },
+    { OP_ASYNC_PAIR, 5, 3, DURING, SMALL, 0, NULL, 1, 0, 0 },
+    { OP_BARRIER, 3, 2, BEFORE, 0, 0, NULL, 1, 0, 0 },
+    /* on a group */
+    { OP_ALLREDUCE, 4, 3, DURING, SMALL, 0, NULL, 0, 0xE, 0 },
+    { OP_ALLREDUCE, 5, 4, MID, MiB(64), 0, NULL, 0, 0x15, 10 },
+    { OP_BCAST, 5, 1, DURING, SMALL, 0, NULL, 0, 0x1E, 0 },
+    { OP_BARRIER, 3, 0, BEFORE, 0, 0, NULL, 0, 0x7, 0 },
+    { OP_ALLGATHER, 4, 2, DURING, SMALL, 0, NULL, 0, 0xD, 0 },
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* The element count of a point.  ThreadSanitizer slows copies and
+   reductions several times over: a large transfer is still mid-way a few
+   milliseconds in with an eighth of the data. */
+#ifdef UNDER_TSAN
+#  define BIG_DIV 8
+#else
+#  define BIG_DIV 1
+#endif
+static size_t cnt(const kcase *k) { return k->count >= MiB(4) ? k->count / BIG_DIV : k->count; }
+
+static int is_p2p(int op) { return op >= OP_RECV && op <= OP_RECV_LATE; }
+static int is_coll(int op) { return op >= OP_BCAST; }
+static int is_store(int op) { return op >= OP_STORE_WAIT && op <= OP_NEW_GROUP; }
+static int heavy(const kcase *k) { return cnt(k) >= MiB(4); }
+
+/* The group rank of world rank r (-1: not a member), and the member count. */
+static int grank(const kcase *k, int r) {
+    int g = 0;
+    if (!k->group) return r;
+    if (!(k->group >> r & 1)) return -1;
+    for (int i = 0; i < r; i++) g += (int)(k->group >> i & 1);
+    return g;
+}
+static int gsize(const kcase *k) {
+    int n = 0;
+    if (!k->group) return k->world;
+    for (int i = 0; i < k->world; i++) n += (int)(k->group >> i & 1);
+    return n;
+}
+static int wrank_of_root(const kcase *k) {
+    for (int r = 0; r < k->world; r++) if (grank(k, r) == k->root) return r;
+    return -1;
+}
+
+/* May survivor `r` see its call complete?  Only where it needs nothing
+   from the victim at that moment (see the header). */
+static int may_complete(const kcase *k, int r) {
+    int root = wrank_of_root(k), vroot = k->victim == root;
+    if (k->when == BEFORE) return k->op == OP_NEW_GROUP && !(k->group >> r & 1);
+    if (k->when == MID) return 1;          /* what it needs may have come before the death */
+    switch (k->op) {
+    case OP_BCAST: return !vroot;                   /* the root, and those not below the victim */
+    case OP_REDUCE: case OP_GATHER: return vroot || r != root;
+    case OP_SCATTER: return !vroot && r != root;
+    default: return 0;
+    }
+}
+
+static void case_name(const kcase *k, int idx, char *out, size_t cap) {
+    char size[32] = "", extra[96] = "", role[40];
+    const char *when;
+    size_t bytes = cnt(k) * 4;
+    int root = wrank_of_root(k);
+    if (is_coll(k->op) && k->op != OP_BARRIER && k->op != OP_ASYNC_PAIR) {
+        if (bytes >= ((size_t)1 << 20)) snprintf(size, sizeof size, " %zu MiB", bytes >> 20);
+        else snprintf(size, sizeof size, " %zu KiB", bytes >> 10);
+    } else if (is_p2p(k->op)) {
+        if (bytes >= ((size_t)1 << 20)) snprintf(size, sizeof size, " %zu MiB", bytes >> 20);
+        else snprintf(size, sizeof size, " %zu B", bytes);
+    }
+    if (k->algo) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " DIST_ALGO=%s", k->algo);
+    if (k->async && k->op != OP_ASYNC_PAIR) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " async");
+    if (k->group) {
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " on group {");
+        for (int r = 0, first = 1; r < k->world; r++)
+            if (k->group >> r & 1) { snprintf(extra + strlen(extra), sizeof extra - strlen(extra), first ? "%d" : ",%d", r); first = 0; }
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "}");
+    }
+    if ((k->op == OP_BCAST || k->op == OP_REDUCE || k->op == OP_GATHER || k->op == OP_SCATTER) && k->root)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " root %d", k->root);
+    if (is_coll(k->op) && k->victim == root && k->op >= OP_BCAST && k->op <= OP_SCATTER && k->op != OP_ALLREDUCE &&
+        k->op != OP_ALLGATHER)
+        snprintf(role, sizeof role, "root");
+    else if (k->victim == 0) snprintf(role, sizeof role, "store host");
+    else if (k->victim == k->world - 1) snprintf(role, sizeof role, "last");
+    else snprintf(role, sizeof role, "non-root");
+    if (k->op == OP_INIT) when = k->when == BEFORE ? "before dist_init" : "during the rendezvous";
+    else when = k->when == BEFORE ? "before the call" : k->when == DURING ? "while the others wait in the call" : "mid-transfer";
+    snprintf(out, cap, "#%d %s%s%s n=%d: rank %d (%s) dies %s", idx + 1, op_names[k->op], size, extra, k->world,
+             k->victim, role, when);
+}
+
+/* ---- shared records ------------------------------------------------------- */
+
+typedef struct {
+    int called, returned, res;            /* the call under test */
+    int64_t t_enter, t_ret;
+    char msg[MSGLEN];
+    int res2;                             /* OP_ASYNC_PAIR: the second request */
+    char msg2[MSGLEN];
+    int f_called, f_returned, f_res;      /* the follow-up barrier */
+    int64_t f_enter, f_ret;
+    char f_msg[MSGLEN];
+    int destroyed, destroy_res;
+    double destroy_s;
+    double written;                       /* share of sampled output that changed */
+    int ready, entering, ops_done;
+    atomic_int claimed;
+    char fail[400];
+} rrec;
+
+typedef struct {
+    int64_t death_ns;                     /* the victim, just before it dies */
+    int64_t victim_enter_ns;              /* mid: when it entered its call */
+    int victim_returned, victim_res;      /* mid: its call returned before the kill */
+    char victim_msg[MSGLEN];
+    rrec r[MAXW];
+} jshared;
+
+static jshared *g_sh;                     /* the job of this process (children) */
+DEFINE_FAIL_AT(MAXW, &g_sh->r[rank].claimed, g_sh->r[rank].fail)
+
+/* ---- rank side ------------------------------------------------------------ */
+
+static void die(void) {
+    __atomic_store_n(&g_sh->death_ns, now_ns(), __ATOMIC_SEQ_CST);
+    raise(SIGKILL);
+    for (;;) pause();
+}
+
+static void *killer_main(void *p) {
+    sleep_ms(*(const int *)p);
+    die();
+    return NULL;
+}
+
+static void start_killer(int *ms) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, killer_main, ms) != 0) die();   /* no thread: die now */
+    pthread_detach(th);
+}
+
+/* Waits until every rank in `mask` has *field set (field: offset in rrec),
+   within ms; 0 when they have. */
+static int wait_ranks(unsigned mask, size_t field, int ms) {
+    int64_t t0 = now_ns();
+    for (int r = 0; r < MAXW; r++) {
+        if (!(mask >> r & 1)) continue;
+        while (!__atomic_load_n((int *)((char *)&g_sh->r[r] + field), __ATOMIC_SEQ_CST)) {
+            if (secs_since(t0) * 1000 > ms) return 1;
+            sleep_ms(1);
+        }
+    }
+    return 0;
+}
+static void set_flag(int rank, size_t field) { __atomic_store_n((int *)((char *)&g_sh->r[rank] + field), 1, __ATOMIC_SEQ_CST); }
+
+static void copy_msg(char *dst, const char *src) { snprintf(dst, MSGLEN, "%s", src ? src : "(null)"); }
+
+typedef struct { float *a, *b; size_t alen, blen; int in_place; } bufs_t;
+
+/* victim_recv: the victim of a mid "send" point, which receives from
+   every survivor (a region each). */
+static int alloc_bufs(const kcase *k, int n, int crank, int victim_recv, bufs_t *bf) {
+    size_t c = cnt(k) ? cnt(k) : 1, nc = c * (size_t)n;
+    int root = k->root;
+    memset(bf, 0, sizeof *bf);
+    switch (k->op) {
+    case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ASYNC_PAIR:
+    case OP_RECV: case OP_IRECV: case OP_RECV_ANY: case OP_SEND: case OP_ISEND: case OP_RECV_BIG: case OP_RECV_LATE:
+        bf->alen = victim_recv ? nc : c; bf->in_place = 1; break;
+    case OP_GATHER: bf->alen = c; bf->blen = crank == root ? nc : 0; break;
+    case OP_ALLGATHER: bf->alen = c; bf->blen = nc; break;
+    case OP_SCATTER: bf->alen = crank == root ? nc : 0; bf->blen = c; break;
+    case OP_REDSCAT: bf->alen = nc; bf->blen = c; break;
+    case OP_ALLTOALL: bf->alen = nc; bf->blen = nc; break;
+    default: break;
+    }
+    if (bf->alen && (bf->a = malloc(bf->alen * sizeof(float))) == NULL) return -1;
+    if (bf->blen && (bf->b = malloc(bf->blen * sizeof(float))) == NULL) return -1;
+    for (size_t i = 0; i < bf->alen; i++) bf->a[i] = (float)(crank + 1);
+    for (size_t i = 0; i < bf->blen; i++) bf->b[i] = -1.0f;
+    return 0;
+}
+
+static void free_bufs(bufs_t *bf) { free(bf->a); free(bf->b); }
+
+/* Share of up to 1024 evenly spaced elements of the output that changed. */
+static double written_share(const bufs_t *bf, int crank) {
+    const float *p = bf->in_place ? bf->a : bf->b;
+    size_t len = bf->in_place ? bf->alen : bf->blen, S = len < 1024 ? len : 1024, changed = 0;
+    float init = bf->in_place ? (float)(crank + 1) : -1.0f;
+    if (!p || !S) return 0;
+    for (size_t i = 0; i < S; i++) changed += p[i * len / S] != init;
+    return (double)changed / (double)S;
+}
+
+/* The collective on communicator c (this rank is crank in it). */
+/* OP_ASYNC_PAIR: *res2 and msg1 (the first request's sentence, read
+   before the second wait replaces it). */
+static dist_result run_coll(const kcase *k, dist_t *c, int crank, bufs_t *bf, dist_result *res2, char *msg1) {
+    dist_req_t *rq = NULL, *rq2 = NULL;
+    dist_req_t **q = k->async ? &rq : NULL;
+    dist_result res;
+    int root = k->root;
+    size_t n = cnt(k);
+    switch (k->op) {
+    case OP_BCAST: res = dist_broadcast_async(c, bf->a, n, DIST_FLOAT32, root, q); break;
+    case OP_REDUCE: res = dist_reduce_async(c, bf->a, n, DIST_FLOAT32, DIST_SUM, root, q); break;
+    case OP_ALLREDUCE: res = dist_all_reduce_async(c, bf->a, n, DIST_FLOAT32, DIST_SUM, q); break;
+    case OP_GATHER: res = dist_gather_async(c, bf->a, crank == root ? bf->b : NULL, n, DIST_FLOAT32, root, q); break;
+    case OP_ALLGATHER: res = dist_all_gather_async(c, bf->a, bf->b, n, DIST_FLOAT32, q); break;
+    case OP_SCATTER: res = dist_scatter_async(c, crank == root ? bf->a : NULL, bf->b, n, DIST_FLOAT32, root, q); break;
+    case OP_REDSCAT: res = dist_reduce_scatter_async(c, bf->a, bf->b, n, DIST_FLOAT32, DIST_SUM, q); break;
+    case OP_ALLTOALL: res = dist_all_to_all_async(c, bf->a, bf->b, n, DIST_FLOAT32, q); break;
+    case OP_BARRIER: res = dist_barrier_async(c, q); break;
+    case OP_ASYNC_PAIR:
+        res = dist_all_reduce_async(c, bf->a, n, DIST_FLOAT32, DIST_SUM, &rq);
+        if (res == DIST_OK) res = dist_barrier_async(c, &rq2);
+        if (res != DIST_OK) return res;
+        res = dist_wait(rq);
+        copy_msg(msg1, res == DIST_OK ? "" : dist_error_message(c));
+        *res2 = dist_wait(rq2);
+        return res;
+    default: return DIST_ERR_INVALID;
+    }
+    if (res != DIST_OK || !k->async) return res;
+    return dist_wait(rq);
+}
+
+/* Point-to-point as a survivor (peer: the victim) or, mid, as the victim
+   (with every survivor). */
+static dist_result run_p2p(const kcase *k, dist_t *w, int rank, bufs_t *bf) {
+    dist_req_t *rq = NULL, *all[MAXW];
+    dist_result res;
+    int v = k->victim, m = 0;
+    if (rank == v) {            /* mid: the victim's side of the transfer */
+        for (int r = 0; r < k->world; r++) {
+            if (r == v) continue;
+            res = k->op == OP_RECV_BIG || k->op == OP_RECV_LATE ? dist_isend(w, bf->a, cnt(k), DIST_FLOAT32, r, 7, &all[m])
+                                       : dist_irecv(w, bf->a + (size_t)r * cnt(k), cnt(k), DIST_FLOAT32, r, 6, &all[m]);
+            if (res != DIST_OK) return res;
+            m++;
+        }
+        return dist_wait_all(m, all);
+    }
+    switch (k->op) {
+    case OP_RECV: return dist_recv(w, bf->a, cnt(k), DIST_FLOAT32, v, 5);
+    case OP_IRECV:
+        if ((res = dist_irecv(w, bf->a, cnt(k), DIST_FLOAT32, v, 5, &rq)) != DIST_OK) return res;
+        return dist_wait(rq);
+    case OP_RECV_ANY: return dist_recv(w, bf->a, cnt(k), DIST_FLOAT32, DIST_ANY_SOURCE, 5);
+    case OP_SEND: return dist_send(w, bf->a, cnt(k), DIST_FLOAT32, v, 6);
+    case OP_ISEND:
+        if ((res = dist_isend(w, bf->a, cnt(k), DIST_FLOAT32, v, 6, &rq)) != DIST_OK) return res;
+        return dist_wait(rq);
+    case OP_RECV_BIG: return dist_recv(w, bf->a, cnt(k), DIST_FLOAT32, v, 7);
+    case OP_RECV_LATE:
+        /* the message is on its way (an unexpected one, half read) when
+           the receive is posted and claims it */
+        while (!__atomic_load_n(&g_sh->victim_enter_ns, __ATOMIC_SEQ_CST)) sleep_us(200);
+        sleep_ms(10);
+        return dist_recv(w, bf->a, cnt(k), DIST_FLOAT32, v, 7);
+    default: return DIST_ERR_INVALID;
+    }
+}
+
+static dist_result run_store(const kcase *k, dist_t *w, dist_t **newg) {
+    char key[64], val[64];
+    const char *keys[1] = { key };
+    size_t len = 0;
+    int64_t sum = 0;
+    int members[MAXW], m = 0;
+    if (k->victim == 0) snprintf(key, sizeof key, "kill/nobody/sets/this");
+    else snprintf(key, sizeof key, "kill/set/by/the/victim");
+    switch (k->op) {
+    case OP_STORE_WAIT: return dist_store_wait(w, keys, 1, 0);
+    case OP_STORE_GET: return dist_store_get(w, key, val, sizeof val, &len);
+    case OP_STORE_ADD: return dist_store_add(w, "kill/counter", 1, &sum);
+    case OP_NEW_GROUP:
+        for (int r = 0; r < k->world; r++) if (k->group >> r & 1) members[m++] = r;
+        return dist_new_group(w, m, members, newg);
+    default: return DIST_ERR_INVALID;
+    }
+}
+
+/* The call under test, on this rank. */
+static dist_result run_op(const kcase *k, dist_t *w, dist_t *c, int rank, bufs_t *bf, dist_result *res2, dist_t **newg,
+                          char *msg1) {
+    if (is_store(k->op)) return run_store(k, w, newg);
+    if (is_p2p(k->op)) return run_p2p(k, w, rank, bf);
+    return run_coll(k, c, grank(k, rank), bf, res2, msg1);
+}
+
+static int init_point(const kcase *k, int rank, dist_config *cfg) {
+    rrec *me = &g_sh->r[rank];
+    dist_t *w = NULL;
+    static int kill_ms;
+    int late = k->victim == k->world - 1 ? k->world - 2 : k->world - 1;
+    if (rank == k->victim && k->when == BEFORE) die();
+    if (rank == k->victim) { kill_ms = scaled(300); start_killer(&kill_ms); }
+    else if (k->when == DURING && rank == late) sleep_ms(scaled(700));
+    me->called = 1;
+    me->t_enter = now_ns();
+    dist_result res = dist_init(&w, cfg);
+    me->t_ret = now_ns();
+    me->res = res;
+    copy_msg(me->msg, dist_error_message(NULL));
+    me->returned = 1;
+    if (rank == k->victim) for (;;) pause();     /* the killer comes */
+    if (res == DIST_OK) {
+        int64_t t0 = now_ns();
+        me->destroy_res = dist_destroy(w);
+        me->destroy_s = secs_since(t0);
+        me->destroyed = 1;
+    }
+    return 0;
+}
+
+static int rank_main(const kcase *k, int rank, int port, int lfd) {
+    rrec *me = &g_sh->r[rank];
+    int n = k->world, v = k->victim, gr = grank(k, rank);
+    unsigned all = (1u << n) - 1, survivors = all & ~(1u << v);
+    char url[64];
+    dist_config cfg;
+    dist_t *w = NULL, *g = NULL, *c, *newg = NULL;
+    dist_result res, res2 = DIST_OK;
+    bufs_t bf;
+    static int kill_ms;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    cfg.init_method = url;
+    cfg.world_size = n;
+    cfg.rank = rank;
+    cfg.timeout_ms = TMO_MS;
+    cfg.store_listen_fd = rank == 0 ? lfd + 1 : 0;
+    if (rank != 0) close(lfd);
+    if (k->algo) setenv("DIST_ALGO", k->algo, 1);
+    alarm((unsigned)(scaled_s(18) + 0.5));
+    if (k->op == OP_INIT) return init_point(k, rank, &cfg);
+
+    res = dist_init(&w, &cfg);
+    if (res != DIST_OK) return FAIL("dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
+    if (k->group && k->op != OP_NEW_GROUP) {     /* the group the call runs on */
+        int members[MAXW], m = 0;
+        for (int r = 0; r < n; r++) if (k->group >> r & 1) members[m++] = r;
+        if ((res = dist_new_group(w, m, members, &g)) != DIST_OK)
+            return FAIL("dist_new_group: %s: %s", dist_result_name(res), dist_error_message(w));
+    }
+    c = g ? g : w;                              /* NULL outside the group */
+    if (k->group && k->op != OP_NEW_GROUP && !g) c = NULL;
+    if (alloc_bufs(k, k->group ? gsize(k) : n, gr < 0 ? 0 : gr, rank == v && k->op == OP_SEND, &bf) != 0) return FAIL("out of memory");
+    set_flag(rank, offsetof(rrec, ready));
+    if (wait_ranks(all, offsetof(rrec, ready), scaled(10000))) return FAIL("not every rank got ready");
+
+    if (rank == v) {
+        if (k->when == BEFORE) die();
+        if (wait_ranks(survivors, offsetof(rrec, entering), scaled(10000))) return FAIL("the survivors never entered the call");
+        if (k->when == DURING) { sleep_ms(scaled(150)); die(); }
+        /* mid: the others are inside; this rank enters last, and dies in it */
+        sleep_ms(30);
+        kill_ms = k->delay_ms;
+        __atomic_store_n(&g_sh->victim_enter_ns, now_ns(), __ATOMIC_SEQ_CST);
+        start_killer(&kill_ms);
+        res = run_op(k, w, c, rank, &bf, &res2, &newg, g_sh->victim_msg);
+        g_sh->victim_res = res;
+        copy_msg(g_sh->victim_msg, dist_error_message(c ? c : w));
+        __atomic_store_n(&g_sh->victim_returned, 1, __ATOMIC_SEQ_CST);
+        for (;;) pause();
+    }
+
+    /* a survivor */
+    if (k->when == BEFORE) {
+        int64_t t0 = now_ns();
+        while (!__atomic_load_n(&g_sh->death_ns, __ATOMIC_SEQ_CST)) {
+            if (secs_since(t0) > scaled_s(10)) return FAIL("the victim never died");
+            sleep_ms(1);
+        }
+        sleep_ms(scaled(300));
+    }
+    set_flag(rank, offsetof(rrec, entering));
+    if (c || !is_coll(k->op)) {
+        me->called = 1;
+        me->t_enter = now_ns();
+        char msg1[MSGLEN] = "";
+        res = run_op(k, w, c, rank, &bf, &res2, &newg, msg1);
+        me->t_ret = now_ns();
+        me->res = res;
+        if (k->op == OP_ASYNC_PAIR) copy_msg(me->msg, msg1);
+        else copy_msg(me->msg, res == DIST_OK ? "" : dist_error_message(is_coll(k->op) ? c : w));
+        me->res2 = res2;
+        copy_msg(me->msg2, res2 == DIST_OK ? "" : dist_error_message(c));
+        me->written = written_share(&bf, gr < 0 ? 0 : gr);
+        me->returned = 1;
+    } else {
+        me->res = NO_CALL;
+    }
+    /* the follow-up: a barrier on the same communicator */
+    {
+        dist_t *fc = is_coll(k->op) && c ? c : w;
+        me->f_called = 1;
+        me->f_enter = now_ns();
+        me->f_res = dist_barrier(fc);
+        me->f_ret = now_ns();
+        copy_msg(me->f_msg, dist_error_message(fc));
+        me->f_returned = 1;
+    }
+    free_bufs(&bf);
+    set_flag(rank, offsetof(rrec, ops_done));
+    if (wait_ranks(survivors, offsetof(rrec, ops_done), (int)(BOUND_S * 2000))) FAIL("another survivor never finished its calls");
+    {
+        int64_t t0 = now_ns();
+        dist_result dr = DIST_OK;
+        if (newg) dist_destroy(newg);
+        if (g) dr = dist_destroy(g);
+        res = dist_destroy(w);
+        me->destroy_s = secs_since(t0);
+        me->destroy_res = dr != DIST_OK ? dr : res;
+        me->destroyed = 1;
+    }
+    return 0;
+}
+
+/* ---- parent side ------------------------------------------------------------ */
+
+typedef struct {
+    int idx, active, n;
+    const kcase *k;
+    jshared *sh;
+    pid_t pid[MAXW];
+    int st[MAXW], reaped[MAXW];
+    int64_t t0, deadline;
+    int hung;
+} job_t;
+
+static int g_points, g_passed, g_errors, g_named;
+
+static int names_rank(const char *msg, int r) {
+    char pat[16];
+    const char *p = msg;
+    size_t l = (size_t)snprintf(pat, sizeof pat, "rank %d", r);
+    while ((p = strstr(p, pat)) != NULL) {
+        if (p[l] < '0' || p[l] > '9') return 1;
+        p += l;
+    }
+    return 0;
+}
+
+static int start_job(job_t *j, int idx) {
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    const kcase *k = &cases[idx];
+    int lfd;
+    memset(j, 0, sizeof *j);
+    j->idx = idx;
+    j->k = k;
+    j->n = k->world;
+    j->sh = mmap(NULL, sizeof *j->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (j->sh == MAP_FAILED) { perror("mmap"); return -1; }
+    memset(j->sh, 0, sizeof *j->sh);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 64) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+        perror("listening socket");
+        if (lfd >= 0) close(lfd);
+        munmap(j->sh, sizeof *j->sh);
+        return -1;
+    }
+    fflush(NULL);
+    j->t0 = now_ns();
+    j->deadline = j->t0 + (int64_t)(scaled_s(24) * 1e9);
+    for (int r = 0; r < k->world; r++) {
+        j->pid[r] = fork();
+        if (j->pid[r] == 0) {
+            g_sh = j->sh;
+            exit(rank_main(k, r, ntohs(sa.sin_port), lfd));
+        }
+        if (j->pid[r] < 0) { j->reaped[r] = 1; j->st[r] = -1; }
+    }
+    close(lfd);                  /* before the next job forks: its ranks must not hold it */
+    j->active = 1;
+    return 0;
+}
+
+/* Reaps what ended; 1 when the whole job has. */
+static int poll_job(job_t *j) {
+    int left = 0;
+    for (int r = 0; r < j->n; r++) {
+        if (j->reaped[r]) continue;
+        pid_t got = waitpid(j->pid[r], &j->st[r], WNOHANG);
+        if (got == j->pid[r]) j->reaped[r] = 1;
+        else if (got < 0 && errno != EINTR) { j->reaped[r] = 1; j->st[r] = -1; }
+        else left++;
+    }
+    if (left && now_ns() > j->deadline) {
+        j->hung = 1;
+        for (int r = 0; r < j->n; r++) if (!j->reaped[r]) kill(j->pid[r], SIGKILL);
+        for (int r = 0; r < j->n; r++)
+            if (!j->reaped[r]) { while (waitpid(j->pid[r], &j->st[r], 0) < 0 && errno == EINTR) { } j->reaped[r] = 1; }
+        left = 0;
+    }
+    return left == 0;
+}
+
+static double after_death(int64_t t, int64_t enter, int64_t death) {
+    return (double)(t - (enter > death ? enter : death)) / 1e9;
+}
+
+static const char *rname(int res) { return res == NO_CALL ? "(no call)" : dist_result_name((dist_result)res); }
+
+/* The error of one survivor's call: allowed, naming the victim, in time. */
+static int names_victim(const kcase *k, const char *msg) {
+    if (names_rank(msg, k->victim)) return 1;
+    /* rank 0's store is "the store" in the messages of calls that use it */
+    return k->victim == 0 && (k->op == OP_INIT || is_store(k->op)) && strstr(msg, "store") != NULL;
+}
+
+/* followup: the barrier after the call under test (DIST_ERR_PEER_LOST). */
+static void judge_error(const kcase *k, int r, const char *what, int res, const char *msg, int64_t t_enter, int64_t t_ret,
+                        int64_t death, int followup) {
+    int v = k->victim, ok_code, count = !followup;
+    double after = after_death(t_ret, t_enter, death);
+    if (followup) ok_code = res == DIST_ERR_PEER_LOST;
+    else if (k->op == OP_INIT) ok_code = res != DIST_OK;
+    else if ((k->op == OP_STORE_WAIT || k->op == OP_STORE_GET) && v != 0) ok_code = res == DIST_ERR_TIMEOUT;
+    else if (k->op == OP_NEW_GROUP) ok_code = res == DIST_ERR_TIMEOUT || res == DIST_ERR_PEER_LOST;
+    else ok_code = res == DIST_ERR_PEER_LOST;
+    if (!ok_code) {
+        char allowed[80];
+        if (followup) snprintf(allowed, sizeof allowed, "DIST_ERR_PEER_LOST");
+        else if (k->op == OP_INIT) snprintf(allowed, sizeof allowed, "an error");
+        else if ((k->op == OP_STORE_WAIT || k->op == OP_STORE_GET) && v != 0) snprintf(allowed, sizeof allowed, "DIST_ERR_TIMEOUT");
+        else if (k->op == OP_NEW_GROUP) snprintf(allowed, sizeof allowed, "DIST_ERR_TIMEOUT or DIST_ERR_PEER_LOST");
+        else snprintf(allowed, sizeof allowed, "DIST_ERR_PEER_LOST");
+        case_bad("rank %d: %s returned %s after %.2f s (\"%s\"), expected %s", r, what, rname(res),
+                 (double)(t_ret - t_enter) / 1e9, msg, allowed);
+    }
+    if (res == DIST_OK) return;
+    if (count) g_errors++;
+    if (!msg[0]) case_bad("rank %d: %s returned %s with an empty dist_error_message", r, what, rname(res));
+    else if (!names_victim(k, msg)) case_bad("rank %d: %s: \"%s\" (%s) does not name rank %d", r, what, msg, rname(res), v);
+    else if (count) g_named++;
+    if (death && after > BOUND_S)
+        case_bad("rank %d: %s returned %s %.2f s after the death (bound: timeout %.1f s + 2 s%s)", r, what, rname(res), after,
+                 TMO_MS / 1000.0, g_scale > 1 ? ", scaled" : "");
+}
+
+static void judge_job(job_t *j) {
+    const kcase *k = j->k;
+    jshared *sh = j->sh;
+    int v = k->victim;
+    char name[200], extra[700], sample[MSGLEN] = "";
+    double worst = -1, wmin = 2, wmax = -1;
+    int nerr = 0;
+    case_name(k, j->idx, name, sizeof name);
+    g_case = name;
+    g_cur_failed = 0;
+    g_points++;
+    if (j->hung) case_bad("still running after %.0f s: killed", scaled_s(24));
+    for (int r = 0; r < j->n; r++) {
+        int st = j->st[r];
+        if (st == -1) { case_bad("rank %d: fork or waitpid failed", r); continue; }
+        if (r == v) {
+            if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
+                case_bad("the victim, rank %d, %s %d instead of dying by SIGKILL", r, WIFSIGNALED(st) ? "died by signal" : "exited with",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        } else if (WIFSIGNALED(st)) {
+            case_bad("rank %d died by signal %d%s", r, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
+        } else if (WEXITSTATUS(st) != 0) {
+            case_bad("rank %d exited with %d%s", r, WEXITSTATUS(st), sh->r[r].fail[0] ? "" : " (a sanitizer's report?)");
+        }
+        if (sh->r[r].fail[0]) case_bad("rank %d: %s", r, sh->r[r].fail);
+    }
+    if (!sh->death_ns) case_bad("the victim, rank %d, never got to its death", v);
+    if (k->when == MID && k->op != OP_INIT && sh->victim_returned)
+        case_bad("not mid-transfer: the victim's own call returned %s (\"%s\") before the kill", rname(sh->victim_res), sh->victim_msg);
+    for (int r = 0; r < j->n && sh->death_ns; r++) {
+        rrec *rr = &sh->r[r];
+        if (r == v || rr->fail[0]) continue;
+        if (rr->res != NO_CALL) {
+            char what[64];
+            snprintf(what, sizeof what, "its %s", op_names[k->op]);
+            if (!rr->called || !rr->returned) {
+                case_bad("rank %d: %s never %s", r, what, rr->called ? "returned" : "began");
+                continue;
+            }
+            if (rr->res == DIST_OK && !may_complete(k, r))
+                case_bad("rank %d: %s returned DIST_OK after %.2f s, but it needs the dead rank %d", r, what,
+                         (double)(rr->t_ret - rr->t_enter) / 1e9, v);
+            else if (rr->res != DIST_OK) {
+                judge_error(k, r, what, rr->res, rr->msg, rr->t_enter, rr->t_ret, sh->death_ns, 0);
+                nerr++;
+                double a = after_death(rr->t_ret, rr->t_enter, sh->death_ns);
+                if (a > worst) worst = a;
+                if (!sample[0]) snprintf(sample, sizeof sample, "%s", rr->msg);
+            }
+            if (k->op == OP_ASYNC_PAIR) {
+                if (rr->res2 == DIST_OK) case_bad("rank %d: the queued barrier_async returned DIST_OK", r);
+                else judge_error(k, r, "its queued barrier_async", rr->res2, rr->msg2, rr->t_enter, rr->t_ret, sh->death_ns, 0);
+            }
+            if (rr->written < wmin) wmin = rr->written;
+            if (rr->written > wmax) wmax = rr->written;
+        }
+        if (k->op != OP_INIT) {
+            if (!rr->f_called || !rr->f_returned) case_bad("rank %d: the follow-up barrier never %s", r, rr->f_called ? "returned" : "began");
+            else judge_error(k, r, "the follow-up barrier", rr->f_res, rr->f_msg, rr->f_enter, rr->f_ret, sh->death_ns, 1);
+        }
+        if ((k->op != OP_INIT || rr->res == DIST_OK) && !rr->destroyed) case_bad("rank %d never got through dist_destroy", r);
+        else if (rr->destroyed && rr->destroy_s > DESTROY_S)
+            case_bad("rank %d: dist_destroy took %.2f s (returned %s)", r, rr->destroy_s, rname(rr->destroy_res));
+    }
+    if (k->when == MID && k->op != OP_INIT && sh->death_ns && !nerr)
+        case_bad("no survivor's call failed: the victim died too late to be mid-transfer");
+    {
+        size_t o = 0;
+        extra[0] = 0;
+        if (k->when == MID && k->op != OP_INIT && sh->victim_enter_ns && sh->death_ns)
+            o += (size_t)snprintf(extra + o, sizeof extra - o, "killed %.0f ms into its call, survivors had %.0f-%.0f%% of their output; ",
+                                  (double)(sh->death_ns - sh->victim_enter_ns) / 1e6, wmin * 100, wmax * 100);
+        if (worst >= 0) o += (size_t)snprintf(extra + o, sizeof extra - o, "slowest survivor: %.3f s; ", worst);
+        if (sample[0]) snprintf(extra + o, sizeof extra - o, "\"%s\"", sample);
+        else snprintf(extra + o, sizeof extra - o, "every survivor's call completed (it needed nothing more from rank %d)", v);
+    }
+    if (!g_cur_failed) g_passed++;
+    case_end(secs_since(j->t0), extra);
+    munmap(sh, sizeof *sh);
+    j->active = 0;
+}
+
+static int wanted(int i, const char *filter) {
+    char name[200];
+    if (!filter) return 1;
+    case_name(&cases[i], i, name, sizeof name);
+    return strstr(name, filter) != NULL;
+}
+
+int main(int argc, char **argv) {
+    static unsigned char started[NCASES];
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    const char *jobs_env = getenv("KILL_JOBS");
+    int maxjobs = jobs_env && atoi(jobs_env) >= 1 && atoi(jobs_env) <= MAXJOBS ? atoi(jobs_env) : MAXJOBS;
+    job_t jobs[MAXJOBS];
+    int next = 0, running = 0;
+    while (next < NCASES && !wanted(next, filter)) next++;
+    int64_t t0 = now_ns();
+    test_start();
+    UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
+    signal(SIGPIPE, SIG_IGN);
+    TMO_MS = scaled(3000);
+    BOUND_S = TMO_MS / 1000.0 + scaled_s(2);
+    DESTROY_S = scaled_s(2);
+    memset(jobs, 0, sizeof jobs);
+    printf("# %d points, transport %s, cfg.timeout_ms %d, bound %.1f s\n", NCASES,
+           getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto", TMO_MS, BOUND_S);
+    for (;;) {
+        /* start what fits, in order: up to maxjobs at once, one of them
+           with large buffers (a large point waits for the slot) */
+        while (running < maxjobs) {
+            int heavy_running = 0, pick = -1, slot = 0;
+            for (int s = 0; s < maxjobs; s++) if (jobs[s].active && heavy(jobs[s].k)) heavy_running = 1;
+            for (int i = next; i < NCASES && pick < 0; i++)
+                if (!started[i] && wanted(i, filter) && !(heavy(&cases[i]) && heavy_running)) pick = i;
+            if (pick < 0) break;
+            while (jobs[slot].active) slot++;
+            if (start_job(&jobs[slot], pick) != 0) return 1;
+            started[pick] = 1;
+            running++;
+            while (next < NCASES && (started[next] || !wanted(next, filter))) next++;
+        }
+        if (!running && next >= NCASES) break;
+        for (int s = 0; s < maxjobs; s++)
+            if (jobs[s].active && poll_job(&jobs[s])) { judge_job(&jobs[s]); running--; }
+        sleep_ms(5);
+    }
+    printf("kill matrix: %d points, %d passed, survivors' errors named the dead rank in %d/%d (%.1f s)\n", g_points, g_passed,
+           g_named, g_errors, secs_since(t0));
+    return g_points && g_passed == g_points ? 0 : 1;
+}

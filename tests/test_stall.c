@@ -1,0 +1,530 @@
+// TIMEOUT: 60
+// TRANSPORTS: auto tcp mixed
+/* test_stall.c - a rank that stops (SIGSTOP) in the middle of the job: the
+   others must time out, each with DIST_ERR_TIMEOUT within the timeout +
+   2 s, and a message that names the operation, its sequence number and
+   the rank it waited on; afterwards (SIGCONT, or SIGKILL) everyone ends
+   cleanly.
+
+   How a case runs.  The parent forks the ranks (fork + dist_init over
+   tcp://127.0.0.1, cfg.timeout_ms = TMO = 2 s x DIST_TIMEOUT_SCALE).
+   Every rank first makes some calls that succeed (warm-up), so the stalled
+   call has a known sequence number: collectives are numbered per
+   communicator, 1, 2, ... in the order they are called (every rank the
+   same); sends and receives are numbered per rank and communicator, sends
+   and receives apart ("recv #4 from rank 1").  Then the rank to be stopped
+   (S) and the others reach the call (a send to S starts only once S is
+   stopped: a live S would take the data at once):
+     at the call   S says in shared memory that it is about to make the
+                   call and waits there; once the others are inside theirs
+                   (100 ms after they said so) the parent SIGSTOPs S.  (A
+                   small collective that S had really entered would have
+                   finished at once, S's part being sent eagerly: S is
+                   stopped before it sends anything.)
+     mid           the others are inside; S enters last with a large
+                   buffer and the parent SIGSTOPs it 20 ms later, in the
+                   middle of the transfer.
+   Every other rank must then see its call fail with DIST_ERR_TIMEOUT,
+   between 0.5 x TMO after it began and TMO + 2 s after the stop, with a
+   sentence (dist_error_message of the communicator) that contains
+     - the operation and its number: "all_reduce #4", "recv #4", ...
+     - the rank it waited on: "rank S", or, in a tree or a ring, a rank
+       that was itself waiting for S (how many name S is printed).
+   Then the parent resumes S (SIGCONT: S makes or finishes its call, which
+   must return within TMO + 2 s, whatever it returns) or kills it
+   (SIGKILL), and every rank still alive calls dist_destroy (within TMO +
+   2 s) and exits 0; LeakSanitizer checks them under make sanitize.
+   The parent prints one line per case with the sentences the others got.
+
+   Cases: all_reduce 4 KiB (n=3, S=1, at the call), all_reduce 64 MiB
+   (n=4, S=2, mid; the algorithm the transport picks), all_reduce 64 MiB
+   DIST_ALGO=ring (n=3, S=0, mid), broadcast 4 KiB from S as root (n=4,
+   S=0, and n=3, S=1, at the call), barrier (n=3, S=2, and n=4, S=1, at
+   the call), recv and irecv+wait from S (n=3, S=1: S stopped before its
+   send), and a 64 MiB send to S (n=3, S=2: S stopped before it receives,
+   so the data cannot all be taken). */
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#ifdef UNDER_TSAN
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
+#endif
+
+#define MAXW 4
+#define MAXJOBS 3
+#define MSGLEN 360
+
+static int TMO_MS = 2000;
+static double BOUND_S = 4.0;
+
+enum { OP_ALLREDUCE, OP_BCAST, OP_BARRIER, OP_RECV, OP_IRECV, OP_SEND };
+static const char *const op_names[] = { "all_reduce", "broadcast", "barrier", "recv", "recv", "send" };
+static const char *const op_titles[] = { "all_reduce", "broadcast", "barrier", "recv", "irecv+wait", "send" };
+enum { AT_CALL, MID };
+enum { RESUME, KILL };
+
+typedef struct {
+    int op, world, stopped, when;
+    size_t count;          /* elements: float32 (collectives, send), int32 (recv) */
+    const char *algo;      /* DIST_ALGO or NULL */
+    int warm;              /* successful calls of the same kind before the stalled one */
+    int after;             /* RESUME or KILL */
+} scase;
+
+#define MiB(x) ((size_t)(x) << 18)
+
+static const scase cases[] = {
+    { OP_ALLREDUCE, 3, 1, AT_CALL, 1024, NULL, 3, RESUME },
+    { OP_ALLREDUCE, 4, 2, MID, MiB(64), NULL, 2, KILL },
+    { OP_ALLREDUCE, 3, 0, MID, MiB(64), "ring", 1, RESUME },
+    { OP_BCAST, 4, 0, AT_CALL, 1024, NULL, 4, RESUME },
+    { OP_BCAST, 3, 1, AT_CALL, 1024, NULL, 2, KILL },
+    { OP_BARRIER, 3, 2, AT_CALL, 0, NULL, 5, RESUME },
+    { OP_BARRIER, 4, 1, AT_CALL, 0, NULL, 1, KILL },
+    { OP_RECV, 3, 1, AT_CALL, 16, NULL, 3, RESUME },
+    { OP_IRECV, 3, 1, AT_CALL, 16, NULL, 2, KILL },
+    { OP_SEND, 3, 2, AT_CALL, MiB(64), NULL, 2, RESUME },
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static int heavy(const scase *k) { return k->count >= MiB(4); }
+
+typedef struct {
+    int ready, entering, returned, res, destroyed, destroy_res;
+    int64_t t_enter, t_ret;
+    double destroy_s;
+    char msg[MSGLEN];
+    atomic_int claimed;
+    char fail[400];
+} rrec;
+
+typedef struct {
+    int64_t stop_ns, resume_ns;
+    int go;                 /* at the call: S may make its call now */
+    int stopped;            /* S is stopped (a send to it starts only then) */
+    int resumed;            /* the parent resumed or killed S */
+    rrec r[MAXW];
+} jshared;
+
+static jshared *g_sh;
+DEFINE_FAIL_AT(MAXW, &g_sh->r[rank].claimed, g_sh->r[rank].fail)
+
+static void case_name(const scase *k, int idx, char *out, size_t cap) {
+    char size[32] = "";
+    if (k->op != OP_BARRIER) {
+        size_t b = k->count * 4;
+        if (b >= ((size_t)1 << 20)) snprintf(size, sizeof size, " %zu MiB", b >> 20);
+        else if (b >= 1024) snprintf(size, sizeof size, " %zu KiB", b >> 10);
+        else snprintf(size, sizeof size, " %zu B", b);
+    }
+    snprintf(out, cap, "#%d %s%s%s%s n=%d: rank %d stopped %s%s, then %s", idx + 1, op_titles[k->op], size,
+             k->algo ? " DIST_ALGO=" : "", k->algo ? k->algo : "", k->world, k->stopped,
+             k->when == MID ? "mid-transfer" : "at the call",
+             k->op == OP_BCAST ? " (it is the root)" : k->op == OP_RECV || k->op == OP_IRECV ? " (it would send)" :
+             k->op == OP_SEND ? " (it would receive)" : "",
+             k->after == RESUME ? "SIGCONT" : "SIGKILL");
+}
+
+/* The sequence number the stalled call must carry on rank r. */
+static int expected_seq(const scase *k) {
+    /* collectives: warm-up calls + 1; point-to-point: the warm-up calls of
+       that direction on this rank + 1 */
+    return k->warm + 1;
+}
+
+/* ---- rank side ------------------------------------------------------------ */
+
+static int wait_flag(int *flag, int ms) {
+    int64_t t0 = now_ns();
+    while (!__atomic_load_n(flag, __ATOMIC_SEQ_CST)) {
+        if (secs_since(t0) * 1000 > ms) return 1;
+        sleep_ms(1);
+    }
+    return 0;
+}
+
+/* The stalled call (or, for S, its side of it). */
+static dist_result run_op(const scase *k, dist_t *w, int rank, void *buf) {
+    int s = k->stopped;
+    dist_req_t *rq = NULL;
+    dist_result res;
+    switch (k->op) {
+    case OP_ALLREDUCE: return dist_all_reduce(w, buf, k->count, DIST_FLOAT32, DIST_SUM);
+    case OP_BCAST: return dist_broadcast(w, buf, k->count, DIST_FLOAT32, s);
+    case OP_BARRIER: return dist_barrier(w);
+    case OP_RECV: case OP_IRECV:
+        if (rank == s) {      /* S sends to every other rank */
+            for (int r = 0; r < k->world; r++)
+                if (r != s && (res = dist_send(w, buf, k->count, DIST_INT32, r, 9)) != DIST_OK) return res;
+            return DIST_OK;
+        }
+        if (k->op == OP_RECV) return dist_recv(w, buf, k->count, DIST_INT32, s, 9);
+        if ((res = dist_irecv(w, buf, k->count, DIST_INT32, s, 9, &rq)) != DIST_OK) return res;
+        return dist_wait(rq);
+    case OP_SEND:
+        if (rank == s) {      /* S receives from every other rank, one after the other */
+            for (int r = 0; r < k->world; r++)
+                if (r != s && (res = dist_recv(w, buf, k->count, DIST_FLOAT32, r, 9)) != DIST_OK) return res;
+            return DIST_OK;
+        }
+        return dist_send(w, buf, k->count, DIST_FLOAT32, s, 9);
+    default: return DIST_ERR_INVALID;
+    }
+}
+
+/* Calls that succeed before the stalled one. */
+static int warm_up(const scase *k, dist_t *w, int rank) {
+    int32_t x[4] = { 1, 2, 3, 4 };
+    float f[4] = { 1, 2, 3, 4 };
+    int s = k->stopped;
+    for (int i = 0; i < k->warm; i++) {
+        dist_result res = DIST_OK;
+        switch (k->op) {
+        case OP_ALLREDUCE: case OP_BCAST: case OP_BARRIER:
+            /* any collectives count: a mix */
+            res = i % 3 == 2 ? dist_barrier(w) : i % 3 == 1 ? dist_broadcast(w, f, 4, DIST_FLOAT32, i % k->world)
+                                                           : dist_all_reduce(w, f, 4, DIST_FLOAT32, DIST_MAX);
+            break;
+        case OP_RECV: case OP_IRECV:     /* the others receive from S */
+            if (rank == s) {
+                for (int r = 0; r < k->world && res == DIST_OK; r++) if (r != s) res = dist_send(w, x, 4, DIST_INT32, r, 1);
+            } else {
+                res = dist_recv(w, x, 4, DIST_INT32, s, 1);
+            }
+            break;
+        case OP_SEND:                    /* the others send to S */
+            if (rank == s) {
+                for (int r = 0; r < k->world && res == DIST_OK; r++) if (r != s) res = dist_recv(w, x, 4, DIST_INT32, r, 1);
+            } else {
+                res = dist_send(w, x, 4, DIST_INT32, s, 1);
+            }
+            break;
+        }
+        if (res != DIST_OK) return FAIL("warm-up call %d: %s: %s", i + 1, dist_result_name(res), dist_error_message(w));
+    }
+    return 0;
+}
+
+static int rank_main(const scase *k, int rank, int port, int lfd) {
+    rrec *me = &g_sh->r[rank];
+    int n = k->world, s = k->stopped;
+    char url[64];
+    dist_config cfg;
+    dist_t *w = NULL;
+    dist_result res;
+    size_t elems = k->count ? k->count : 1;
+    float *buf;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    cfg.init_method = url;
+    cfg.world_size = n;
+    cfg.rank = rank;
+    cfg.timeout_ms = TMO_MS;
+    cfg.store_listen_fd = rank == 0 ? lfd + 1 : 0;
+    if (rank != 0) close(lfd);
+    if (k->algo) setenv("DIST_ALGO", k->algo, 1);
+    alarm((unsigned)(scaled_s(25) + 0.5));
+    if ((res = dist_init(&w, &cfg)) != DIST_OK) return FAIL("dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
+    if (warm_up(k, w, rank)) return 1;
+    if ((buf = malloc(elems * sizeof(float))) == NULL) return FAIL("out of memory");
+    for (size_t i = 0; i < elems; i++) buf[i] = (float)(rank + 1);
+    __atomic_store_n(&me->ready, 1, __ATOMIC_SEQ_CST);
+    for (int r = 0; r < n; r++)
+        if (wait_flag(&g_sh->r[r].ready, scaled(10000))) return FAIL("rank %d never got ready", r);
+    if (rank == s) {
+        if (k->when == MID)
+            for (int r = 0; r < n; r++)
+                if (r != s && wait_flag(&g_sh->r[r].entering, scaled(10000))) return FAIL("rank %d never entered", r);
+        __atomic_store_n(&me->entering, 1, __ATOMIC_SEQ_CST);
+        if (k->when == AT_CALL && wait_flag(&g_sh->go, scaled(30000))) return FAIL("the parent never let this rank go");
+    } else {
+        /* a send to S begins once S is stopped: a live S would take the
+           data at once (its progress thread buffers it) */
+        if (k->op == OP_SEND && wait_flag(&g_sh->stopped, scaled(10000))) return FAIL("rank %d was never stopped", s);
+        __atomic_store_n(&me->entering, 1, __ATOMIC_SEQ_CST);
+    }
+    me->t_enter = now_ns();
+    res = run_op(k, w, rank, buf);
+    me->t_ret = now_ns();
+    me->res = res;
+    snprintf(me->msg, sizeof me->msg, "%s", res == DIST_OK ? "" : dist_error_message(w));
+    __atomic_store_n(&me->returned, 1, __ATOMIC_SEQ_CST);
+    free(buf);
+    /* the others wait until the parent has resumed or killed S */
+    if (rank != s && wait_flag(&g_sh->resumed, (int)(BOUND_S * 3000))) FAIL("the parent never resumed rank %d", s);
+    {
+        int64_t t0 = now_ns();
+        me->destroy_res = dist_destroy(w);
+        me->destroy_s = secs_since(t0);
+        me->destroyed = 1;
+    }
+    return 0;
+}
+
+/* ---- parent side ------------------------------------------------------------ */
+
+typedef struct {
+    int idx, active, n, phase;      /* phase 0: waiting to stop S, 1: stopped, 2: resumed */
+    const scase *k;
+    jshared *sh;
+    pid_t pid[MAXW];
+    int st[MAXW], reaped[MAXW];
+    int64_t t0, deadline, t_mark;
+    int hung;
+} job_t;
+
+static int g_cases, g_passed;
+
+static int start_job(job_t *j, int idx) {
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    const scase *k = &cases[idx];
+    int lfd;
+    memset(j, 0, sizeof *j);
+    j->idx = idx;
+    j->k = k;
+    j->n = k->world;
+    j->sh = mmap(NULL, sizeof *j->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (j->sh == MAP_FAILED) { perror("mmap"); return -1; }
+    memset(j->sh, 0, sizeof *j->sh);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 64) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+        perror("listening socket");
+        if (lfd >= 0) close(lfd);
+        munmap(j->sh, sizeof *j->sh);
+        return -1;
+    }
+    fflush(NULL);
+    j->t0 = now_ns();
+    j->deadline = j->t0 + (int64_t)(scaled_s(30) * 1e9);
+    for (int r = 0; r < k->world; r++) {
+        j->pid[r] = fork();
+        if (j->pid[r] == 0) {
+            g_sh = j->sh;
+            exit(rank_main(k, r, ntohs(sa.sin_port), lfd));
+        }
+        if (j->pid[r] < 0) { j->reaped[r] = 1; j->st[r] = -1; }
+    }
+    close(lfd);
+    j->active = 1;
+    return 0;
+}
+
+static int all_set(job_t *j, size_t field, int except) {
+    for (int r = 0; r < j->n; r++)
+        if (r != except && !__atomic_load_n((int *)((char *)&j->sh->r[r] + field), __ATOMIC_SEQ_CST)) return 0;
+    return 1;
+}
+
+/* Moves the case on: stops S, resumes or kills it; reaps.  1 when done. */
+static int poll_job(job_t *j) {
+    const scase *k = j->k;
+    jshared *sh = j->sh;
+    int s = k->stopped, left = 0;
+    int64_t now = now_ns();
+    if (j->phase == 0 && !j->reaped[s] &&
+        (k->op == OP_SEND ? __atomic_load_n(&sh->r[s].entering, __ATOMIC_SEQ_CST) : all_set(j, offsetof(rrec, entering), -1))) {
+        if (!j->t_mark) j->t_mark = now;
+        /* the others have been inside for 100 ms (at the call), or S for 20 ms (mid) */
+        if (now - j->t_mark >= (k->when == MID ? 20 : 100) * 1000000LL) {
+            kill(j->pid[s], SIGSTOP);
+            sh->stop_ns = now_ns();
+            __atomic_store_n(&sh->stopped, 1, __ATOMIC_SEQ_CST);
+            j->phase = 1;
+            j->t_mark = now;
+        }
+    }
+    if (j->phase == 1) {
+        /* once every other rank returned (or far past the bound), S goes on */
+        if (all_set(j, offsetof(rrec, returned), s) || now - sh->stop_ns > (int64_t)(BOUND_S * 2e9)) {
+            sh->resume_ns = now_ns();
+            __atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
+            if (k->after == KILL) kill(j->pid[s], SIGKILL);
+            else kill(j->pid[s], SIGCONT);
+            __atomic_store_n(&sh->resumed, 1, __ATOMIC_SEQ_CST);
+            j->phase = 2;
+        }
+    }
+    for (int r = 0; r < j->n; r++) {
+        if (j->reaped[r]) continue;
+        pid_t got = waitpid(j->pid[r], &j->st[r], WNOHANG);
+        if (got == j->pid[r]) j->reaped[r] = 1;
+        else if (got < 0 && errno != EINTR) { j->reaped[r] = 1; j->st[r] = -1; }
+        else left++;
+    }
+    if (left && now > j->deadline) {
+        j->hung = 1;
+        for (int r = 0; r < j->n; r++) if (!j->reaped[r]) { kill(j->pid[r], SIGKILL); kill(j->pid[r], SIGCONT); }
+        for (int r = 0; r < j->n; r++)
+            if (!j->reaped[r]) { while (waitpid(j->pid[r], &j->st[r], 0) < 0 && errno == EINTR) { } j->reaped[r] = 1; }
+        left = 0;
+    }
+    return left == 0;
+}
+
+/* "op #N" in msg, N not followed by another digit. */
+static int names_seq(const char *msg, const char *op, int seq) {
+    char pat[48];
+    const char *p = msg;
+    size_t l = (size_t)snprintf(pat, sizeof pat, "%s #%d", op, seq);
+    while ((p = strstr(p, pat)) != NULL) {
+        if (p[l] < '0' || p[l] > '9') return 1;
+        p += l;
+    }
+    return 0;
+}
+
+static int names_rank(const char *msg, int r) {
+    char pat[16];
+    const char *p = msg;
+    size_t l = (size_t)snprintf(pat, sizeof pat, "rank %d", r);
+    while ((p = strstr(p, pat)) != NULL) {
+        if (p[l] < '0' || p[l] > '9') return 1;
+        p += l;
+    }
+    return 0;
+}
+
+static void judge_job(job_t *j) {
+    const scase *k = j->k;
+    jshared *sh = j->sh;
+    int s = k->stopped, seq = expected_seq(k);
+    char name[200], extra[1500];
+    size_t o = 0;
+    case_name(k, j->idx, name, sizeof name);
+    g_case = name;
+    g_cur_failed = 0;
+    g_cases++;
+    extra[0] = 0;
+    if (j->hung) case_bad("still running after %.0f s: killed", scaled_s(30));
+    if (!sh->stop_ns) case_bad("rank %d was never stopped (the ranks never all reached the call)", s);
+    for (int r = 0; r < j->n; r++) {
+        int st = j->st[r];
+        if (st == -1) { case_bad("rank %d: fork or waitpid failed", r); continue; }
+        if (r == s && k->after == KILL && sh->resume_ns) {
+            if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)) case_bad("rank %d (stopped, then killed) ended with status %d", r, st);
+        } else if (WIFSIGNALED(st)) {
+            case_bad("rank %d died by signal %d%s", r, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
+        } else if (WEXITSTATUS(st) != 0) {
+            case_bad("rank %d exited with %d%s", r, WEXITSTATUS(st), sh->r[r].fail[0] ? "" : " (a sanitizer's report?)");
+        }
+        if (sh->r[r].fail[0]) case_bad("rank %d: %s", r, sh->r[r].fail);
+    }
+    int named_stopped = 0;
+    for (int r = 0; r < j->n && sh->stop_ns; r++) {
+        rrec *rr = &sh->r[r];
+        double took, after;
+        if (r == s || rr->fail[0]) continue;
+        if (!rr->returned) { case_bad("rank %d: its %s never returned", r, op_titles[k->op]); continue; }
+        took = (double)(rr->t_ret - rr->t_enter) / 1e9;
+        after = (double)(rr->t_ret - (rr->t_enter > sh->stop_ns ? rr->t_enter : sh->stop_ns)) / 1e9;
+        o += (size_t)snprintf(extra + o, o < sizeof extra ? sizeof extra - o : 0, "%s rank %d %.2f s: \"%s\"", o ? ";" : "", r, took,
+                              rr->msg);
+        if (rr->res != DIST_ERR_TIMEOUT) {
+            case_bad("rank %d: %s returned %s after %.2f s (\"%s\"), expected DIST_ERR_TIMEOUT", r, op_titles[k->op],
+                     dist_result_name((dist_result)rr->res), took, rr->msg);
+            if (rr->res == DIST_OK) continue;
+        }
+        if (took < TMO_MS / 2000.0) case_bad("rank %d: failed after only %.2f s (timeout %.1f s): \"%s\"", r, took, TMO_MS / 1000.0, rr->msg);
+        if (after > BOUND_S) case_bad("rank %d: returned %.2f s after the stop (bound: timeout + 2 s = %.1f s)", r, after, BOUND_S);
+        if (!names_seq(rr->msg, op_names[k->op], seq))
+            case_bad("rank %d: \"%s\" does not name the operation and its number (\"%s #%d\")", r, rr->msg, op_names[k->op], seq);
+        /* Each names the rank it waited on: the stopped one, or (in a
+           tree or ring) a rank that was itself waiting for it. */
+        if (names_rank(rr->msg, s)) named_stopped++;
+        else if (!strstr(rr->msg, "rank ")) case_bad("rank %d: \"%s\" names no rank", r, rr->msg);
+        if (!rr->destroyed) case_bad("rank %d never got through dist_destroy", r);
+        else if (rr->destroy_s > BOUND_S) case_bad("rank %d: dist_destroy took %.2f s", r, rr->destroy_s);
+    }
+    /* Reported, not judged: a rank whose timeout fires before the one
+       waiting on S may pass its own sentence on first, so which ranks name
+       S varies from run to run. */
+    if (sh->stop_ns)
+        o += (size_t)snprintf(extra + o, o < sizeof extra ? sizeof extra - o : 0, "; %d of %d name the stopped rank %d", named_stopped,
+                              j->n - 1, s);
+    if (k->after == RESUME && sh->resume_ns) {
+        rrec *rr = &sh->r[s];
+        double took = rr->returned ? (double)(rr->t_ret - sh->resume_ns) / 1e9 : -1;
+        if (!rr->returned) case_bad("rank %d (resumed): its %s never returned", s, op_titles[k->op]);
+        else if (took > BOUND_S) case_bad("rank %d (resumed): its %s returned %.2f s after SIGCONT", s, op_titles[k->op], took);
+        else if (!rr->destroyed) case_bad("rank %d (resumed) never got through dist_destroy", s);
+        else if (rr->destroy_s > BOUND_S) case_bad("rank %d (resumed): dist_destroy took %.2f s", s, rr->destroy_s);
+        if (rr->returned)
+            snprintf(extra + o, o < sizeof extra ? sizeof extra - o : 0, "; resumed rank %d: %s after %.2f s%s%s%s", s,
+                     dist_result_name((dist_result)rr->res), (double)(rr->t_ret - rr->t_enter) / 1e9, rr->msg[0] ? " \"" : "",
+                     rr->msg, rr->msg[0] ? "\"" : "");
+    }
+    if (!g_cur_failed) g_passed++;
+    case_end(secs_since(j->t0), extra);
+    munmap(sh, sizeof *sh);
+    j->active = 0;
+}
+
+static int wanted(int i, const char *filter) {
+    char name[200];
+    if (!filter) return 1;
+    case_name(&cases[i], i, name, sizeof name);
+    return strstr(name, filter) != NULL;
+}
+
+int main(int argc, char **argv) {
+    static unsigned char started[NCASES];
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    const char *jobs_env = getenv("STALL_JOBS");
+    int maxjobs = jobs_env && atoi(jobs_env) >= 1 && atoi(jobs_env) <= MAXJOBS ? atoi(jobs_env) : MAXJOBS;
+    job_t jobs[MAXJOBS];
+    int next = 0, running = 0;
+    int64_t t0 = now_ns();
+    test_start();
+    UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
+    signal(SIGPIPE, SIG_IGN);
+    TMO_MS = scaled(2000);
+    BOUND_S = TMO_MS / 1000.0 + scaled_s(2);
+    memset(jobs, 0, sizeof jobs);
+    while (next < NCASES && !wanted(next, filter)) next++;
+    printf("# %d cases, transport %s, cfg.timeout_ms %d, bound %.1f s\n", NCASES,
+           getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto", TMO_MS, BOUND_S);
+    for (;;) {
+        while (running < maxjobs) {
+            int heavy_running = 0, pick = -1, slot = 0;
+            for (int s = 0; s < maxjobs; s++) if (jobs[s].active && heavy(jobs[s].k)) heavy_running = 1;
+            for (int i = next; i < NCASES && pick < 0; i++)
+                if (!started[i] && wanted(i, filter) && !(heavy(&cases[i]) && heavy_running)) pick = i;
+            if (pick < 0) break;
+            while (jobs[slot].active) slot++;
+            if (start_job(&jobs[slot], pick) != 0) return 1;
+            started[pick] = 1;
+            running++;
+            while (next < NCASES && (started[next] || !wanted(next, filter))) next++;
+        }
+        if (!running && next >= NCASES) break;
+        for (int s = 0; s < maxjobs; s++)
+            if (jobs[s].active && poll_job(&jobs[s])) { judge_job(&jobs[s]); running--; }
+        sleep_ms(1);
+    }
+    printf("stalls: %d cases, %d passed (%.1f s)\n", g_cases, g_passed, secs_since(t0));
+    return g_cases && g_passed == g_cases ? 0 : 1;
+}
