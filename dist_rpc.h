@@ -164,6 +164,88 @@ DIST_API dist_result dist_value_encode(const dist_value_t *v, void *buf, size_t 
    they are not one well-formed value. */
 DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t **out);
 
+/* ---- RPC ----
+   One agent per process (as torch.distributed.rpc): dist_rpc_init joins
+   the job, dist_rpc_shutdown leaves it.  Functions are registered by name
+   (the same names on every worker), before or after init. */
+typedef struct dist_rpc_call dist_rpc_call_t;   /* one incoming call, while its handler runs */
+typedef struct dist_future dist_future_t;
+
+/* A handler: returns the result (taken over; NULL: none), or calls
+   dist_rpc_call_fail and returns NULL, or calls dist_rpc_call_defer and
+   answers later with dist_rpc_call_reply (from any thread). */
+typedef dist_value_t *(*dist_rpc_fn)(dist_rpc_call_t *call, const dist_value_t *args);
+
+typedef struct dist_rpc_config {
+    dist_config dist;        /* rendezvous, rank, world size, secret: as for
+                                dist_init ({0}: the environment)          */
+    const char *name;        /* this worker's name, unique in the job;
+                                NULL: "worker<rank>"                       */
+    int num_threads;         /* handler threads; 0: 4                       */
+    int timeout_ms;          /* default timeout of a call; 0: 60 s; < 0:
+                                none                                        */
+} dist_rpc_config;
+
+typedef struct dist_worker_info {
+    char name[128];
+    int rank;
+} dist_worker_info;
+
+#define DIST_RPC_DEFAULT_TIMEOUT 0      /* a call's timeout_ms: the agent's default */
+#define DIST_RPC_NO_TIMEOUT     (-1)    /* a call's timeout_ms: wait as long as it takes */
+
+DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg);
+/* graceful: waits (bounded by the default timeout) until every worker has
+   called dist_rpc_shutdown and finished its outstanding calls, then
+   leaves; not graceful: fails what is outstanding and leaves at once. */
+DIST_API dist_result dist_rpc_shutdown(int graceful);
+DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn);
+/* name NULL: this worker. */
+DIST_API dist_result dist_rpc_get_worker_info(const char *name, dist_worker_info *info);
+DIST_API int dist_rpc_world_size(void);
+
+/* Calls `fn` on worker `to` with `args` (taken over, also on failure; NULL:
+   none).  sync waits for the result (*ret, yours to free); async returns a
+   future.  The _timeout forms take a per-call timeout (0: the default,
+   DIST_RPC_NO_TIMEOUT: none). */
+DIST_API dist_result dist_rpc_sync(const char *to, const char *fn, dist_value_t *args, dist_value_t **ret);
+DIST_API dist_result dist_rpc_async(const char *to, const char *fn, dist_value_t *args, dist_future_t **fut);
+DIST_API dist_result dist_rpc_sync_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_value_t **ret);
+DIST_API dist_result dist_rpc_async_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_future_t **fut);
+
+/* Futures.  wait: until done or `timeout_ms` (0: no limit of its own; the
+   call's timeout still applies); the future's result (DIST_OK,
+   DIST_ERR_REMOTE, DIST_ERR_UNKNOWN_FUNCTION, DIST_ERR_TIMEOUT,
+   DIST_ERR_PEER_LOST...), or DIST_ERR_TIMEOUT when only this wait ran out.
+   then: `cb` runs once, when the future is done (at once if it is), on the
+   thread that completes it: keep it short and never wait in it. */
+DIST_API dist_result dist_future_wait(dist_future_t *f, int timeout_ms);
+DIST_API dist_result dist_future_test(dist_future_t *f, int *done);
+DIST_API dist_result dist_future_then(dist_future_t *f, void (*cb)(dist_future_t *f, void *user), void *user);
+/* Waits for all, within one `timeout_ms` (0: none of its own); the first
+   failure, DIST_OK if none. */
+DIST_API dist_result dist_future_wait_all(int n, dist_future_t **fs, int timeout_ms);
+DIST_API const dist_value_t *dist_future_value(const dist_future_t *f);   /* NULL until done */
+DIST_API dist_value_t *dist_future_take(dist_future_t *f);                 /* the value, now yours */
+DIST_API dist_result dist_future_result(const dist_future_t *f);          /* DIST_OK while pending */
+DIST_API const char *dist_future_error(const dist_future_t *f);           /* "" when none */
+DIST_API void dist_future_free(dist_future_t *f);                         /* pending is fine */
+
+/* Inside a handler. */
+DIST_API int dist_rpc_call_caller(const dist_rpc_call_t *call);            /* the caller's rank */
+DIST_API const char *dist_rpc_call_function(const dist_rpc_call_t *call);
+DIST_API void dist_rpc_call_fail(dist_rpc_call_t *call, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+DIST_API void dist_rpc_call_defer(dist_rpc_call_t *call);
+/* Answers a deferred call (result taken over); the call is gone after. */
+DIST_API dist_result dist_rpc_call_reply(dist_rpc_call_t *call, dist_value_t *result);
+/* Answers a deferred call with what `f` brings (its value or its error)
+   when it completes; takes `f` over. */
+DIST_API dist_result dist_rpc_call_forward(dist_rpc_call_t *call, dist_future_t *f);
+
 #ifdef __cplusplus
 }
 #endif
@@ -187,6 +269,8 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
 #include <string.h>
 #include <stdlib.h>
 #include <limits.h>
+#include <pthread.h>
+#include <time.h>
 
 #if defined(DIST_MALLOC) && defined(DIST_FREE) && defined(DIST_REALLOC)
 #elif !defined(DIST_MALLOC) && !defined(DIST_FREE) && !defined(DIST_REALLOC)
@@ -213,7 +297,7 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
 #  define DIST_RPC__PRINTF(a, b)
 #endif
 
-static DIST_RPC__TLS char dist_rpc__error[320];
+static DIST_RPC__TLS char dist_rpc__error[512];
 
 static dist_result dist_rpc__fail(dist_result code, const char *fmt, ...) DIST_RPC__PRINTF(2, 3);
 static dist_result dist_rpc__fail(dist_result code, const char *fmt, ...) {
@@ -846,6 +930,855 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
     d.node_pool[0].own = DIST_RPC__OWN_BLOCK;
     *out = d.node_pool;
     return DIST_OK;
+}
+
+
+/* [SECTION] RPC: design notes
+   Transport.  dist_rpc_init makes a dist.h world of its own; every RPC
+   message is one dist.h message (uint8) with tag DIST_RPC__TAG:
+      0 kind u8 (request, reply, error, wake) | 1 u8 0 | 2 name length u16 |
+      4 status i32 (an error's dist_result) | 8 call id u64 |
+     16 body length u32 | 20 u32 0 | 24 the function's name | the body
+   (a request's arguments or a reply's result as an encoded value; an
+   error's sentence).  Receivers size their buffer with dist_probe.  Every
+   field is checked before use; a malformed message is dropped (and, when
+   its call id can be trusted, answered with an error).
+   Threads.  A listener thread receives everything: requests go to a queue
+   served by `num_threads` handler threads, replies complete futures (and
+   run their then-callbacks) on the listener.  Every 50 ms it also fails
+   futures whose deadline passed and those waiting on a worker that is gone
+   (dist_iprobe on a tag nobody sends says PEER_LOST once a peer died or
+   left).  A handler thread that waits on a future runs queued calls
+   meanwhile, so nested calls (agent -> observer -> agent) never starve
+   even with one handler thread.
+   Locks.  One agent lock guards the queue, the pending futures and every
+   future's fields; nothing is sent or decoded under it. */
+
+/* [SECTION] RPC: registry and agent state */
+#define DIST_RPC__TAG        0x5250
+#define DIST_RPC__TAG_NEVER  0x5251          /* nothing is ever sent with it */
+#define DIST_RPC__HDR        24
+#define DIST_RPC__MAX_NAME   255
+#define DIST_RPC__ERRLEN     400
+enum { DIST_RPC__REQUEST = 1, DIST_RPC__REPLY = 2, DIST_RPC__ERROR = 3, DIST_RPC__WAKE = 4 };
+
+typedef struct { char *name; dist_rpc_fn fn; } dist_rpc__entry;
+static pthread_mutex_t dist_rpc__reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static dist_rpc__entry *dist_rpc__reg;
+static int dist_rpc__nreg, dist_rpc__capreg;
+
+typedef struct dist_rpc__cb { void (*cb)(dist_future_t *, void *); void *user; struct dist_rpc__cb *next; } dist_rpc__cb;
+
+struct dist_future {
+    int refs;                        /* the user's, and the pending list's until done */
+    int done;                        /* the outcome is known */
+    int settled;                     /* ...and its callbacks have run: waiters return */
+    dist_result result;
+    dist_value_t *value;
+    uint64_t id;
+    int to;                          /* the callee's rank */
+    int64_t deadline_ns;             /* 0: none */
+    int timeout_ms;
+    dist_rpc__cb *cbs;
+    dist_future_t *next;             /* the pending list */
+    char fn[64];
+    char err[DIST_RPC__ERRLEN];
+};
+
+struct dist_rpc_call {
+    dist_rpc_call_t *next;           /* the queue, then the deferred list */
+    int from;
+    uint64_t id;
+    dist_rpc_fn fn;
+    dist_value_t *args;
+    int deferred, failed;
+    char fn_name[DIST_RPC__MAX_NAME + 1];
+    char err[DIST_RPC__ERRLEN];
+};
+
+/* The agent: its lock, its condition (completions, queue changes), its
+   state (zero before init). */
+static pthread_mutex_t dist_rpc__lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dist_rpc__cond = PTHREAD_COND_INITIALIZER;
+static struct {
+    int up, closing, stopping;       /* closing: no new calls; stopping: threads end */
+    dist_t *world;
+    int rank, size, timeout_ms, nthreads;
+    char (*names)[128];
+    uint64_t next_id;
+    dist_future_t *pending;
+    int npending;
+    dist_rpc_call_t *q_head, *q_tail, *deferred;
+    int active;                      /* handlers running */
+    pthread_t listener, *pool;
+} dist_rpc__g;
+
+static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
+
+static int64_t dist_rpc__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Waits on the agent's condition until `deadline_ns` (0: at most 100 ms). */
+static void dist_rpc__cond_wait(int64_t deadline_ns) {
+    struct timespec ts;
+    int64_t now = dist_rpc__now_ns(), until = deadline_ns ? deadline_ns : now + 100000000;
+    if (until > now + 100000000) until = now + 100000000;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t abs_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (until - now);
+    ts.tv_sec = (time_t)(abs_ns / 1000000000); ts.tv_nsec = (long)(abs_ns % 1000000000);
+    pthread_cond_timedwait(&dist_rpc__cond, &dist_rpc__lock, &ts);
+}
+
+DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn) {
+    size_t n = name ? strlen(name) : 0;
+    if (!name || n == 0 || n > DIST_RPC__MAX_NAME || !fn)
+        return dist_rpc__fail(DIST_ERR_INVALID, "register: %s", !fn ? "NULL function" : "a name of 1 to 255 characters is needed");
+    pthread_mutex_lock(&dist_rpc__reg_lock);
+    for (int i = 0; i < dist_rpc__nreg; i++)
+        if (strcmp(dist_rpc__reg[i].name, name) == 0) { dist_rpc__reg[i].fn = fn; pthread_mutex_unlock(&dist_rpc__reg_lock); return DIST_OK; }
+    if (dist_rpc__nreg == dist_rpc__capreg) {
+        int cap = dist_rpc__capreg ? 2 * dist_rpc__capreg : 16;
+        dist_rpc__entry *r = (dist_rpc__entry *)DIST_REALLOC(dist_rpc__reg, sizeof *r * (size_t)cap);
+        if (!r) { pthread_mutex_unlock(&dist_rpc__reg_lock); return dist_rpc__fail(DIST_ERR_NOMEM, "register: out of memory"); }
+        dist_rpc__reg = r; dist_rpc__capreg = cap;
+    }
+    dist_rpc__reg[dist_rpc__nreg].name = (char *)DIST_MALLOC(n + 1);
+    if (!dist_rpc__reg[dist_rpc__nreg].name) { pthread_mutex_unlock(&dist_rpc__reg_lock); return dist_rpc__fail(DIST_ERR_NOMEM, "register: out of memory"); }
+    memcpy(dist_rpc__reg[dist_rpc__nreg].name, name, n + 1);
+    dist_rpc__reg[dist_rpc__nreg++].fn = fn;
+    pthread_mutex_unlock(&dist_rpc__reg_lock);
+    return DIST_OK;
+}
+
+static dist_rpc_fn dist_rpc__lookup(const char *name) {
+    dist_rpc_fn fn = NULL;
+    pthread_mutex_lock(&dist_rpc__reg_lock);
+    for (int i = 0; i < dist_rpc__nreg && !fn; i++)
+        if (strcmp(dist_rpc__reg[i].name, name) == 0) fn = dist_rpc__reg[i].fn;
+    pthread_mutex_unlock(&dist_rpc__reg_lock);
+    return fn;
+}
+
+static const char *dist_rpc__name_of(int rank) {
+    return dist_rpc__g.names && rank >= 0 && rank < dist_rpc__g.size ? dist_rpc__g.names[rank] : "?";
+}
+
+/* [SECTION] RPC: messages */
+
+/* Sends one message: the header, the name, then the body (an encoded
+   value, or `text`). */
+static dist_result dist_rpc__send(int to, int kind, int32_t status, uint64_t id, const char *name, const dist_value_t *v,
+                                  const char *text) {
+    size_t nlen = name ? strlen(name) : 0, blen = 0, total;
+    uint8_t *b;
+    dist_result r;
+    if (v && dist_value_encode(v, NULL, 0, &blen) == DIST_ERR_INVALID) return DIST_ERR_INVALID;
+    if (!v && text) blen = strlen(text);
+    if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
+    total = DIST_RPC__HDR + nlen + blen;
+    if (!(b = (uint8_t *)DIST_MALLOC(total))) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total);
+    memset(b, 0, DIST_RPC__HDR);
+    b[0] = (uint8_t)kind;
+    b[2] = (uint8_t)nlen; b[3] = (uint8_t)(nlen >> 8);
+    dist_rpc__put32(b + 4, (uint32_t)status);
+    dist_rpc__put64(b + 8, id);
+    dist_rpc__put32(b + 16, (uint32_t)blen);
+    if (nlen) memcpy(b + DIST_RPC__HDR, name, nlen);
+    if (v) dist_value_encode(v, b + DIST_RPC__HDR + nlen, blen, &blen);
+    else if (blen) memcpy(b + DIST_RPC__HDR + nlen, text, blen);
+    r = dist_send(dist_rpc__g.world, b, total, DIST_UINT8, to, DIST_RPC__TAG);
+    if (r != DIST_OK) dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(dist_rpc__g.world));
+    DIST_FREE(b);
+    return r;
+}
+
+/* Completes a future (agent lock held): records the outcome, takes it off
+   the pending list, wakes the waiters; returns its callbacks to run once
+   the lock is released. */
+static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res, dist_value_t *value, const char *fmt, ...)
+    DIST_RPC__PRINTF(4, 5);
+static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res, dist_value_t *value, const char *fmt, ...) {
+    dist_future_t **pp;
+    dist_rpc__cb *cbs;
+    f->done = 1;
+    f->result = res;
+    f->value = value;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->err, sizeof f->err, fmt, ap);
+        va_end(ap);
+    }
+    for (pp = &dist_rpc__g.pending; *pp; pp = &(*pp)->next)
+        if (*pp == f) { *pp = f->next; dist_rpc__g.npending--; break; }
+    cbs = f->cbs;
+    f->cbs = NULL;
+    pthread_cond_broadcast(&dist_rpc__cond);
+    return cbs;
+}
+
+static void dist_rpc__future_unref_locked(dist_future_t *f) {
+    if (--f->refs > 0) return;
+    dist_value_free(f->value);
+    DIST_FREE(f);
+}
+
+/* Runs the callbacks of a future just completed, then drops the pending
+   list's reference. */
+static void dist_rpc__finish(dist_future_t *f, dist_rpc__cb *cbs) {
+    while (cbs) {
+        dist_rpc__cb *c = cbs;
+        cbs = c->next;
+        c->cb(f, c->user);
+        DIST_FREE(c);
+    }
+    pthread_mutex_lock(&dist_rpc__lock);
+    f->settled = 1;
+    pthread_cond_broadcast(&dist_rpc__cond);
+    dist_rpc__future_unref_locked(f);
+    pthread_mutex_unlock(&dist_rpc__lock);
+}
+
+/* A reply (or an error) for call `id` from `from`. */
+static void dist_rpc__on_reply(int kind, int from, uint64_t id, int32_t status, const uint8_t *body, size_t blen) {
+    dist_future_t *f;
+    dist_value_t *v = NULL;
+    dist_result dr = DIST_OK;
+    dist_rpc__cb *cbs;
+    char why[DIST_RPC__ERRLEN] = "";
+    if (kind == DIST_RPC__REPLY && (dr = dist_value_decode(body, blen, &v)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+    pthread_mutex_lock(&dist_rpc__lock);
+    for (f = dist_rpc__g.pending; f; f = f->next)
+        if (f->id == id && f->to == from) break;
+    if (!f) {                                       /* it timed out here, or a stranger's id */
+        pthread_mutex_unlock(&dist_rpc__lock);
+        dist_value_free(v);
+        return;
+    }
+    if (kind == DIST_RPC__REPLY && dr == DIST_OK)
+        cbs = dist_rpc__complete_locked(f, DIST_OK, v, NULL);
+    else if (kind == DIST_RPC__REPLY)
+        cbs = dist_rpc__complete_locked(f, DIST_ERR_PROTOCOL, NULL, "rpc '%s' to worker '%s' (rank %d): the result could not be decoded: %s",
+                                        f->fn, dist_rpc__name_of(from), from, why);
+    else {
+        dist_result code = (status <= DIST_ERR_INVALID && status >= -1000 && status != 0) ? (dist_result)status : DIST_ERR_REMOTE;
+        int n = (int)(blen > 300 ? 300 : blen);
+        cbs = dist_rpc__complete_locked(f, code, NULL, "rpc '%s' on worker '%s' (rank %d) failed: %.*s", f->fn, dist_rpc__name_of(from), from,
+                                        n, (const char *)body);
+    }
+    pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rpc__finish(f, cbs);
+}
+
+/* A request: queued for a handler thread, or answered at once when it
+   cannot run. */
+static void dist_rpc__on_request(int from, uint64_t id, const char *name, const uint8_t *body, size_t blen) {
+    dist_rpc_fn fn = dist_rpc__lookup(name);
+    dist_rpc_call_t *c;
+    dist_value_t *args = NULL;
+    char why[DIST_RPC__ERRLEN];
+    if (!fn) {
+        snprintf(why, sizeof why, "worker '%s' (rank %d) has no function '%s' (dist_rpc_register it on every worker)",
+                 dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank, name);
+        dist_rpc__send(from, DIST_RPC__ERROR, DIST_ERR_UNKNOWN_FUNCTION, id, NULL, NULL, why);
+        return;
+    }
+    if (dist_value_decode(body, blen, &args) != DIST_OK) {
+        snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
+        dist_rpc__send(from, DIST_RPC__ERROR, DIST_ERR_PROTOCOL, id, NULL, NULL, why);
+        return;
+    }
+    if (!(c = (dist_rpc_call_t *)DIST_MALLOC(sizeof *c))) {
+        dist_value_free(args);
+        dist_rpc__send(from, DIST_RPC__ERROR, DIST_ERR_NOMEM, id, NULL, NULL, "the callee ran out of memory");
+        return;
+    }
+    memset(c, 0, sizeof *c);
+    c->from = from; c->id = id; c->fn = fn; c->args = args;
+    snprintf(c->fn_name, sizeof c->fn_name, "%s", name);
+    pthread_mutex_lock(&dist_rpc__lock);
+    if (dist_rpc__g.q_tail) dist_rpc__g.q_tail->next = c; else dist_rpc__g.q_head = c;
+    dist_rpc__g.q_tail = c;
+    pthread_cond_broadcast(&dist_rpc__cond);
+    pthread_mutex_unlock(&dist_rpc__lock);
+}
+
+/* Checks and dispatches one message; 1 when it asks the listener to stop. */
+static int dist_rpc__on_message(const uint8_t *b, size_t n, int from) {
+    size_t nlen, blen;
+    char name[DIST_RPC__MAX_NAME + 1];
+    if (n < DIST_RPC__HDR) return 0;                               /* malformed: dropped */
+    nlen = (size_t)b[2] | ((size_t)b[3] << 8);
+    blen = dist_rpc__get32(b + 16);
+    if (b[1] != 0 || dist_rpc__get32(b + 20) != 0 || nlen > DIST_RPC__MAX_NAME || DIST_RPC__HDR + nlen + blen != n) return 0;
+    switch (b[0]) {
+    case DIST_RPC__WAKE: return from == dist_rpc__g.rank;
+    case DIST_RPC__REQUEST:
+        if (nlen == 0) return 0;
+        memcpy(name, b + DIST_RPC__HDR, nlen);
+        name[nlen] = 0;
+        if (strlen(name) != nlen) return 0;                         /* a NUL inside */
+        dist_rpc__on_request(from, dist_rpc__get64(b + 8), name, b + DIST_RPC__HDR + nlen, blen);
+        return 0;
+    case DIST_RPC__REPLY: case DIST_RPC__ERROR:
+        if (nlen != 0) return 0;
+        dist_rpc__on_reply(b[0], from, dist_rpc__get64(b + 8), (int32_t)dist_rpc__get32(b + 4), b + DIST_RPC__HDR, blen);
+        return 0;
+    default: return 0;
+    }
+}
+
+/* Fails the futures whose deadline passed, and those waiting on a worker
+   that is gone (a probe on a tag nobody sends says so). */
+static void dist_rpc__sweep(void) {
+    int64_t now = dist_rpc__now_ns();
+    int gone_checked[64] = { 0 };
+    for (;;) {
+        dist_future_t *f, *hit = NULL;
+        dist_rpc__cb *cbs = NULL;
+        int to = -1;
+        pthread_mutex_lock(&dist_rpc__lock);
+        for (f = dist_rpc__g.pending; f && !hit; f = f->next) {
+            if (f->deadline_ns && now >= f->deadline_ns) {
+                hit = f;
+                cbs = dist_rpc__complete_locked(f, DIST_ERR_TIMEOUT, NULL, "rpc '%s' to worker '%s' (rank %d): no answer within %.1f s",
+                                                f->fn, dist_rpc__name_of(f->to), f->to, f->timeout_ms / 1000.0);
+            } else if (f->to != dist_rpc__g.rank && (f->to >= 64 || !gone_checked[f->to])) {
+                to = f->to;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (hit) { dist_rpc__finish(hit, cbs); continue; }
+        if (to < 0) break;
+        {
+            int found = 0;
+            dist_status st;
+            char why[DIST_RPC__ERRLEN];
+            if (to < 64) gone_checked[to] = 1;
+            if (dist_iprobe(dist_rpc__g.world, to, DIST_RPC__TAG_NEVER, &found, &st) != DIST_ERR_PEER_LOST) {
+                if (to >= 64) break;          /* (large worlds: one peer per sweep) */
+                continue;
+            }
+            snprintf(why, sizeof why, "%s", dist_error_message(dist_rpc__g.world));
+            for (;;) {                        /* every future waiting on that worker */
+                pthread_mutex_lock(&dist_rpc__lock);
+                for (f = dist_rpc__g.pending; f && f->to != to; f = f->next) { }
+                if (f) cbs = dist_rpc__complete_locked(f, DIST_ERR_PEER_LOST, NULL, "rpc '%s' to worker '%s' (rank %d): the worker is gone (%s)",
+                                                       f->fn, dist_rpc__name_of(to), to, why);
+                pthread_mutex_unlock(&dist_rpc__lock);
+                if (!f) break;
+                dist_rpc__finish(f, cbs);
+            }
+        }
+    }
+}
+
+/* [SECTION] RPC: threads */
+static void *dist_rpc__listen(void *arg) {
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int64_t next_sweep = 0;
+    (void)arg;
+    for (;;) {
+        dist_status st;
+        dist_result r = dist_probe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, 50, &st);
+        if (r == DIST_OK) {
+            if (st.nbytes + 1 > cap) {
+                uint8_t *nb = (uint8_t *)DIST_REALLOC(buf, st.nbytes + 1);
+                if (nb) { buf = nb; cap = st.nbytes + 1; }
+            }
+            /* out of memory: the message is taken into a zero-length read
+               of nothing useful: receive it into what we have? no - leave it,
+               its caller times out */
+            if (st.nbytes + 1 <= cap && dist_recv(dist_rpc__g.world, buf, st.count, st.dtype, st.source, DIST_RPC__TAG) == DIST_OK &&
+                dist_rpc__on_message(buf, st.nbytes, st.source))
+                break;
+        } else if (r != DIST_ERR_TIMEOUT) {
+            struct timespec ts = { 0, 20000000 };     /* every peer gone, or aborted: the sweep fails what waits */
+            nanosleep(&ts, NULL);
+        }
+        if (dist_rpc__now_ns() >= next_sweep) {
+            dist_rpc__sweep();
+            next_sweep = dist_rpc__now_ns() + 50000000;
+        }
+        pthread_mutex_lock(&dist_rpc__lock);
+        r = dist_rpc__g.stopping ? DIST_ERR_ABORTED : DIST_OK;
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (r != DIST_OK) break;
+    }
+    DIST_FREE(buf);
+    return NULL;
+}
+
+static void dist_rpc__call_free(dist_rpc_call_t *c) {
+    dist_value_free(c->args);
+    DIST_FREE(c);
+}
+
+/* Runs one call on this thread and answers it, unless it was deferred. */
+static void dist_rpc__run_call(dist_rpc_call_t *c) {
+    dist_value_t *res = c->fn(c, c->args);
+    if (c->deferred) {
+        dist_value_free(res);
+        return;
+    }
+    if (c->failed) dist_rpc__send(c->from, DIST_RPC__ERROR, DIST_ERR_REMOTE, c->id, NULL, NULL, c->err);
+    else dist_rpc__send(c->from, DIST_RPC__REPLY, 0, c->id, NULL, res ? res : NULL, NULL);
+    if (!res && !c->failed) {                            /* no result: none */
+    }
+    dist_value_free(res);
+    dist_rpc__call_free(c);
+}
+
+/* Takes the next queued call (lock held), or NULL. */
+static dist_rpc_call_t *dist_rpc__pop_locked(void) {
+    dist_rpc_call_t *c = dist_rpc__g.q_head;
+    if (!c) return NULL;
+    dist_rpc__g.q_head = c->next;
+    if (!dist_rpc__g.q_head) dist_rpc__g.q_tail = NULL;
+    c->next = NULL;
+    dist_rpc__g.active++;
+    return c;
+}
+
+/* Runs a popped call without the lock, then takes the lock back. */
+static void dist_rpc__run_unlocked(dist_rpc_call_t *c) {
+    pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rpc__run_call(c);
+    pthread_mutex_lock(&dist_rpc__lock);
+    dist_rpc__g.active--;
+    pthread_cond_broadcast(&dist_rpc__cond);
+}
+
+static void *dist_rpc__handler_thread(void *arg) {
+    (void)arg;
+    dist_rpc__in_pool = 1;
+    pthread_mutex_lock(&dist_rpc__lock);
+    while (!dist_rpc__g.stopping) {
+        dist_rpc_call_t *c = dist_rpc__pop_locked();
+        if (c) dist_rpc__run_unlocked(c);
+        else pthread_cond_wait(&dist_rpc__cond, &dist_rpc__lock);
+    }
+    pthread_mutex_unlock(&dist_rpc__lock);
+    return NULL;
+}
+
+/* [SECTION] RPC: init and shutdown */
+static void dist_rpc__stop_threads(int started_pool) {
+    pthread_mutex_lock(&dist_rpc__lock);
+    dist_rpc__g.stopping = 1;
+    pthread_cond_broadcast(&dist_rpc__cond);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, NULL, NULL, NULL);
+    pthread_join(dist_rpc__g.listener, NULL);
+    for (int i = 0; i < started_pool; i++) pthread_join(dist_rpc__g.pool[i], NULL);
+}
+
+/* Frees what is left once the threads are gone: queued and deferred calls,
+   futures still pending (failed first, so their waiters return). */
+static void dist_rpc__drain(const char *why) {
+    for (;;) {
+        dist_future_t *f;
+        dist_rpc__cb *cbs;
+        pthread_mutex_lock(&dist_rpc__lock);
+        f = dist_rpc__g.pending;
+        if (f) cbs = dist_rpc__complete_locked(f, DIST_ERR_ABORTED, NULL, "rpc '%s' to worker '%s' (rank %d): %s", f->fn,
+                                               dist_rpc__name_of(f->to), f->to, why);
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (!f) break;
+        dist_rpc__finish(f, cbs);
+    }
+    pthread_mutex_lock(&dist_rpc__lock);
+    while (dist_rpc__g.q_head) { dist_rpc_call_t *c = dist_rpc__g.q_head; dist_rpc__g.q_head = c->next; dist_rpc__call_free(c); }
+    while (dist_rpc__g.deferred) { dist_rpc_call_t *c = dist_rpc__g.deferred; dist_rpc__g.deferred = c->next; dist_rpc__call_free(c); }
+    dist_rpc__g.q_tail = NULL;
+    pthread_mutex_unlock(&dist_rpc__lock);
+}
+
+static void dist_rpc__teardown(int started_pool, int graceful_destroy) {
+    dist_rpc__stop_threads(started_pool);
+    dist_rpc__drain("the agent was shut down");
+    if (graceful_destroy) dist_destroy(dist_rpc__g.world);
+    else { dist_abort(dist_rpc__g.world); dist_destroy(dist_rpc__g.world); }
+    DIST_FREE(dist_rpc__g.pool);
+    DIST_FREE(dist_rpc__g.names);
+    pthread_mutex_lock(&dist_rpc__lock);
+    dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL;
+    dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0;
+    pthread_mutex_unlock(&dist_rpc__lock);
+}
+
+/* Publishes this worker's name and learns everyone's; names must be unique. */
+static dist_result dist_rpc__names(const char *mine) {
+    char key[64];
+    int n = dist_rpc__g.size;
+    snprintf(key, sizeof key, "dist_rpc/name/%d", dist_rpc__g.rank);
+    if (dist_store_set(dist_rpc__g.world, key, mine, strlen(mine)) != DIST_OK)
+        return dist_rpc__fail(DIST_ERR_INIT, "rpc init: publishing the name: %s", dist_error_message(dist_rpc__g.world));
+    dist_rpc__g.names = (char (*)[128])DIST_MALLOC(sizeof *dist_rpc__g.names * (size_t)n);
+    if (!dist_rpc__g.names) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc init: out of memory for %d names", n);
+    for (int r = 0; r < n; r++) {
+        size_t len = 0;
+        snprintf(key, sizeof key, "dist_rpc/name/%d", r);
+        if (dist_store_get(dist_rpc__g.world, key, dist_rpc__g.names[r], 127, &len) != DIST_OK || len > 127)
+            return dist_rpc__fail(DIST_ERR_INIT, "rpc init: learning worker %d's name: %s", r, dist_error_message(dist_rpc__g.world));
+        dist_rpc__g.names[r][len] = 0;
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            if (strcmp(dist_rpc__g.names[a], dist_rpc__g.names[b]) == 0)
+                return dist_rpc__fail(DIST_ERR_INIT, "rpc init: ranks %d and %d are both named '%s'; worker names must be unique", a, b,
+                                      dist_rpc__g.names[a]);
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
+    dist_rpc_config c;
+    char name[128];
+    dist_result r;
+    int started = 0;
+    memset(&c, 0, sizeof c);
+    if (cfg) c = *cfg;
+    pthread_mutex_lock(&dist_rpc__lock);
+    r = dist_rpc__g.up ? DIST_ERR_INVALID : DIST_OK;
+    if (r == DIST_OK) dist_rpc__g.up = 1;                /* claimed: a second init fails */
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (r != DIST_OK) return dist_rpc__fail(r, "rpc init: this process already runs an agent (call dist_rpc_shutdown first)");
+    if (c.name && (strlen(c.name) == 0 || strlen(c.name) > 127)) {
+        dist_rpc__g.up = 0;
+        return dist_rpc__fail(DIST_ERR_INVALID, "rpc init: a worker name has 1 to 127 characters");
+    }
+    if ((r = dist_init(&dist_rpc__g.world, &c.dist)) != DIST_OK) {
+        dist_rpc__g.up = 0;
+        return dist_rpc__fail(r, "rpc init: %s", dist_error_message(NULL));
+    }
+    dist_rpc__g.rank = dist_rank(dist_rpc__g.world);
+    dist_rpc__g.size = dist_world_size(dist_rpc__g.world);
+    dist_rpc__g.timeout_ms = c.timeout_ms == 0 ? 60000 : c.timeout_ms;
+    dist_rpc__g.nthreads = c.num_threads > 0 ? c.num_threads : 4;
+    dist_rpc__g.next_id = 1;
+    if (c.name) snprintf(name, sizeof name, "%s", c.name);
+    else snprintf(name, sizeof name, "worker%d", dist_rpc__g.rank);
+    if ((r = dist_rpc__names(name)) != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];
+        snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+        dist_destroy(dist_rpc__g.world);
+        DIST_FREE(dist_rpc__g.names);
+        dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0;
+        return dist_rpc__fail(r, "%s", why);
+    }
+    dist_rpc__g.pool = (pthread_t *)DIST_MALLOC(sizeof(pthread_t) * (size_t)dist_rpc__g.nthreads);
+    if (!dist_rpc__g.pool || pthread_create(&dist_rpc__g.listener, NULL, dist_rpc__listen, NULL) != 0) {
+        dist_destroy(dist_rpc__g.world);
+        DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names);
+        dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0;
+        return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
+    }
+    for (; started < dist_rpc__g.nthreads; started++)
+        if (pthread_create(&dist_rpc__g.pool[started], NULL, dist_rpc__handler_thread, NULL) != 0) break;
+    if (started < dist_rpc__g.nthreads) {
+        dist_rpc__teardown(started, 0);
+        return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start %d handler threads", c.num_threads);
+    }
+    return DIST_OK;
+}
+
+/* Graceful: no new calls from here; our calls finish; every worker says it
+   is done (through the store) while this one still serves; then our
+   handlers finish; then everything stops. */
+DIST_API dist_result dist_rpc_shutdown(int graceful) {
+    dist_result res = DIST_OK;
+    char why[DIST_RPC__ERRLEN] = "";
+    if (!dist_rpc__g.up || !dist_rpc__g.world) return dist_rpc__fail(DIST_ERR_INVALID, "rpc shutdown: no agent (dist_rpc_init first)");
+    if (!graceful) {
+        pthread_mutex_lock(&dist_rpc__lock);
+        dist_rpc__g.closing = 1;
+        pthread_mutex_unlock(&dist_rpc__lock);
+    } else {
+        /* Calls stay open: handlers serving other workers may still make
+           nested calls until everyone is done. */
+        int bound = dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000;
+        int64_t deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
+        int64_t arrived = 0;
+        const char *key = "dist_rpc/shutdown/all";
+        pthread_mutex_lock(&dist_rpc__lock);
+        while (dist_rpc__g.npending > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
+        if (dist_rpc__g.npending > 0)
+            snprintf(why, sizeof why, "%d call(s) of this worker were still outstanding after %.1f s", dist_rpc__g.npending, bound / 1000.0);
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 1, &arrived) != DIST_OK) {
+            if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(dist_rpc__g.world));
+        } else {
+            if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, key, "1", 1);
+            int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
+            if (dist_store_wait(dist_rpc__g.world, &key, 1, left_ms > 0 ? (int)left_ms : 1) != DIST_OK && !why[0])
+                snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(dist_rpc__g.world));
+        }
+        pthread_mutex_lock(&dist_rpc__lock);
+        while ((dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.deferred || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
+            dist_rpc__cond_wait(deadline);
+        dist_rpc__g.closing = 1;
+        pthread_mutex_unlock(&dist_rpc__lock);
+    }
+    dist_rpc__teardown(dist_rpc__g.nthreads, graceful);
+    if (why[0]) res = dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc shutdown: %s", why);
+    return res;
+}
+
+DIST_API dist_result dist_rpc_get_worker_info(const char *name, dist_worker_info *info) {
+    if (!info) return dist_rpc__fail(DIST_ERR_INVALID, "get_worker_info: NULL info");
+    if (!dist_rpc__g.up || !dist_rpc__g.names) return dist_rpc__fail(DIST_ERR_INVALID, "get_worker_info: no agent (dist_rpc_init first)");
+    for (int r = 0; r < dist_rpc__g.size; r++)
+        if (name ? strcmp(dist_rpc__g.names[r], name) == 0 : r == dist_rpc__g.rank) {
+            snprintf(info->name, sizeof info->name, "%s", dist_rpc__g.names[r]);
+            info->rank = r;
+            return DIST_OK;
+        }
+    return dist_rpc__fail(DIST_ERR_NOT_FOUND, "get_worker_info: no worker is named '%s'", name);
+}
+
+DIST_API int dist_rpc_world_size(void) { return dist_rpc__g.up ? dist_rpc__g.size : 0; }
+
+/* [SECTION] RPC: calls and futures */
+DIST_API dist_result dist_rpc_async_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_future_t **out) {
+    dist_worker_info wi;
+    dist_future_t *f;
+    dist_value_t *none = NULL;
+    dist_result r;
+    if (out) *out = NULL;
+    if (!out || !to || !fn) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_INVALID, "rpc: NULL %s", !out ? "future pointer" : !to ? "worker" : "function"); }
+    if (strlen(fn) == 0 || strlen(fn) > DIST_RPC__MAX_NAME) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a function name has 1 to 255 characters"); }
+    if ((r = dist_rpc_get_worker_info(to, &wi)) != DIST_OK) { dist_value_free(args); return dist_rpc__fail(r, "rpc '%s': %s", fn, dist_rpc__error); }
+    if (!args && !(args = none = dist_value_none())) return DIST_ERR_NOMEM;
+    if (!(f = (dist_future_t *)DIST_MALLOC(sizeof *f))) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_NOMEM, "rpc '%s': out of memory", fn); }
+    memset(f, 0, sizeof *f);
+    f->refs = 2;
+    f->to = wi.rank;
+    snprintf(f->fn, sizeof f->fn, "%s", fn);
+    if (timeout_ms == 0) timeout_ms = dist_rpc__g.timeout_ms;
+    f->timeout_ms = timeout_ms;
+    f->deadline_ns = timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0;
+    pthread_mutex_lock(&dist_rpc__lock);
+    if (dist_rpc__g.closing) {
+        pthread_mutex_unlock(&dist_rpc__lock);
+        DIST_FREE(f); dist_value_free(args);
+        return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to '%s': this worker is shutting down", fn, to);
+    }
+    f->id = dist_rpc__g.next_id++;
+    f->next = dist_rpc__g.pending;
+    dist_rpc__g.pending = f;
+    dist_rpc__g.npending++;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    r = dist_rpc__send(wi.rank, DIST_RPC__REQUEST, 0, f->id, fn, args, NULL);
+    dist_value_free(args);
+    if (r != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];
+        dist_rpc__cb *cbs = NULL;
+        int mine;
+        snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+        pthread_mutex_lock(&dist_rpc__lock);
+        mine = !f->done;                     /* (or the sweep completed it meanwhile) */
+        if (mine) cbs = dist_rpc__complete_locked(f, r, NULL, "rpc '%s' to worker '%s' (rank %d): %s", fn, wi.name, wi.rank, why);
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (mine) dist_rpc__finish(f, cbs);
+    }
+    *out = f;
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_rpc_async(const char *to, const char *fn, dist_value_t *args, dist_future_t **fut) {
+    return dist_rpc_async_timeout(to, fn, args, 0, fut);
+}
+
+DIST_API dist_result dist_rpc_sync_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_value_t **ret) {
+    dist_future_t *f = NULL;
+    dist_result r;
+    if (ret) *ret = NULL;
+    if ((r = dist_rpc_async_timeout(to, fn, args, timeout_ms, &f)) != DIST_OK) return r;
+    r = dist_future_wait(f, 0);
+    if (r == DIST_OK && ret) *ret = dist_future_take(f);
+    dist_future_free(f);
+    return r;
+}
+
+DIST_API dist_result dist_rpc_sync(const char *to, const char *fn, dist_value_t *args, dist_value_t **ret) {
+    return dist_rpc_sync_timeout(to, fn, args, 0, ret);
+}
+
+/* Waits (agent lock held) until `f` is done or `deadline_ns` (0: none); a
+   handler thread runs queued calls meanwhile. */
+static void dist_rpc__wait_locked(dist_future_t *f, int64_t deadline_ns) {
+    while (!f->settled && (!deadline_ns || dist_rpc__now_ns() < deadline_ns)) {
+        dist_rpc_call_t *c = dist_rpc__in_pool ? dist_rpc__pop_locked() : NULL;
+        if (c) dist_rpc__run_unlocked(c);
+        else dist_rpc__cond_wait(deadline_ns);
+    }
+}
+
+DIST_API dist_result dist_future_wait(dist_future_t *f, int timeout_ms) {
+    dist_result r;
+    if (!f) return dist_rpc__fail(DIST_ERR_INVALID, "future_wait: NULL future");
+    pthread_mutex_lock(&dist_rpc__lock);
+    dist_rpc__wait_locked(f, timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0);
+    if (!f->settled) {
+        pthread_mutex_unlock(&dist_rpc__lock);
+        return dist_rpc__fail(DIST_ERR_TIMEOUT, "future_wait: rpc '%s' to worker '%s' (rank %d) not done after %.1f s (still pending)", f->fn,
+                              dist_rpc__name_of(f->to), f->to, timeout_ms / 1000.0);
+    }
+    r = f->result;
+    if (r != DIST_OK) dist_rpc__fail(r, "%s", f->err);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    return r;
+}
+
+DIST_API dist_result dist_future_test(dist_future_t *f, int *done) {
+    dist_result r;
+    if (!f || !done) return dist_rpc__fail(DIST_ERR_INVALID, "future_test: NULL %s", f ? "`done`" : "future");
+    pthread_mutex_lock(&dist_rpc__lock);
+    *done = f->settled;
+    r = f->settled ? f->result : DIST_OK;
+    if (r != DIST_OK) dist_rpc__fail(r, "%s", f->err);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    return r;
+}
+
+DIST_API dist_result dist_future_then(dist_future_t *f, void (*cb)(dist_future_t *, void *), void *user) {
+    dist_rpc__cb *c;
+    if (!f || !cb) return dist_rpc__fail(DIST_ERR_INVALID, "future_then: NULL %s", f ? "callback" : "future");
+    if (!(c = (dist_rpc__cb *)DIST_MALLOC(sizeof *c))) return dist_rpc__fail(DIST_ERR_NOMEM, "future_then: out of memory");
+    c->cb = cb; c->user = user; c->next = NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    if (!f->done) {
+        dist_rpc__cb **pp = &f->cbs;
+        while (*pp) pp = &(*pp)->next;                   /* in the order they were added */
+        *pp = c;
+        pthread_mutex_unlock(&dist_rpc__lock);
+        return DIST_OK;
+    }
+    pthread_mutex_unlock(&dist_rpc__lock);
+    cb(f, user);
+    DIST_FREE(c);
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_future_wait_all(int n, dist_future_t **fs, int timeout_ms) {
+    int64_t deadline = timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0;
+    dist_result first = DIST_OK;
+    if (n < 0 || (n && !fs)) return dist_rpc__fail(DIST_ERR_INVALID, "future_wait_all: %d futures at %p", n, (void *)fs);
+    for (int i = 0; i < n; i++) {
+        dist_result r;
+        if (!fs[i]) continue;
+        pthread_mutex_lock(&dist_rpc__lock);
+        dist_rpc__wait_locked(fs[i], deadline);
+        r = fs[i]->settled ? fs[i]->result : DIST_ERR_TIMEOUT;
+        if (first == DIST_OK && r != DIST_OK) {
+            if (fs[i]->settled) dist_rpc__fail(r, "%s", fs[i]->err);
+            else dist_rpc__fail(r, "future_wait_all: rpc '%s' to worker '%s' not done after %.1f s", fs[i]->fn, dist_rpc__name_of(fs[i]->to),
+                                timeout_ms / 1000.0);
+            first = r;
+        }
+        pthread_mutex_unlock(&dist_rpc__lock);
+    }
+    if (first != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];
+        snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+        dist_rpc__fail(first, "%s", why);
+    }
+    return first;
+}
+
+DIST_API const dist_value_t *dist_future_value(const dist_future_t *f) { return f && f->done ? f->value : NULL; }
+
+DIST_API dist_value_t *dist_future_take(dist_future_t *f) {
+    dist_value_t *v;
+    if (!f) return NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    v = f->done ? f->value : NULL;
+    if (f->done) f->value = NULL;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    return v;
+}
+
+DIST_API dist_result dist_future_result(const dist_future_t *f) { return f && f->done ? f->result : DIST_OK; }
+DIST_API const char *dist_future_error(const dist_future_t *f) { return f && f->done ? f->err : ""; }
+
+DIST_API void dist_future_free(dist_future_t *f) {
+    if (!f) return;
+    pthread_mutex_lock(&dist_rpc__lock);
+    dist_rpc__future_unref_locked(f);
+    pthread_mutex_unlock(&dist_rpc__lock);
+}
+
+/* [SECTION] RPC: inside a handler */
+DIST_API int dist_rpc_call_caller(const dist_rpc_call_t *c) { return c ? c->from : -1; }
+DIST_API const char *dist_rpc_call_function(const dist_rpc_call_t *c) { return c ? c->fn_name : ""; }
+
+DIST_API void dist_rpc_call_fail(dist_rpc_call_t *c, const char *fmt, ...) {
+    va_list ap;
+    if (!c) return;
+    c->failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt ? fmt : "(no message)", ap);
+    va_end(ap);
+}
+
+DIST_API void dist_rpc_call_defer(dist_rpc_call_t *c) {
+    if (!c || c->deferred) return;
+    c->deferred = 1;
+    pthread_mutex_lock(&dist_rpc__lock);
+    c->next = dist_rpc__g.deferred;
+    dist_rpc__g.deferred = c;
+    pthread_mutex_unlock(&dist_rpc__lock);
+}
+
+/* Answers a deferred call with `res` or, when code is not DIST_OK, with
+   the error `text`; frees the call. */
+static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text) {
+    dist_rpc_call_t **pp;
+    dist_result r;
+    pthread_mutex_lock(&dist_rpc__lock);
+    for (pp = &dist_rpc__g.deferred; *pp && *pp != c; pp = &(*pp)->next) { }
+    if (*pp) *pp = c->next;
+    pthread_cond_broadcast(&dist_rpc__cond);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (code == DIST_OK) r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, c->id, NULL, res, NULL);
+    else r = dist_rpc__send(c->from, DIST_RPC__ERROR, code, c->id, NULL, NULL, text);
+    dist_value_free(res);
+    dist_rpc__call_free(c);
+    return r;
+}
+
+DIST_API dist_result dist_rpc_call_reply(dist_rpc_call_t *c, dist_value_t *res) {
+    dist_value_t *none = NULL;
+    if (!c || !c->deferred) { dist_value_free(res); return dist_rpc__fail(DIST_ERR_INVALID, "call_reply: %s", c ? "the call was not deferred (return the result instead)" : "NULL call"); }
+    if (!res && !(res = none = dist_value_none())) return DIST_ERR_NOMEM;
+    return dist_rpc__answer(c, DIST_OK, res, NULL);
+}
+
+static void dist_rpc__forward_cb(dist_future_t *f, void *user) {
+    dist_rpc_call_t *c = (dist_rpc_call_t *)user;
+    if (f->result == DIST_OK) {
+        dist_value_t *v = f->value;
+        f->value = NULL;
+        dist_rpc__answer(c, DIST_OK, v ? v : dist_value_none(), NULL);
+    } else {
+        dist_rpc__answer(c, f->result, NULL, f->err);
+    }
+}
+
+DIST_API dist_result dist_rpc_call_forward(dist_rpc_call_t *c, dist_future_t *f) {
+    dist_result r;
+    if (!c || !f || !c->deferred) {
+        dist_future_free(f);
+        return dist_rpc__fail(DIST_ERR_INVALID, "call_forward: %s", !c || !f ? "NULL call or future" : "defer the call first");
+    }
+    r = dist_future_then(f, dist_rpc__forward_cb, c);
+    dist_future_free(f);
+    return r;
 }
 
 #endif /* DIST_RPC_IMPLEMENTATION */
