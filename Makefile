@@ -4,6 +4,8 @@
 #   make demo       build and run examples/demo.c
 #   make sanitize   the test suite under AddressSanitizer + UBSan (build/asan)
 #   make tsan       the test suite under ThreadSanitizer (build/tsan)
+#   make valgrind   memcheck on tests/test_p2p.c and tests/valgrind_coll.c
+#                   (build/valgrind)
 #   make bench      build bench/*.c and run bench/run.sh if there is one
 #   make clean
 #
@@ -50,7 +52,7 @@ ALL_LDFLAGS  = $(LDFLAGS) $(SANFLAGS) -pthread
 # One step from source to program; -MMD records the headers each includes.
 LINK_PROGRAM = $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -MF $@.d $< -o $@ $(ALL_LDFLAGS) $(LDLIBS)
 
-.PHONY: all test check build-tests run-tests demo sanitize tsan bench clean deps
+.PHONY: all test check build-tests run-tests demo sanitize tsan valgrind bench clean deps
 .DELETE_ON_ERROR:
 
 all: build-tests $(DEMO)
@@ -74,12 +76,14 @@ $(BUILD) $(BUILD)/tests $(BUILD)/bench:
 
 -include $(wildcard $(BUILD)/tests/*.d $(BUILD)/bench/*.d $(BUILD)/*.d)
 
-# Tools the compile checks want (clang, g++).  When one is missing and we
+# Tools the compile checks want (clang, g++), and iproute2 for
+# tests/test_netns.c (`ip`, `tc`).  When one is missing and we
 # are root on a Debian-like system, install it; otherwise those checks skip.
 deps:
 	@missing=""; \
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	        echo "installing:$$missing"; \
@@ -122,6 +126,42 @@ TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixe
 
 tsan:
 	$(call RUN_SUITE,$(BUILD)/tsan,$(TSAN_FLAGS),$(TSAN_ENV))
+
+# Memcheck: the point-to-point test in mixed jobs (shared memory and TCP
+# side by side), and tests/valgrind_coll.c (every collective x dtype x op,
+# world sizes 2-4, small counts: the reduced twin of test_collectives, which
+# would take hours under valgrind) over each transport.  Built at -O1 for exact stacks.  A
+# run fails on its exit status (valgrind makes it 99 on an error, in every
+# forked rank) or on any report in its output.  valgrind is installed
+# (root + apt-get, as `deps` does) when missing.
+VALGRIND_BUILD := $(BUILD)/valgrind
+VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+    --errors-for-leak-kinds=definite --show-leak-kinds=definite --trace-children=yes -q
+VALGRIND_RUNS := test_p2p:mixed valgrind_coll:auto valgrind_coll:tcp valgrind_coll:mixed
+
+valgrind:
+	@command -v valgrind >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "installing: valgrind"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; \
+	    fi; \
+	    command -v valgrind >/dev/null 2>&1 || { echo "valgrind is not installed and could not be installed"; exit 1; }; }
+	@$(MAKE) --no-print-directory BUILD='$(VALGRIND_BUILD)' CFLAGS='-O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wpedantic -Werror' \
+	    $(VALGRIND_BUILD)/tests/test_p2p $(VALGRIND_BUILD)/tests/valgrind_coll
+	@start=$$(date +%s); failed=0; \
+	for run in $(VALGRIND_RUNS); do \
+	    prog=$${run%%:*}; tr=$${run#*:}; log='$(VALGRIND_BUILD)'/$$prog.$$tr.log; t0=$$(date +%s); \
+	    echo "==== valgrind $$prog (DIST_TRANSPORT=$$tr)"; \
+	    DIST_TRANSPORT=$$tr DIST_TIMEOUT_SCALE=10 timeout -k 10 900 $(VALGRIND) '$(VALGRIND_BUILD)'/tests/$$prog >$$log 2>&1; rc=$$?; \
+	    cat $$log; \
+	    if [ $$rc -ne 0 ] || grep -E '^==[0-9]+== ' $$log | grep -vq 'Warning:'; then \
+	        echo "FAIL valgrind $$prog [$$tr]: exit status $$rc (99: memcheck errors), log in $$log"; failed=$$((failed + 1)); \
+	    else \
+	        echo "ok   valgrind $$prog [$$tr] ($$(( $$(date +%s) - t0 )) s)"; \
+	    fi; \
+	done; \
+	echo "valgrind: $$failed of $(words $(VALGRIND_RUNS)) runs failed ($$(( $$(date +%s) - start )) s)"; \
+	[ $$failed -eq 0 ]
 
 demo: $(BUILD)/demo
 	./$(BUILD)/demo

@@ -6165,6 +6165,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
         if (pids[i] == 0) {
             close(p[0]);
             for (int j = 0; j < i; j++) close(pipes[j]);
+            DIST_FREE(pids); DIST_FREE(pipes);          /* the parent's, not the rank's */
             dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, p[1]);
         }
         close(p[1]);
