@@ -1705,9 +1705,11 @@ static int dist__store_parts(const uint8_t *req, size_t body, const uint8_t **pt
     return off == body + 4 ? n : -1;
 }
 
-static int dist__store_keys_ok(int n, const size_t *len, int first, int last) {
+/* Keys are C strings of 1 to DIST__MAX_KEY bytes: one with a NUL inside
+   would be stored as its prefix (and found by it). */
+static int dist__store_keys_ok(int n, const uint8_t *const *ptr, const size_t *len, int first, int last) {
     for (int i = first; i <= last && i < n; i++)
-        if (len[i] == 0 || len[i] > DIST__MAX_KEY) return 0;
+        if (len[i] == 0 || len[i] > DIST__MAX_KEY || memchr(ptr[i], 0, len[i])) return 0;
     return 1;
 }
 
@@ -1720,7 +1722,7 @@ static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size
     int64_t num = (int64_t)dist__get64(req + 8);
     int n = dist__store_parts(req, body, ptr, len);
     dist__kv *kv;
-    if (n < 1 || !dist__store_keys_ok(n, len, 0, cmd == DIST__STORE_WAIT || cmd == DIST__STORE_CHECK ? n - 1 : 0)) {
+    if (n < 1 || !dist__store_keys_ok(n, ptr, len, 0, cmd == DIST__STORE_WAIT || cmd == DIST__STORE_CHECK ? n - 1 : 0)) {
         dist__store_reply(c, DIST_ERR_PROTOCOL, 0, NULL, 0, 0);
         return 1;
     }
