@@ -1793,8 +1793,9 @@ park:
         if (fatal[0]) { dist__store_reply(c, DIST_ERR_INIT, 0, fatal, strlen(fatal), 1); return 1; }
     }
     if (!c->parked) {
+        /* num: how long the client waits, in ms (an int on its side) */
         c->parked = 1;
-        c->park_deadline = dist__now_ms() + (num > 0 ? num : sv->timeout_ms);
+        c->park_deadline = dist__now_ms() + (num > 0 ? DIST__MIN(num, (int64_t)INT_MAX) : sv->timeout_ms);
     }
     if (dist__now_ms() >= c->park_deadline) {
         dist__store_reply(c, DIST_ERR_TIMEOUT, 0, NULL, 0, 0);
