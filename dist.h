@@ -5541,12 +5541,16 @@ static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec
     int pid = (int32_t)dist__get32(rec + 4), fd = (int32_t)dist__get32(rec + 8), slot = (int32_t)dist__get32(rec + 12);
     uint64_t ring = dist__get64(rec + 16), size = dist__get64(rec + 24), probe = dist__get64(rec + 32), magic = 0;
     dist__shm_hdr *h;
+    struct stat st;
     int lfd;
     void *m;
     if (slot < 0 || pid <= 0 || fd < 0 || ring < 4096 || (ring & (ring - 1)) || size < DIST__SHM_HDR || size > ((uint64_t)1 << 32) ||
         (uint64_t)slot >= (size - DIST__SHM_HDR) / (sizeof(dist__ring) + ring))
         return 0;
     if ((lfd = dist__shm_open_peer(pid, fd)) < 0) return 0;
+    /* pages past the file's end fault (SIGBUS) when touched: the file must
+       be as long as the record says */
+    if (fstat(lfd, &st) != 0 || (uint64_t)st.st_size < size) { close(lfd); return 0; }
     m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
     close(lfd);
     if (m == MAP_FAILED) return 0;
