@@ -5,9 +5,10 @@
 #   make sanitize   the test suite under AddressSanitizer + UBSan (build/asan)
 #   make tsan       the test suite under ThreadSanitizer (build/tsan)
 #   make bench      build bench/*.c and run bench/run.sh if there is one
-#   make fuzz       build the libFuzzer targets in fuzz/ (clang) and run each
-#                   for FUZZ_SECONDS (60), FUZZ_JOBS (2) at a time; fails on
-#                   any crash, leak or hang (FUZZ_SECONDS=0: replay only)
+#   make fuzz       build the libFuzzer targets in fuzz/ (clang; -j2 builds
+#                   two at a time) and run each for FUZZ_SECONDS (60),
+#                   FUZZ_JOBS (2) at a time; fails on any crash, leak or
+#                   hang (FUZZ_SECONDS=0: replay the corpora only)
 #   make clean
 #
 # Run a subset with T=substring, e.g. `make test T=store`.
@@ -181,7 +182,7 @@ FUZZ_PROBE = printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned
 fuzz-deps: | $(BUILD)/fuzz
 	@if ! { $(FUZZ_PROBE); }; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	        echo "installing clang and its fuzzer runtime"; \
+	        echo "$(FUZZ_CC) cannot build libFuzzer programs: installing clang and its fuzzer runtime"; \
 	        apt-get update -qq && { command -v $(FUZZ_CC) >/dev/null 2>&1 || \
 	            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null; }; \
 	        ver=$$($(FUZZ_CC) --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -n 1); \
