@@ -7,6 +7,10 @@
 #   make valgrind   memcheck on tests/test_p2p.c and tests/valgrind_coll.c
 #                   (build/valgrind)
 #   make bench      build bench/*.c and run bench/run.sh if there is one
+#   make fuzz       build the libFuzzer targets in fuzz/ (clang; -j2 builds
+#                   two at a time) and run each for FUZZ_SECONDS (60),
+#                   FUZZ_JOBS (2) at a time; fails on any crash, leak or
+#                   hang (FUZZ_SECONDS=0: replay the corpora only)
 #   make clean
 #
 # Run a subset with T=substring, e.g. `make test T=store`.
@@ -52,7 +56,7 @@ ALL_LDFLAGS  = $(LDFLAGS) $(SANFLAGS) -pthread
 # One step from source to program; -MMD records the headers each includes.
 LINK_PROGRAM = $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -MF $@.d $< -o $@ $(ALL_LDFLAGS) $(LDLIBS)
 
-.PHONY: all test check build-tests run-tests demo sanitize tsan valgrind bench clean deps
+.PHONY: all test check build-tests run-tests demo sanitize tsan valgrind bench clean deps fuzz fuzz-build fuzz-deps
 .DELETE_ON_ERROR:
 
 all: build-tests $(DEMO)
@@ -174,6 +178,64 @@ bench: $(BENCH_BINS) $(DISTRUN)
 	else \
 	    echo "built $(words $(BENCH_BINS)) benchmark(s) in $(BUILD)/bench; no bench/run.sh to run"; \
 	fi
+
+# ---- fuzzing ---------------------------------------------------------------
+# One libFuzzer program per decoder of network bytes (fuzz/fuzz_*.c), built
+# with clang into $(BUILD)/fuzz.  fuzz/run.sh runs them on a scratch corpus
+# in $(BUILD)/fuzz/corpus (what they find stays out of the repository), the
+# committed inputs in fuzz/corpus and the seeds gen_seeds writes from the
+# current protocol; crashing inputs go to $(BUILD)/fuzz/artifacts.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 2
+FUZZ_CFLAGS  := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                -Wall -Wextra -Wpedantic -Werror
+FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
+
+fuzz: fuzz-build
+	@fuzz/run.sh -b '$(BUILD)/fuzz' -t '$(FUZZ_SECONDS)' -j '$(FUZZ_JOBS)' $(FUZZ_NAMES)
+
+fuzz-build: $(FUZZ_BINS) $(BUILD)/fuzz/seeds.stamp
+
+$(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz.h $(HEADERS) | fuzz-deps $(BUILD)/fuzz
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(FUZZ_CFLAGS) -MMD -MP -MF $@.d $< -o $@ -pthread $(LDLIBS)
+
+# The seeds follow the protocol: made by the library's own encoders.
+$(BUILD)/fuzz/gen_seeds: fuzz/gen_seeds.c fuzz/fuzz.h $(HEADERS) | $(BUILD)/fuzz
+	$(LINK_PROGRAM)
+
+$(BUILD)/fuzz/seeds.stamp: $(BUILD)/fuzz/gen_seeds
+	rm -rf $(BUILD)/fuzz/seeds
+	$(BUILD)/fuzz/gen_seeds $(BUILD)/fuzz/seeds
+	touch $@
+
+$(BUILD)/fuzz:
+	mkdir -p $@
+
+-include $(wildcard $(BUILD)/fuzz/*.d)
+
+# clang and its fuzzer runtime: installed when missing and we are root on a
+# Debian-like system (as `deps` does), else a clear failure.
+FUZZ_PROBE = printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+    | $(FUZZ_CC) -x c -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/.probe - >/dev/null 2>&1
+fuzz-deps: | $(BUILD)/fuzz
+	@if ! { $(FUZZ_PROBE); }; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "$(FUZZ_CC) cannot build libFuzzer programs: installing clang and its fuzzer runtime"; \
+	        apt-get update -qq && { command -v $(FUZZ_CC) >/dev/null 2>&1 || \
+	            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null; }; \
+	        ver=$$($(FUZZ_CC) --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -n 1); \
+	        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-rt-$${ver:-14}-dev >/dev/null; \
+	    fi; \
+	    if ! { $(FUZZ_PROBE); }; then \
+	        echo "make fuzz: '$(FUZZ_CC)' cannot build a libFuzzer program (-fsanitize=fuzzer)." >&2; \
+	        echo "  Install clang and its runtime, e.g. apt-get install clang libclang-rt-14-dev," >&2; \
+	        echo "  or name another clang with FUZZ_CC=..." >&2; \
+	        exit 1; \
+	    fi; \
+	fi; \
+	rm -f $(BUILD)/fuzz/.probe
 
 clean:
 	rm -rf $(BUILD)

@@ -1725,9 +1725,11 @@ static int dist__store_parts(const uint8_t *req, size_t body, const uint8_t **pt
     return off == body + 4 ? n : -1;
 }
 
-static int dist__store_keys_ok(int n, const size_t *len, int first, int last) {
+/* Keys are C strings of 1 to DIST__MAX_KEY bytes: one with a NUL inside
+   would be stored as its prefix (and found by it). */
+static int dist__store_keys_ok(int n, const uint8_t *const *ptr, const size_t *len, int first, int last) {
     for (int i = first; i <= last && i < n; i++)
-        if (len[i] == 0 || len[i] > DIST__MAX_KEY) return 0;
+        if (len[i] == 0 || len[i] > DIST__MAX_KEY || memchr(ptr[i], 0, len[i])) return 0;
     return 1;
 }
 
@@ -1740,7 +1742,7 @@ static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size
     int64_t num = (int64_t)dist__get64(req + 8);
     int n = dist__store_parts(req, body, ptr, len);
     dist__kv *kv;
-    if (n < 1 || !dist__store_keys_ok(n, len, 0, cmd == DIST__STORE_WAIT || cmd == DIST__STORE_CHECK ? n - 1 : 0)) {
+    if (n < 1 || !dist__store_keys_ok(n, ptr, len, 0, cmd == DIST__STORE_WAIT || cmd == DIST__STORE_CHECK ? n - 1 : 0)) {
         dist__store_reply(c, DIST_ERR_PROTOCOL, 0, NULL, 0, 0);
         return 1;
     }
@@ -1811,8 +1813,9 @@ park:
         if (fatal[0]) { dist__store_reply(c, DIST_ERR_INIT, 0, fatal, strlen(fatal), 1); return 1; }
     }
     if (!c->parked) {
+        /* num: how long the client waits, in ms (an int on its side) */
         c->parked = 1;
-        c->park_deadline = dist__now_ms() + (num > 0 ? num : sv->timeout_ms);
+        c->park_deadline = dist__now_ms() + (num > 0 ? DIST__MIN(num, (int64_t)INT_MAX) : sv->timeout_ms);
     }
     if (dist__now_ms() >= c->park_deadline) {
         dist__store_reply(c, DIST_ERR_TIMEOUT, 0, NULL, 0, 0);
@@ -5724,12 +5727,16 @@ static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec
     int pid = (int32_t)dist__get32(rec + 4), fd = (int32_t)dist__get32(rec + 8), slot = (int32_t)dist__get32(rec + 12);
     uint64_t ring = dist__get64(rec + 16), size = dist__get64(rec + 24), probe = dist__get64(rec + 32), magic = 0;
     dist__shm_hdr *h;
+    struct stat st;
     int lfd;
     void *m;
     if (slot < 0 || pid <= 0 || fd < 0 || ring < 4096 || (ring & (ring - 1)) || size < DIST__SHM_HDR || size > ((uint64_t)1 << 32) ||
         (uint64_t)slot >= (size - DIST__SHM_HDR) / (sizeof(dist__ring) + ring))
         return 0;
     if ((lfd = dist__shm_open_peer(pid, fd)) < 0) return 0;
+    /* pages past the file's end fault (SIGBUS) when touched: the file must
+       be as long as the record says */
+    if (fstat(lfd, &st) != 0 || (uint64_t)st.st_size < size) { close(lfd); return 0; }
     m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
     close(lfd);
     if (m == MAP_FAILED) return 0;

@@ -1,0 +1,338 @@
+/* fuzz/fuzz_frame.c - frames from a peer, through the engine's receive path.
+
+   The stream after the input's small preamble (layout: fuzz/fuzz.h) is
+   what rank 1 sends to rank 0 of a world of FUZZ_FRAME_WORLD, delivered
+   the way the engine meets it: over a TCP connection (a socketpair, in
+   writes of a fuzzed size, then maybe the peer's close) or over a
+   shared-memory ring (starting anywhere in the ring, so frames cross its
+   end; maybe the doorbell socket's end after it), and read by
+   dist__peer_read, the function the progress engine calls for a peer with
+   bytes (dist__peer_doorbell for the end of a shared-memory peer).  So every byte goes through
+   dist__frame_decode, the by-reference header and its copy from the
+   sender's memory (dist__peer_pull), the abort notice (dist__on_abort),
+   the collective descriptor checks (dist__desc_differs through
+   dist__coll_mismatch, dist__coll_check_early and dist__coll_check_late),
+   the matching of posted receives, the unexpected-message queue, combining
+   receives (dist__peer_reduce_step) and ACKs.  Receives posted after the
+   stream meet the unexpected messages (dist__post_recv, dist__msg_deliver).
+
+   Each receive's buffer is exactly its size, so ASan sees any byte a frame
+   makes the engine write past it.  The first 40 bytes of the stream also
+   go through dist__frame_decode directly: a header that decodes
+   re-encodes to the same bytes and its fields are within the claimed
+   limits. */
+#define FUZZ_TARGET
+#define FUZZ_ALLOC_CAP ((size_t)16 << 20)   /* a frame may claim up to 1 TiB */
+#include "fuzz.h"
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+static void fuzz_log(dist_log_level level, const char *msg, void *user) {
+    (void)level; (void)user;
+    FUZZ_CHECK_STR(msg, 512);
+}
+
+/* The memory a by-reference frame may point at (FUZZ_REF_ADDR). */
+static void ref_region(void) {
+    static int done;
+    void *m;
+    if (done) return;
+    done = 1;
+    m = mmap((void *)(uintptr_t)FUZZ_REF_ADDR, FUZZ_REF_BYTES, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == MAP_FAILED) return;
+    if ((uint64_t)(uintptr_t)m != FUZZ_REF_ADDR) { munmap(m, FUZZ_REF_BYTES); return; }
+    for (size_t i = 0; i < FUZZ_REF_BYTES; i++) ((uint8_t *)m)[i] = (uint8_t)i;
+}
+
+static void check_frame(const dist__frame *f) {
+    FUZZ_CHECK(f->kind >= DIST__FRAME_DATA && f->kind <= DIST__FRAME_ACK);
+    FUZZ_CHECK(f->nbytes <= DIST__MAX_MESSAGE);
+    if (f->kind == DIST__FRAME_DATA) {
+        FUZZ_CHECK(f->dtype < DIST_DTYPE_COUNT && f->count * dist_dtype_size((dist_dtype)f->dtype) == f->nbytes);
+        FUZZ_CHECK(f->tag >= 0 && f->tag <= INT_MAX);
+    } else if (f->kind == DIST__FRAME_COLL) {
+        FUZZ_CHECK(f->dtype < DIST_DTYPE_COUNT && f->op < DIST_OP_COUNT);
+        FUZZ_CHECK((f->coll & 15) > DIST__COLL_NONE && (f->coll & 15) < DIST__COLL_KINDS);
+        FUZZ_CHECK(f->nbytes % dist_dtype_size((dist_dtype)f->dtype) == 0 && f->tag >= 0 && f->count <= DIST__MAX_MESSAGE);
+    } else if (f->kind == DIST__FRAME_ABORT) {
+        FUZZ_CHECK(f->nbytes <= DIST__MAX_ABORT_TEXT && f->tag >= 0);
+    } else {
+        FUZZ_CHECK(f->nbytes == 0);
+    }
+}
+
+static void pure_decode(const uint8_t *b, size_t n) {
+    dist__frame f, g;
+    uint8_t enc[DIST__HDR_SIZE];
+    char why[200];
+    if (n < DIST__HDR_SIZE) return;
+    for (size_t cap = 1; cap <= sizeof why; cap += sizeof why - 1) {
+        memset(why, 0x5a, sizeof why);
+        if (dist__frame_decode(b, &f, why, cap) != 0) {
+            FUZZ_CHECK_STR(why, cap);
+            for (size_t i = cap; i < sizeof why; i++) FUZZ_CHECK(why[i] == 0x5a);
+            continue;
+        }
+        check_frame(&f);
+        dist__frame_encode(&f, enc);
+        FUZZ_CHECK(enc[0] == (b[0] & 0x7f) && memcmp(enc + 1, b + 1, DIST__HDR_SIZE - 1) == 0);
+        FUZZ_CHECK(dist__frame_decode(enc, &g, why, cap) == 0);
+        FUZZ_CHECK(memcmp(&f, &g, offsetof(dist__frame, root) + sizeof f.root) == 0 || (f.kind == g.kind &&
+                   f.dtype == g.dtype && f.op == g.op && f.coll == g.coll && f.comm == g.comm && f.tag == g.tag &&
+                   f.count == g.count && f.nbytes == g.nbytes && f.root == g.root));
+    }
+    /* two collective descriptors compared as a receive compares them */
+    if (n >= 2 * DIST__HDR_SIZE && dist__frame_decode(b, &f, why, sizeof why) == 0 &&
+        dist__frame_decode(b + DIST__HDR_SIZE, &g, why, sizeof why) == 0 &&
+        f.kind == DIST__FRAME_COLL && g.kind == DIST__FRAME_COLL) {
+        dist_t d;
+        int differs;
+        memset(&d, 0, sizeof d);
+        d.rank = 0; d.world = 2;
+        memset(why, 0x5a, sizeof why);
+        differs = dist__desc_differs(&d, 1, &f, &g, b[0] & 1, why, sizeof why);
+        FUZZ_CHECK(differs == 0 || differs == 1);
+        if (differs) FUZZ_CHECK_STR(why, sizeof why);
+        FUZZ_CHECK(dist__desc_differs(&d, 1, &f, &f, 1, why, sizeof why) == 0);
+    }
+}
+
+/* ---- the engine of rank 0 and its peer rank 1 ---------------------------- */
+
+typedef struct recv_spec {
+    unsigned bits;
+    dist_req_t *r;
+    uint8_t *buf;
+    size_t bytes;
+} recv_spec;
+
+typedef struct harness {
+    dist__engine *e;
+    dist__peer *p;
+    dist_t *world, *group;
+    int sv[2];
+    uint8_t *rx_mem, *tx_mem;   /* shared memory: the rings */
+    dist__shm_hdr *peer_hdr;
+    dist_req_t *ack_send;
+    uint8_t ack_payload[64];
+} harness;
+
+#define RING_BYTES ((uint64_t)1 << 13)
+
+static dist_t *comm_new(dist__engine *e, uint32_t id, int n, const int *members) {
+    dist_t *d = (dist_t *)calloc(1, sizeof *d);
+    d->eng = e; d->top = d; d->id = id; d->rank = 0; d->world = n; d->timeout_ms = 10;
+    d->store_fd = DIST__NO_SOCKET;
+    if (members) {
+        d->members = (int *)malloc(sizeof(int) * (size_t)n);
+        d->group_of = (int *)malloc(sizeof(int) * FUZZ_FRAME_WORLD);
+        for (int i = 0; i < FUZZ_FRAME_WORLD; i++) d->group_of[i] = -1;
+        for (int g = 0; g < n; g++) { d->members[g] = members[g]; d->group_of[members[g]] = g; }
+    }
+    FUZZ_CHECK(dist__comm_register(d) == DIST_OK);
+    return d;
+}
+
+static void comm_free(dist_t *d) {
+    free(d->members); free(d->group_of); free(d);
+}
+
+/* A collective's descriptor: all_reduce of 4 x float32, sum, root 0. */
+static void coll_desc(dist__frame *f) {
+    memset(f, 0, sizeof *f);
+    f->kind = DIST__FRAME_COLL; f->coll = DIST__COLL_ALL_REDUCE | DIST__ALGO_RING << 4;
+    f->dtype = DIST_FLOAT32; f->count = 4; f->op = DIST_SUM; f->root = 0;
+}
+
+static void setup(harness *h, unsigned flags, unsigned where) {
+    dist__log log;
+    static const int pair[2] = { 0, 1 };
+    memset(h, 0, sizeof *h);
+    memset(&log, 0, sizeof log);
+    log.logger.func = fuzz_log; log.level = DIST_LOG_DEBUG; log.rank = 0;
+    h->e = dist__engine_new(0, FUZZ_FRAME_WORLD, &log);
+    FUZZ_CHECK(h->e != NULL);
+    h->p = &h->e->peers[1];
+    h->p->stage = (uint8_t *)malloc(DIST__STAGE_SIZE);
+    FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, h->sv) == 0);
+    dist__set_nonblocking(h->sv[0], 1);
+    dist__set_nonblocking(h->sv[1], 1);
+    h->p->fd = h->sv[0];
+    h->e->ntcp = 1;
+    if (flags & FUZZ_FRAME_SHM) {
+        dist__peer *p = h->p;
+        uint64_t start = (uint64_t)where * 61 % RING_BYTES;
+        h->rx_mem = (uint8_t *)calloc(1, sizeof(dist__ring) + RING_BYTES);
+        h->tx_mem = (uint8_t *)calloc(1, sizeof(dist__ring) + RING_BYTES);
+        h->peer_hdr = (dist__shm_hdr *)calloc(1, sizeof *h->peer_hdr);
+        h->peer_hdr->sleeping = (flags & FUZZ_FRAME_SLEEPING) != 0;
+        p->shm = 1; p->cma = 1; p->pid = (int)getpid();
+        p->rx_ring = (dist__ring *)h->rx_mem; p->tx_ring = (dist__ring *)h->tx_mem;
+        p->rx_ring->head = p->rx_ring->tail = start;
+        p->peer_hdr = h->peer_hdr;
+        p->ring_size = RING_BYTES;
+        p->pull = (uint8_t *)malloc(DIST__STAGE_SIZE);
+        h->e->ntcp = 0; h->e->nshm = 1;
+    }
+    h->world = comm_new(h->e, 0, FUZZ_FRAME_WORLD, NULL);
+    h->group = comm_new(h->e, FUZZ_FRAME_GROUP, 2, pair);
+    if (flags & FUZZ_FRAME_COLL_STATE) {
+        coll_desc(&h->world->last);
+        coll_desc(&h->world->active);
+        h->world->coll_seq = h->world->active_seq = 4;
+        h->world->done_seq = 3;
+    }
+    if (flags & FUZZ_FRAME_ACK_WAIT) {
+        /* a payload rank 1 reads from our memory, then acknowledges */
+        dist_req_t *r = dist__req_alloc(h->e);
+        dist__req_init(h->world, r, DIST__REQ_SEND, sizeof h->ack_payload, DIST_UINT8, 1, 0);
+        r->sbuf = h->ack_payload;
+        r->hdr_len = DIST__HDR_MAX;
+        r->queued = 1;
+        h->p->ack_head = h->p->ack_tail = r;
+        h->ack_send = r;
+    }
+}
+
+static dist_req_t *post(harness *h, recv_spec *s, const uint8_t *spec) {
+    unsigned bits = spec[0];
+    dist_t *d = bits & FUZZ_RECV_GROUP ? h->group : h->world;
+    dist_dtype dtype = (dist_dtype)(spec[2] % DIST_DTYPE_COUNT);
+    size_t count = spec[3], es = dist_dtype_size(dtype);
+    dist_req_t *r = dist__req_alloc(h->e);
+    FUZZ_CHECK(r != NULL);
+    if (bits & FUZZ_RECV_COLL) {
+        /* as dist__coll_post: the descriptor, a block of the whole */
+        r->comm = d; r->kind = DIST__REQ_RECV; r->peer = 1; r->source = -1;
+        r->frame_kind = DIST__FRAME_COLL; r->comm_id = d->id;
+        r->tag = spec[1]; r->dtype = dtype; r->count = count;
+        r->nbytes = (count - count / 3) * es;
+        r->coll = (uint8_t)(1 + ((spec[4] >> 3) & 15) % (DIST__COLL_KINDS - 1)) | (uint8_t)((spec[4] >> 7) << 4);
+        r->op = (uint8_t)((spec[4] & 7) % DIST_OP_COUNT);
+        r->root = 0;
+        r->reduce = bits & FUZZ_RECV_REDUCE ? r->op + 1 : 0;
+        r->in_first = (bits & FUZZ_RECV_IN_FIRST) != 0;
+    } else {
+        dist__req_init(d, r, DIST__REQ_RECV, count, dtype, bits & FUZZ_RECV_ANY ? DIST_ANY_SOURCE : 1, spec[1]);
+    }
+    s->bits = bits;
+    s->bytes = (size_t)r->nbytes;
+    s->buf = (uint8_t *)malloc(s->bytes ? s->bytes : 1);
+    memset(s->buf, 0x11, s->bytes);
+    r->rbuf = s->buf;
+    s->r = r;
+    dist__post_recv(h->e, r);
+    return r;
+}
+
+/* What the engine does with a shared-memory peer after reading: sends
+   what it owes (ACKs, abort notices), and the peer takes it. */
+static void after_read(harness *h) {
+    dist__peer *p = h->p;
+    if (p->fd >= 0 && (p->sq_head || p->acks_owed)) dist__peer_write(h->e, p);
+    if (p->shm) p->tx_ring->head = p->tx_ring->tail;
+    {   /* TCP: the frames; shared memory: doorbells */
+        uint8_t sink[4096];
+        while (recv(h->sv[1], sink, sizeof sink, MSG_DONTWAIT) > 0) {}
+    }
+}
+
+static void check_peer(harness *h, recv_spec *specs, int nspecs) {
+    dist__peer *p = h->p;
+    FUZZ_CHECK_STR(p->why, sizeof p->why);
+    FUZZ_CHECK(p->stage_pos <= p->stage_end && p->stage_end <= DIST__STAGE_SIZE);
+    FUZZ_CHECK(p->hdr_got <= DIST__HDR_MAX);
+    if (p->in_payload && p->rx_req) {
+        /* the rest of the payload fits in the buffer it goes to */
+        for (int i = 0; i < nspecs; i++)
+            if (specs[i].r == p->rx_req && p->dst)
+                FUZZ_CHECK(p->dst >= specs[i].buf && (uint64_t)(p->dst - specs[i].buf) + p->left <= specs[i].bytes);
+    }
+    for (int i = 0; i < nspecs; i++) {
+        dist_req_t *r = specs[i].r;
+        if (!r) continue;
+        FUZZ_CHECK_STR(r->err, sizeof r->err);
+        if (r->done == 1 && r->result != DIST_OK) FUZZ_CHECK(r->err[0] != 0);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    harness h;
+    recv_spec specs[4];
+    int nspecs, iters = 0;
+    unsigned flags;
+    size_t off, n, chunk;
+    const uint8_t *b;
+    ref_region();
+    if (size < 3) return 0;
+    flags = data[0]; chunk = data[1]; nspecs = data[2] & 3;
+    if (size < 3 + (size_t)nspecs * FUZZ_FRAME_RECV_SIZE) return 0;
+    b = data + 3 + (size_t)nspecs * FUZZ_FRAME_RECV_SIZE;
+    n = size - 3 - (size_t)nspecs * FUZZ_FRAME_RECV_SIZE;
+    pure_decode(b, n);
+
+    setup(&h, flags, data[1]);
+    memset(specs, 0, sizeof specs);
+    for (int i = 0; i < nspecs; i++) {
+        const uint8_t *spec = data + 3 + (size_t)i * FUZZ_FRAME_RECV_SIZE;
+        if (!(spec[0] & FUZZ_RECV_LATE)) post(&h, &specs[i], spec);
+    }
+    /* the stream, as the engine would meet it */
+    for (off = 0; h.p->fd >= 0 && iters < 4096; iters++) {
+        size_t put = 0;
+        if (off < n) {
+            if (h.p->shm) {
+                dist__ring *r = h.p->rx_ring;
+                struct iovec iov;
+                iov.iov_base = (void *)(b + off);
+                iov.iov_len = n - off;
+                put = dist__ring_write(r, RING_BYTES, &iov, 1);
+                if (put < iov.iov_len) r->producer_waiting = 1;   /* as dist__peer_tx: room, please */
+            } else {
+                ssize_t w = send(h.sv[1], b + off, chunk ? DIST__MIN(chunk, n - off) : n - off, MSG_NOSIGNAL);
+                put = w > 0 ? (size_t)w : 0;
+            }
+            off += put;
+        } else if ((flags & FUZZ_FRAME_EOF) && h.sv[1] >= 0) {
+            shutdown(h.sv[1], SHUT_WR);
+            if (h.p->shm) {   /* the doorbell socket ends: what the ring holds is read first */
+                dist__peer_doorbell(h.e, h.p);
+                after_read(&h);
+                check_peer(&h, specs, nspecs);
+                break;
+            }
+        }
+        {
+            size_t before_pos = h.p->stage_pos, before_end = h.p->stage_end, before_hdr = h.p->hdr_got;
+            uint64_t before_left = h.p->left;
+            uint64_t before_head = h.p->shm ? h.p->rx_ring->head : 0;
+            dist__peer_read(h.e, h.p);
+            after_read(&h);
+            check_peer(&h, specs, nspecs);
+            if (off >= n && put == 0 && before_pos == h.p->stage_pos && before_end == h.p->stage_end &&
+                before_hdr == h.p->hdr_got && before_left == h.p->left &&
+                (!h.p->shm || before_head == h.p->rx_ring->head) && iters > 2)
+                break;   /* nothing moves any more */
+        }
+    }
+    /* receives posted now meet what arrived unexpectedly */
+    for (int i = 0; i < nspecs; i++) {
+        const uint8_t *spec = data + 3 + (size_t)i * FUZZ_FRAME_RECV_SIZE;
+        if (spec[0] & FUZZ_RECV_LATE) post(&h, &specs[i], spec);
+    }
+    if (h.p->fd >= 0) { dist__peer_read(h.e, h.p); after_read(&h); }
+    check_peer(&h, specs, nspecs);
+
+    /* the engine owns the requests and the peer's descriptors */
+    dist__engine_free(h.e);
+    dist__close(h.sv[1]);
+    for (int i = 0; i < nspecs; i++) free(specs[i].buf);
+    comm_free(h.world);
+    comm_free(h.group);
+    free(h.rx_mem); free(h.tx_mem); free(h.peer_hdr);
+    return 0;
+}
