@@ -1629,7 +1629,7 @@ typedef struct dist__store_conn {
     int proof_due;              /* hello answered, the client's proof comes next */
     uint8_t my_hello[DIST__HELLO_SIZE], peer_hello[DIST__HELLO_SIZE];
     int64_t hello_deadline;
-    uint8_t *in;  size_t in_len, in_cap;
+    uint8_t *in;  size_t in_len, in_cap, in_off;   /* in_off: bytes of `in` already served */
     uint8_t *out; size_t out_len, out_off, out_cap;
     int parked;                 /* a GET or WAIT waiting for its keys */
     int64_t park_deadline;
@@ -1645,6 +1645,8 @@ typedef struct dist__store_server {
     dist__store_conn *conns; int nconns, cap_conns;
     dist__kv *kv; int nkv, cap_kv;
     unsigned char *joined;      /* [world] */
+    int njoined;
+    int64_t accept_pause_until;  /* out of descriptors: stop accepting until then */
     char fatal[300];            /* why the job cannot form (a rank of another world size); under lock */
     dist__log log;
 } dist__store_server;
@@ -1708,7 +1710,7 @@ static void dist__store_reply(dist__store_conn *c, int32_t status, int64_t num, 
     c->out_len += 4 + body;
 }
 
-/* The parts of a complete request at c->in; returns their count or -1. */
+/* The parts of a complete request `req`; returns their count or -1. */
 static int dist__store_parts(const uint8_t *req, size_t body, const uint8_t **ptr, size_t *len) {
     int n = req[5];
     size_t off = DIST__STORE_REQ_HDR;
@@ -1733,10 +1735,10 @@ static int dist__store_keys_ok(int n, const uint8_t *const *ptr, const size_t *l
     return 1;
 }
 
-/* Executes the request at the head of c->in.  Returns 1 when done (a reply
+/* Executes the request at c->in + c->in_off.  Returns 1 when done (a reply
    was queued), 0 when it must wait for keys (parked). */
 static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size_t body) {
-    const uint8_t *req = c->in, *ptr[DIST__STORE_MAX_PARTS];
+    const uint8_t *req = c->in + c->in_off, *ptr[DIST__STORE_MAX_PARTS];
     size_t len[DIST__STORE_MAX_PARTS];
     int cmd = req[4];
     int64_t num = (int64_t)dist__get64(req + 8);
@@ -1872,14 +1874,14 @@ static void dist__store_hello(dist__store_server *sv, dist__store_conn *c) {
     uint8_t proof[DIST__PROOF_SIZE];
     int port = 0;
     dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
-    if (dist__hello_decode(c->in, &h, why, sizeof why) != 0 || h.purpose != DIST__PURPOSE_STORE) {
+    if (dist__hello_decode(c->in + c->in_off, &h, why, sizeof why) != 0 || h.purpose != DIST__PURPOSE_STORE) {
         char reason[300];
         dist__format(reason, sizeof reason, "a client at %s:%d is not a dist rank of this job: %s", peer, port,
                      h.purpose != DIST__PURPOSE_STORE && h.magic == DIST__MAGIC ? "wrong purpose" : why);
         dist__store_refuse(sv, c, reason, 0, 0);
         return;
     }
-    memcpy(c->peer_hello, c->in, DIST__HELLO_SIZE);
+    memcpy(c->peer_hello, c->in + c->in_off, DIST__HELLO_SIZE);
     dist__hello_make(&h, DIST__PURPOSE_STORE, 0, 0, sv->world, &sv->key, c->my_hello);
     dist__proof(&sv->key, 'A', c->my_hello, c->peer_hello, proof);
     dist__store_queue(c, c->my_hello, DIST__HELLO_SIZE);
@@ -1896,9 +1898,17 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
     dist__hello_decode(c->peer_hello, &h, why, sizeof why);   /* checked in dist__store_hello */
     c->proof_due = 0;
-    if (dist__proof_check(&sv->key, 'C', c->peer_hello, c->my_hello, c->in, reason, sizeof reason) != 0) {
+    if (dist__proof_check(&sv->key, 'C', c->peer_hello, c->my_hello, c->in + c->in_off, reason, sizeof reason) != 0) {
         /* not recorded: a stranger must not be able to speak for the job */
         dist__format(why, sizeof why, "a client at %s:%d claiming rank %d: %s", peer, port, (int)h.rank, reason);
+        dist__store_refuse(sv, c, why, 0, 0);
+        return;
+    }
+    if (sv->njoined == sv->world) {
+        /* The job has formed: a latecomer changes nothing (not recorded,
+           not fatal), whatever it claims. */
+        dist__format(why, sizeof why, "a process at %s:%d claiming rank %d of %d came after all %d ranks had joined", peer, port,
+                     (int)h.rank, (int)h.world, sv->world);
         dist__store_refuse(sv, c, why, 0, 0);
         return;
     }
@@ -1914,6 +1924,7 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
         return;
     }
     sv->joined[h.rank] = 1;
+    sv->njoined++;
     c->rank = h.rank;
     c->hello_done = 1;
     memset(&h, 0, sizeof h);
@@ -1922,19 +1933,21 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     dist__store_queue(c, b, sizeof b);
 }
 
-/* Runs every complete request in c->in, stopping at a parked one. */
-static void dist__store_serve(dist__store_server *sv, dist__store_conn *c) {
+/* Runs every complete request at c->in + c->in_off, stopping at a parked
+   one; the served bytes are dropped once, at the end (a burst of small
+   requests costs no quadratic copying). */
+static void dist__store_serve_some(dist__store_server *sv, dist__store_conn *c) {
     while (!c->closing) {
         size_t used;
         if (c->proof_due) {
-            if (c->in_len < DIST__PROOF_SIZE) return;
+            if (c->in_len - c->in_off < DIST__PROOF_SIZE) return;
             dist__store_proof(sv, c);
             used = DIST__PROOF_SIZE;
         } else if (!c->hello_done) {
-            if (c->in_len < DIST__HELLO_SIZE) {
+            if (c->in_len - c->in_off < DIST__HELLO_SIZE) {
                 char why[100], reason[200], peer[64] = "?";
                 int port = 0;
-                if (dist__hello_prefix_check(c->in, c->in_len, why, sizeof why) == 0) return;
+                if (dist__hello_prefix_check(c->in + c->in_off, c->in_len - c->in_off, why, sizeof why) == 0) return;
                 dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
                 dist__format(reason, sizeof reason, "a client at %s:%d is not a dist rank of this job: %s", peer, port, why);
                 dist__store_refuse(sv, c, reason, 0, 0);
@@ -1944,26 +1957,42 @@ static void dist__store_serve(dist__store_server *sv, dist__store_conn *c) {
             used = DIST__HELLO_SIZE;
         } else {
             uint32_t body;
-            if (c->in_len < 4) return;
-            body = dist__get32(c->in);
+            if (c->in_len - c->in_off < 4) return;
+            body = dist__get32(c->in + c->in_off);
             if (body < DIST__STORE_REQ_HDR - 4 || body > DIST__STORE_MAX_BODY) { c->closing = 1; return; }
-            if (c->in_len < 4 + (size_t)body) return;
+            if (c->in_len - c->in_off < 4 + (size_t)body) return;
             if (!dist__store_execute(sv, c, body)) return;
             c->parked = 0;
             used = 4 + (size_t)body;
         }
-        memmove(c->in, c->in + used, c->in_len - used);
-        c->in_len -= used;
+        c->in_off += used;
+    }
+}
+
+static void dist__store_serve(dist__store_server *sv, dist__store_conn *c) {
+    dist__store_serve_some(sv, c);
+    if (c->in_off) {
+        memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+        c->in_len -= c->in_off;
+        c->in_off = 0;
     }
 }
 
 static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
     for (;;) {
-        size_t cap = c->in_cap;
+        size_t cap = c->in_cap, want;
         ssize_t n;
         if (dist__grow((void **)&c->in, &cap, c->in_len + 65536, 1) != 0) { c->closing = 1; return; }
         c->in_cap = cap;
-        n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        want = c->in_cap - c->in_len;
+        if (!c->hello_done) {
+            /* Before the handshake a client gets no more memory than the
+               step it is at needs (a stranger cannot make us hold more). */
+            size_t step = c->proof_due ? DIST__PROOF_SIZE : DIST__HELLO_SIZE;
+            if (c->in_len >= step) break;
+            want = step - c->in_len;
+        }
+        n = recv(c->fd, c->in + c->in_len, want, 0);
         if (n > 0) {
             c->in_len += (size_t)n;
             if (c->in_len > DIST__STORE_MAX_BODY + 4 + 65536) { c->closing = 1; return; }
@@ -1995,10 +2024,21 @@ static void dist__store_accept(dist__store_server *sv) {
         size_t cap = (size_t)sv->cap_conns;
         dist__store_conn *c;
         dist__socket s = accept(sv->listen_fd, NULL, NULL);
-        if (s < 0) return;
+        int waiting = 0;
+        if (s < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) sv->accept_pause_until = dist__now_ms() + 100;
+            return;
+        }
         dist__set_cloexec(s);
         dist__set_nonblocking(s, 1);
         dist__tune_socket(s);
+        /* Connections still in their handshake are bounded: the oldest
+           makes room (a rank answers within a round trip; a stranger
+           holding sockets open does not). */
+        for (int i = 0; i < sv->nconns; i++) waiting += !sv->conns[i].hello_done && !sv->conns[i].closing;
+        if (waiting >= 2 * sv->world + 64)
+            for (int i = 0; i < sv->nconns; i++)
+                if (!sv->conns[i].hello_done && !sv->conns[i].closing) { sv->conns[i].closing = 1; sv->conns[i].out_len = sv->conns[i].out_off = 0; break; }
         if (dist__grow((void **)&sv->conns, &cap, (size_t)sv->nconns + 1, sizeof *sv->conns) != 0) { close(s); return; }
         sv->cap_conns = (int)cap;
         c = &sv->conns[sv->nconns++];
@@ -2032,13 +2072,16 @@ static void *dist__store_thread(void *arg) {
         int64_t now = dist__now_ms();
         if (dist__grow((void **)&pfds, &pcap, (size_t)sv->nconns + 2, sizeof *pfds) != 0) { dist__sleep_ms(10); continue; }
         pfds[n].fd = sv->wake.rfd; pfds[n].events = POLLIN; n++;
-        pfds[n].fd = sv->listen_fd; pfds[n].events = POLLIN; n++;
+        /* out of descriptors: the listening socket stays readable, so it
+           is left out of the poll for a moment rather than spun on */
+        pfds[n].fd = now < sv->accept_pause_until ? -1 : sv->listen_fd; pfds[n].events = POLLIN; n++;
+        if (now < sv->accept_pause_until) timeout = (int)DIST__MIN((int64_t)timeout, sv->accept_pause_until - now);
         for (int i = 0; i < sv->nconns; i++) {
             dist__store_conn *c = &sv->conns[i];
             pfds[n].fd = c->fd;
             pfds[n].events = (short)(POLLIN | (c->out_len > c->out_off ? POLLOUT : 0));
             n++;
-            if (c->parked) timeout = DIST__MIN(timeout, (int)DIST__MAX(c->park_deadline - now, 0));
+            if (c->parked) timeout = (int)DIST__MIN((int64_t)timeout, DIST__MAX(c->park_deadline - now, 0));
         }
         if (poll(pfds, (nfds_t)n, timeout) < 0 && errno != EINTR) dist__sleep_ms(1);
         if (pfds[0].revents) dist__wakeup_drain(&sv->wake);

@@ -1238,7 +1238,7 @@ static const char *want_reason(const hammer_t *h, int kind) {
     case K_BAD_VERSION: return "protocol version";
     case K_PURPOSE: return "wrong purpose";
     case K_WORLD0: case K_WORLD_BIG: case K_WORLD_NEG: case K_RANK_OOR: case K_RANK_NEG: return "out of range";
-    case K_DUP_RANK: return h->secret_mode ? "does not know the job's secret" : "joined twice";
+    case K_DUP_RANK: return h->secret_mode ? "does not know the job's secret" : "after all 4 ranks had joined";
     case K_WRONG_WORLD: case K_REFLECT: return "does not know the job's secret";
     case K_NO_SECRET: return "it has no secret and this job requires one";
     default: return NULL;
@@ -1705,13 +1705,10 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
         const slot_t *s0 = &g_sh->s[0];
         if (s0->n_other) case_bad("rank 0 logged %d line(s) that are neither store refusals nor dropped mesh connections:\n%s", s0->n_other, s0->other);
         if (s0->finished && s0->fatal != 0) case_bad("\"dist/fatal\" is %s", s0->fatal == 1 ? "set" : "unknown");
-        if (s0->finished && s0->rejected != 0) {
-            if (secret || s0->rejected != 1 || !strstr(s0->rejected_val, "joined twice"))
-                case_bad("\"dist/rejected\" is %s: \"%s\"", s0->rejected == 1 ? "set" : "unknown", s0->rejected_val);
-            else
-                note("3: %s: a stranger without a secret (it passes the handshake) claiming a rank that joined long ago is recorded in "
-                     "\"dist/rejected\": \"%s\" (dist__store_proof records duplicate ranks even after every rank joined)", mode, s0->rejected_val);
-        }
+        /* once every rank has joined, latecomers are refused without a
+           record, secret or not */
+        if (s0->finished && s0->rejected != 0)
+            case_bad("\"dist/rejected\" is %s: \"%s\"", s0->rejected == 1 ? "set" : "unknown", s0->rejected_val);
     }
     res.phase_a_s = g_sh->s[0].phase_a_s;
     res.iters_b = g_sh->s[0].iters_b;
