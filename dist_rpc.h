@@ -999,7 +999,8 @@ struct dist_rpc_call {
 /* The agent: its lock, its condition (completions, queue changes), its
    state (zero before init). */
 static pthread_mutex_t dist_rpc__lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t dist_rpc__cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t dist_rpc__cond = PTHREAD_COND_INITIALIZER;     /* futures settled, shutdown progress */
+static pthread_cond_t dist_rpc__qcond = PTHREAD_COND_INITIALIZER;    /* a call was queued: one idle handler wakes */
 static struct {
     int up, closing, stopping;       /* closing: no new calls; stopping: threads end */
     dist_t *world;
@@ -1010,6 +1011,8 @@ static struct {
     int npending;
     dist_rpc_call_t *q_head, *q_tail, *deferred;
     int active;                      /* handlers running */
+    int helping;                     /* handler threads waiting on a future (they run queued calls) */
+    int draining;                    /* a graceful shutdown waits for the handlers */
     pthread_t listener, *pool;
 } dist_rpc__g;
 
@@ -1075,8 +1078,9 @@ static dist_result dist_rpc__send(int to, int kind, int32_t status, uint64_t id,
     size_t nlen = name ? strlen(name) : 0, blen = 0, total;
     uint8_t *b;
     dist_result r;
-    if (v && dist_value_encode(v, NULL, 0, &blen) == DIST_ERR_INVALID) return DIST_ERR_INVALID;
-    if (!v && text) blen = strlen(text);
+    if (v) blen = dist_rpc__encode(v, NULL, 0, 0);      /* its size (no error sentence made) */
+    else if (text) blen = strlen(text);
+    if (blen > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value of %zu bytes exceeds the limit of %zu", blen, (size_t)DIST_RPC_MAX_MESSAGE);
     if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
     total = DIST_RPC__HDR + nlen + blen;
     if (!(b = (uint8_t *)DIST_MALLOC(total))) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total);
@@ -1116,6 +1120,7 @@ static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res
         if (*pp == f) { *pp = f->next; dist_rpc__g.npending--; break; }
     cbs = f->cbs;
     f->cbs = NULL;
+    if (!cbs) f->settled = 1;            /* nothing to run first: waiters may go */
     pthread_cond_broadcast(&dist_rpc__cond);
     return cbs;
 }
@@ -1136,8 +1141,7 @@ static void dist_rpc__finish(dist_future_t *f, dist_rpc__cb *cbs) {
         DIST_FREE(c);
     }
     pthread_mutex_lock(&dist_rpc__lock);
-    f->settled = 1;
-    pthread_cond_broadcast(&dist_rpc__cond);
+    if (!f->settled) { f->settled = 1; pthread_cond_broadcast(&dist_rpc__cond); }
     dist_rpc__future_unref_locked(f);
     pthread_mutex_unlock(&dist_rpc__lock);
 }
@@ -1202,7 +1206,8 @@ static void dist_rpc__on_request(int from, uint64_t id, const char *name, const 
     pthread_mutex_lock(&dist_rpc__lock);
     if (dist_rpc__g.q_tail) dist_rpc__g.q_tail->next = c; else dist_rpc__g.q_head = c;
     dist_rpc__g.q_tail = c;
-    pthread_cond_broadcast(&dist_rpc__cond);
+    pthread_cond_signal(&dist_rpc__qcond);                   /* one idle handler */
+    if (dist_rpc__g.helping) pthread_cond_broadcast(&dist_rpc__cond);   /* or one waiting on a future */
     pthread_mutex_unlock(&dist_rpc__lock);
 }
 
@@ -1351,7 +1356,7 @@ static void dist_rpc__run_unlocked(dist_rpc_call_t *c) {
     dist_rpc__run_call(c);
     pthread_mutex_lock(&dist_rpc__lock);
     dist_rpc__g.active--;
-    pthread_cond_broadcast(&dist_rpc__cond);
+    if (dist_rpc__g.draining) pthread_cond_broadcast(&dist_rpc__cond);
 }
 
 static void *dist_rpc__handler_thread(void *arg) {
@@ -1361,7 +1366,7 @@ static void *dist_rpc__handler_thread(void *arg) {
     while (!dist_rpc__g.stopping) {
         dist_rpc_call_t *c = dist_rpc__pop_locked();
         if (c) dist_rpc__run_unlocked(c);
-        else pthread_cond_wait(&dist_rpc__cond, &dist_rpc__lock);
+        else pthread_cond_wait(&dist_rpc__qcond, &dist_rpc__lock);
     }
     pthread_mutex_unlock(&dist_rpc__lock);
     return NULL;
@@ -1372,6 +1377,7 @@ static void dist_rpc__stop_threads(int started_pool) {
     pthread_mutex_lock(&dist_rpc__lock);
     dist_rpc__g.stopping = 1;
     pthread_cond_broadcast(&dist_rpc__cond);
+    pthread_cond_broadcast(&dist_rpc__qcond);
     pthread_mutex_unlock(&dist_rpc__lock);
     dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, NULL, NULL, NULL);
     pthread_join(dist_rpc__g.listener, NULL);
@@ -1408,7 +1414,7 @@ static void dist_rpc__teardown(int started_pool, int graceful_destroy) {
     DIST_FREE(dist_rpc__g.names);
     pthread_mutex_lock(&dist_rpc__lock);
     dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL;
-    dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0;
+    dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0;
     pthread_mutex_unlock(&dist_rpc__lock);
 }
 
@@ -1519,6 +1525,7 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
                 snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(dist_rpc__g.world));
         }
         pthread_mutex_lock(&dist_rpc__lock);
+        dist_rpc__g.draining = 1;
         while ((dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.deferred || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
             dist_rpc__cond_wait(deadline);
         dist_rpc__g.closing = 1;
@@ -1615,7 +1622,11 @@ static void dist_rpc__wait_locked(dist_future_t *f, int64_t deadline_ns) {
     while (!f->settled && (!deadline_ns || dist_rpc__now_ns() < deadline_ns)) {
         dist_rpc_call_t *c = dist_rpc__in_pool ? dist_rpc__pop_locked() : NULL;
         if (c) dist_rpc__run_unlocked(c);
-        else dist_rpc__cond_wait(deadline_ns);
+        else {
+            dist_rpc__g.helping += dist_rpc__in_pool;
+            dist_rpc__cond_wait(deadline_ns);
+            dist_rpc__g.helping -= dist_rpc__in_pool;
+        }
     }
 }
 
@@ -1743,7 +1754,7 @@ static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_v
     pthread_mutex_lock(&dist_rpc__lock);
     for (pp = &dist_rpc__g.deferred; *pp && *pp != c; pp = &(*pp)->next) { }
     if (*pp) *pp = c->next;
-    pthread_cond_broadcast(&dist_rpc__cond);
+    if (dist_rpc__g.draining) pthread_cond_broadcast(&dist_rpc__cond);
     pthread_mutex_unlock(&dist_rpc__lock);
     if (code == DIST_OK) r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, c->id, NULL, res, NULL);
     else r = dist_rpc__send(c->from, DIST_RPC__ERROR, code, c->id, NULL, NULL, text);
