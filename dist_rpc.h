@@ -1211,27 +1211,50 @@ static void dist_rpc__on_request(int from, uint64_t id, const char *name, const 
     pthread_mutex_unlock(&dist_rpc__lock);
 }
 
-/* Checks and dispatches one message; 1 when it asks the listener to stop. */
-static int dist_rpc__on_message(const uint8_t *b, size_t n, int from) {
-    size_t nlen, blen;
+/* A message's header, checked: its kind (0 when malformed), and where the
+   name (NUL-terminated copy in `name`) and the body are. */
+typedef struct {
+    int kind;
+    int32_t status;
+    uint64_t id;
     char name[DIST_RPC__MAX_NAME + 1];
-    if (n < DIST_RPC__HDR) return 0;                               /* malformed: dropped */
+    const uint8_t *body;
+    size_t blen;
+} dist_rpc__msg;
+
+static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
+    size_t nlen, blen;
+    memset(m, 0, sizeof *m);
+    if (n < DIST_RPC__HDR) return 0;
     nlen = (size_t)b[2] | ((size_t)b[3] << 8);
     blen = dist_rpc__get32(b + 16);
     if (b[1] != 0 || dist_rpc__get32(b + 20) != 0 || nlen > DIST_RPC__MAX_NAME || DIST_RPC__HDR + nlen + blen != n) return 0;
-    switch (b[0]) {
-    case DIST_RPC__WAKE: return from == dist_rpc__g.rank;
-    case DIST_RPC__REQUEST:
+    if (b[0] == DIST_RPC__REQUEST) {
         if (nlen == 0) return 0;
-        memcpy(name, b + DIST_RPC__HDR, nlen);
-        name[nlen] = 0;
-        if (strlen(name) != nlen) return 0;                         /* a NUL inside */
-        dist_rpc__on_request(from, dist_rpc__get64(b + 8), name, b + DIST_RPC__HDR + nlen, blen);
-        return 0;
-    case DIST_RPC__REPLY: case DIST_RPC__ERROR:
+        memcpy(m->name, b + DIST_RPC__HDR, nlen);
+        m->name[nlen] = 0;
+        if (strlen(m->name) != nlen) return 0;                      /* a NUL inside */
+    } else if (b[0] == DIST_RPC__REPLY || b[0] == DIST_RPC__ERROR || b[0] == DIST_RPC__WAKE) {
         if (nlen != 0) return 0;
-        dist_rpc__on_reply(b[0], from, dist_rpc__get64(b + 8), (int32_t)dist_rpc__get32(b + 4), b + DIST_RPC__HDR, blen);
+    } else {
         return 0;
+    }
+    m->kind = b[0];
+    m->status = (int32_t)dist_rpc__get32(b + 4);
+    m->id = dist_rpc__get64(b + 8);
+    m->body = b + DIST_RPC__HDR + nlen;
+    m->blen = blen;
+    return m->kind;
+}
+
+/* Checks and dispatches one message (a malformed one is dropped); 1 when
+   it asks the listener to stop. */
+static int dist_rpc__on_message(const uint8_t *b, size_t n, int from) {
+    dist_rpc__msg m;
+    switch (dist_rpc__parse(b, n, &m)) {
+    case DIST_RPC__WAKE: return from == dist_rpc__g.rank;
+    case DIST_RPC__REQUEST: dist_rpc__on_request(from, m.id, m.name, m.body, m.blen); return 0;
+    case DIST_RPC__REPLY: case DIST_RPC__ERROR: dist_rpc__on_reply(m.kind, from, m.id, m.status, m.body, m.blen); return 0;
     default: return 0;
     }
 }
