@@ -562,6 +562,10 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #  define DIST_SHM_REF_BYTES   (64 * 1024)   /* over shared memory, larger payloads travel by reference */
 #endif
 #define DIST__ERRLEN           320
+/* When the job cannot form, rank 0 keeps the store up a while (1 s, or
+   until the rendezvous deadline, at most 3 s), so ranks still on their
+   way learn why instead of finding no store at all. */
+#define DIST__FATAL_LINGER_MS  3000
 
 /* [SECTION] platform: time, threads, sockets, wake-up, randomness, processes
    Everything POSIX-specific lives here, so another platform replaces this
@@ -5597,7 +5601,12 @@ refuse:
 /* DIST_ERR_INIT when the store turned away a rank of another world size:
    the job cannot form, and every rank says why at once.  Rank 0, whose
    store the others ask, lingers a second so they can. */
-static dist_result dist__rendezvous_fatal(dist_t *d) {
+static void dist__fatal_linger(dist_t *d, int64_t deadline_ms) {
+    int64_t left = deadline_ms - dist__now_ms();
+    if (d->server) dist__sleep_ms((int)DIST__MIN(DIST__MAX(left, (int64_t)1000), (int64_t)DIST__FATAL_LINGER_MS));
+}
+
+static dist_result dist__rendezvous_fatal(dist_t *d, int64_t deadline_ms) {
     const char *key = "dist/fatal";
     char why[300];
     size_t len = 0;
@@ -5605,7 +5614,7 @@ static dist_result dist__rendezvous_fatal(dist_t *d) {
     if (dist_store_check(d, &key, 1, &exists) != DIST_OK || !exists) return DIST_OK;
     if (dist_store_get(d, key, why, sizeof why - 1, &len) != DIST_OK) len = 0;
     why[len] = 0;
-    if (d->server) dist__sleep_ms(1000);
+    dist__fatal_linger(d, deadline_ms);
     return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the job cannot form: %s", d->rank, d->world, why);
 }
 
@@ -5644,7 +5653,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         int np = 0;
         if (dist__now_ms() >= next_check) {   /* can the job still form? */
             next_check = dist__now_ms() + 250;
-            if ((res = dist__rendezvous_fatal(d)) != DIST_OK) { told = 1; break; }
+            if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
             /* a rank already connected that went away (its peers would
                otherwise only see the ranks it never reached) */
             for (int j = 0; j < n && res == DIST_OK; j++) {
@@ -5655,7 +5664,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
                 if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
                     /* the first rank to see it says why in the store, so the
                        ranks that only see the job fall apart learn the cause */
-                    if ((res = dist__rendezvous_fatal(d)) != DIST_OK) { told = 1; break; }
+                    if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
                     res = dist__fail(NULL, DIST_ERR_PEER_LOST, "init: rank %d of %d: rank %d closed its connection during the rendezvous (did it exit or crash?)",
                                      d->rank, n, j);
                 }
@@ -5730,7 +5739,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         int exists = 1;
         dist__format(why, sizeof why, "%s", strncmp(m, "init: ", 6) == 0 ? m + 6 : m);
         if (dist_store_check(d, &key, 1, &exists) == DIST_OK && !exists) dist_store_set(d, key, why, strlen(why));
-        if (d->server) dist__sleep_ms(1000);
+        dist__fatal_linger(d, deadline);
         dist__fail(NULL, res, "init: %s", why);
     }
     return res;
