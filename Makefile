@@ -102,8 +102,10 @@ deps:
 # A test that fails to build is reported by the runner as a failure (the
 # compiler's message is above), so the rest of the suite still runs.
 # RUN_SUITE: $(1) = build dir, $(2) = sanitizer flags, $(3) = runner env.
+# Programs build BUILD_JOBS at a time (unless make was given -j itself).
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 define RUN_SUITE
-@$(MAKE) --no-print-directory -k BUILD='$(1)' SANFLAGS='$(2)' build-tests \
+@$(MAKE) --no-print-directory -k $(if $(findstring j,$(filter-out --%,$(MAKEFLAGS))),,-j$(BUILD_JOBS)) BUILD='$(1)' SANFLAGS='$(2)' build-tests \
     || echo "warning: some programs in $(1) did not build; their tests fail"
 @$(3) tests/run.sh -b '$(1)' $(if $(T),'$(T)')
 endef
@@ -123,7 +125,7 @@ run-tests:
 # ThreadSanitizer's "unexpected memory mapping" on kernels with large
 # mmap randomisation.
 sanitize:
-	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=2 DIST_TEST_TRANSPORTS="auto mixed")
+	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=2 DIST_TEST_TRANSPORTS=mixed)
 
 TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=1 \
     DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")"

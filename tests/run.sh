@@ -27,7 +27,8 @@
 #   DIST_TIMEOUT_SCALE    multiplies every limit (sanitizer passes)
 #   DIST_TEST_WRAPPER     command put in front of each test (e.g. setarch)
 #   DIST_TEST_TRANSPORTS  the transports of the tests that declare them
-#                         (default: every one they declare)
+#                         (default: every one they declare; a test that
+#                         declares none of these runs on its first)
 #
 # A source with a line `// TRANSPORTS: auto tcp mixed` runs once per
 # transport, as NAME[TRANSPORT], with DIST_TRANSPORT set to it: auto (same-
@@ -106,10 +107,17 @@ for src in tests/test_*.c tests/test_*.sh; do
              if [ -z "$declared" ]; then
                  add "$name" "$src" "$build_dir/tests/$name"
              else
+                 picked=0
                  for t in $declared; do
                      case " ${DIST_TEST_TRANSPORTS:-$declared} " in *" $t "*) ;; *) continue ;; esac
                      add "$name[$t]" "$src" "env DIST_TRANSPORT=$t $build_dir/tests/$name"
+                     picked=1
                  done
+                 # none of its transports asked for: it still runs, on its first
+                 if [ $picked = 0 ]; then
+                     t=${declared%% *}
+                     add "$name[$t]" "$src" "env DIST_TRANSPORT=$t $build_dir/tests/$name"
+                 fi
              fi ;;
         *.sh) name=$(basename "$src"); add "$name" "$src" "bash $src" ;;
     esac

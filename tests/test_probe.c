@@ -139,7 +139,7 @@ static int fn_timeout(dist_t *w, void *arg) {
         if (r != DIST_ERR_TIMEOUT || el < 0.14 || el > scaled_s(0.5) || !strstr(dist_error_message(w), "0.1 s"))
             RFAIL("probe with its own 150 ms timeout: %s after %.3f s \"%s\"", dist_result_name(r), el, dist_error_message(w));
         if (dist_probe(w, 1, 3, -1, &st) != DIST_ERR_INVALID) RFAIL("a negative timeout was accepted");
-        r = dist_probe(w, 2, 3, 0, &st);                 /* rank 2 exits without a word meanwhile */
+        r = dist_probe(w, 2, 3, scaled(8000), &st);     /* rank 2 exits without a word meanwhile */
         el = (double)(now_ns() - __atomic_load_n(g_exit_ns, __ATOMIC_SEQ_CST)) / 1e9;
         if (r != DIST_ERR_PEER_LOST || !strstr(dist_error_message(w), "rank 2")) RFAIL("probe on a rank that left: %s \"%s\"", dist_result_name(r), dist_error_message(w));
         if (el > scaled_s(1)) RFAIL("probe on a rank that left returned %.2f s after it exited", el);
