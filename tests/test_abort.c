@@ -132,16 +132,6 @@ static void rec_end(call_rec *c, dist_result res) {
     __atomic_store_n(&c->done, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Waits (bounded) until *flag is non-zero; 0 when it is, else 1. */
-static int wait_flag(int *flag, int ms) {
-    int64_t t0 = now_ns();
-    while (!__atomic_load_n(flag, __ATOMIC_SEQ_CST)) {
-        if (secs_since(t0) * 1000 > ms) return 1;
-        sleep_ms(1);
-    }
-    return 0;
-}
-
 static void record_abort(dist_t *w) {
     sh->abort_ns = now_ns();
     sh->abort_res = dist_abort(w);
@@ -175,6 +165,35 @@ static void record_destroy(int rank, dist_t *d) {
     rr->destroy_res = res;
     snprintf(rr->destroy_msg, sizeof rr->destroy_msg, "%s", res == DIST_OK ? "" : dist_error_message(NULL));
     rr->destroy_done = 1;
+}
+
+/* The end of a rank's part: dist_destroy(w), recorded; the rank finished.
+   Returns 0, the rank function's result. */
+static int finish(int rank, dist_t *w) {
+    record_destroy(rank, w);
+    sh->r[rank].finished = 1;
+    return 0;
+}
+
+/* Rank 1, blocked in a dist_recv of one int32 from (group) rank 0 on c with
+   a tag rank 0 never sends, recorded as c[1][0] (ready first, for rank 0's
+   settle).  0, or FAIL when the failed receive wrote into its buffer. */
+static int recv_from_0(int rank, dist_t *c, int tag) {
+    int32_t x = -1;
+    __atomic_store_n(&sh->r[1].ready, 1, __ATOMIC_SEQ_CST);
+    rec_begin(&sh->c[1][0]);
+    rec_end(&sh->c[1][0], dist_recv(c, &x, 1, DIST_INT32, 0, tag));
+    if (x != -1) return FAIL("the failed receive wrote %d into its buffer", x);
+    return 0;
+}
+
+/* Rank 2, which never joins the call: ready, then it destroys once rank
+   1's call has returned (dist_destroy waits for every peer's goodbye:
+   before that, rank 1 and rank 2 would wait on each other). */
+static int bystander(int rank, dist_t *w) {
+    __atomic_store_n(&sh->r[2].ready, 1, __ATOMIC_SEQ_CST);
+    if (await_flag(&sh->c[1][0].done, 1, scaled(8000))) return FAIL("rank 1's call never returned");
+    return finish(rank, w);
 }
 
 /* A thread blocked in one call. */
@@ -224,7 +243,7 @@ static int start_blocked(int rank, blocked_t *b) {
 static void join_blocked(int rank, blocked_t *b, int n) {
     for (int i = 0; i < n; i++) {
         if (!b[i].started) continue;
-        if (wait_flag(&b[i].rec->done, scaled(3000))) {
+        if (await_flag(&b[i].rec->done, 1, scaled(3000))) {
             fail_at(rank, __LINE__, "a blocked call (thread %d) had not returned 3 s after the abort", i);
             fflush(NULL);
             _exit(1);
@@ -237,79 +256,61 @@ static void join_blocked(int rank, blocked_t *b, int n) {
    take part are ready, then gives them BLOCK_MS to be inside it. */
 static int settle(int rank, blocked_t *b, int n, const int *peers, int npeers) {
     for (int i = 0; i < n; i++)
-        if (wait_flag(&b[i].rec->started, scaled(5000))) return fail_at(rank, __LINE__, "thread %d never started", i);
+        if (await_flag(&b[i].rec->started, 1, scaled(5000))) return fail_at(rank, __LINE__, "thread %d never started", i);
     for (int i = 0; i < npeers; i++)
-        if (wait_flag(&sh->r[peers[i]].ready, scaled(5000))) return fail_at(rank, __LINE__, "rank %d never got ready", peers[i]);
+        if (await_flag(&sh->r[peers[i]].ready, 1, scaled(5000))) return fail_at(rank, __LINE__, "rank %d never got ready", peers[i]);
     sleep_ms(BLOCK_MS);
     return 0;
+}
+
+/* Starts the n blocked threads and settles them (settle); a rank that
+   cannot reports and ends at once. */
+static void start_and_settle(int rank, blocked_t *b, int n, const int *peers, int npeers) {
+    for (int i = 0; i < n; i++)
+        if (start_blocked(rank, &b[i])) { fflush(NULL); _exit(1); }
+    if (settle(rank, b, n, peers, npeers)) { fflush(NULL); _exit(1); }
 }
 
 /* ---- the launcher ---------------------------------------------------------- */
 
 typedef int (*rank_fn)(int rank, dist_t *w, const void *arg);
 
-static int child(int rank, int n, int port, int lfd, rank_fn fn, const void *arg) {
+typedef struct { int n; rank_fn fn; const void *arg; } job_arg;
+
+/* A rank of the job (fork_ranks): dist_init over tcp://127.0.0.1, then
+   fn. */
+static int child(int rank, int port, int lfd, void *p) {
+    const job_arg *a = (const job_arg *)p;
     char url[64];
     dist_t *w = NULL;
     dist_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    cfg.init_method = url;
-    cfg.world_size = n;
-    cfg.rank = rank;
-    cfg.timeout_ms = TMO_MS;
-    cfg.store_listen_fd = rank == 0 ? lfd + 1 : 0;
-    if (rank != 0) close(lfd);
+    tcp_config(&cfg, url, sizeof url, port, a->n, rank, TMO_MS, lfd);
     alarm((unsigned)(25 * g_scale + 0.5));
     dist_result res = dist_init(&w, &cfg);
     if (res != DIST_OK) return fail_at(rank, __LINE__, "dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
-    return fn(rank, w, arg);
+    return a->fn(rank, w, a->arg);
 }
 
 /* Runs fn on n forked ranks; problems with the processes go to case_bad.
    Returns the seconds it took. */
 static double run_job(int n, rank_fn fn, const void *arg) {
     int64_t t0 = now_ns();
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
+    job_arg a = { n, fn, arg };
     pid_t pid[MAXR];
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+    int st[MAXR], reaped[MAXR];
+    if (start_ranks(n, pid, st, reaped, 16, child, &a) != 0) {
         case_bad("cannot make a listening socket: %s", strerror(errno));
-        if (lfd >= 0) close(lfd);
         return 0;
     }
-    int port = ntohs(sa.sin_port);
-    fflush(NULL);
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) exit(child(r, n, port, lfd, fn, arg));
+    for (int r = 0; r < n; r++)
         if (pid[r] < 0) case_bad("fork failed: %s", strerror(errno));
-    }
-    close(lfd);
-    int64_t deadline = now_ns() + (int64_t)(scaled_s(40) * 1e9);
+    reap_all(n, pid, st, reaped, now_ns() + (int64_t)(scaled_s(40) * 1e9));
     for (int r = 0; r < n; r++) {
-        int st = 0;
         if (pid[r] <= 0) continue;
-        for (;;) {
-            pid_t got = waitpid(pid[r], &st, WNOHANG);
-            if (got == pid[r]) break;
-            if (got < 0 && errno != EINTR) { st = -1; break; }
-            if (now_ns() > deadline) {
-                case_bad("rank %d still running after %.0f s: killed", r, scaled_s(40));
-                kill(pid[r], SIGKILL);
-                while (waitpid(pid[r], &st, 0) < 0 && errno == EINTR) { }
-                break;
-            }
-            sleep_ms(5);
-        }
-        if (st == -1) case_bad("waitpid for rank %d failed", r);
-        else if (WIFSIGNALED(st)) case_bad("rank %d died by signal %d%s", r, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
-        else if (WEXITSTATUS(st) != 0) case_bad("rank %d exited with %d", r, WEXITSTATUS(st));
+        if (reaped[r] == 2) case_bad("rank %d still running after %.0f s: killed", r, scaled_s(40));
+        if (st[r] == -1) case_bad("waitpid for rank %d failed", r);
+        else case_bad_status(r, st[r], "");
     }
     for (int r = 0; r < n; r++)
         if (sh->r[r].fail[0]) case_bad("rank %d: %s", r, sh->r[r].fail);
@@ -319,9 +320,17 @@ static double run_job(int n, rank_fn fn, const void *arg) {
 /* ---- parent side ------------------------------------------------------------ */
 
 static void begin(const char *name) {
-    g_case = name;
-    g_cur_failed = 0;
+    case_begin(name);
     memset(sh, 0, sizeof *sh);
+}
+
+/* A call the case judges: made, returned, after the abort happened; else
+   case_bad and 0. */
+static int call_returned(const char *who, const call_rec *c) {
+    if (!c->started) { case_bad("%s: never made", who); return 0; }
+    if (!c->done) { case_bad("%s: never returned", who); return 0; }
+    if (!sh->abort_ns) { case_bad("%s returned %s, but the abort never happened (\"%s\")", who, dist_result_name((dist_result)c->res), c->msg); return 0; }
+    return 1;
 }
 
 /* A call on the aborting rank: DIST_ERR_ABORTED, within the bound after
@@ -329,9 +338,7 @@ static void begin(const char *name) {
    after the abort it returned (s), or -1. */
 static double judge_aborted(const char *who, const call_rec *c) {
     double after = (double)(c->t_ns - sh->abort_ns) / 1e9;
-    if (!c->started) { case_bad("%s: never made", who); return -1; }
-    if (!c->done) { case_bad("%s: never returned", who); return -1; }
-    if (!sh->abort_ns) { case_bad("%s returned %s, but the abort never happened (\"%s\")", who, dist_result_name((dist_result)c->res), c->msg); return -1; }
+    if (!call_returned(who, c)) return -1;
     if (after < 0) {
         case_bad("%s returned %s %.3f s BEFORE the abort (after %.3f s): \"%s\"", who, dist_result_name((dist_result)c->res), -after,
                  (double)(c->t_ns - c->t0_ns) / 1e9, c->msg);
@@ -349,9 +356,7 @@ static double judge_aborted(const char *who, const call_rec *c) {
 /* A peer's call: DIST_ERR_PEER_LOST naming rank 0, within the bound. */
 static double judge_lost(const char *who, const call_rec *c) {
     double after = (double)(c->t_ns - sh->abort_ns) / 1e9;
-    if (!c->started) { case_bad("%s: never made", who); return -1; }
-    if (!c->done) { case_bad("%s: never returned", who); return -1; }
-    if (!sh->abort_ns) { case_bad("%s returned %s, but the abort never happened (\"%s\")", who, dist_result_name((dist_result)c->res), c->msg); return -1; }
+    if (!call_returned(who, c)) return -1;
     if (after < 0) {
         case_bad("%s returned %s %.3f s BEFORE rank 0's abort: \"%s\"", who, dist_result_name((dist_result)c->res), -after, c->msg);
         return -1;
@@ -393,20 +398,24 @@ static void destroy_note(char *out, size_t cap, int n) {
                                   sh->r[r].destroy_res == DIST_OK ? "OK" : dist_result_name((dist_result)sh->r[r].destroy_res));
 }
 
+/* Each of the n ranks got through dist_destroy in time and finished; what
+   dist_destroy took on each into dn (destroy_note). */
+static void judge_ranks(int n, char *dn, size_t cap) {
+    for (int r = 0; r < n; r++) {
+        judge_destroy(r, 1);
+        if (!sh->r[r].finished && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
+    }
+    destroy_note(dn, cap, n);
+}
+
 /* ===========================================================================
    1. Four threads of rank 0 blocked in the world; rank 0 aborts it.
    =========================================================================== */
 static int fn_threads(int rank, dist_t *w, const void *arg) {
     (void)arg;
     if (rank == 1) {
-        int32_t x = -1;
-        __atomic_store_n(&sh->r[1].ready, 1, __ATOMIC_SEQ_CST);
-        rec_begin(&sh->c[1][0]);
-        rec_end(&sh->c[1][0], dist_recv(w, &x, 1, DIST_INT32, 0, 7));   /* rank 0 never sends tag 7 */
-        if (x != -1) return FAIL("the failed receive wrote %d into its buffer", x);
-        record_destroy(rank, w);
-        sh->r[rank].finished = 1;
-        return 0;
+        if (recv_from_0(rank, w, 7)) return 1;      /* rank 0 never sends tag 7 */
+        return finish(rank, w);
     }
     /* rank 0 */
     int32_t rbuf = -1, abuf = -1, one = 1, sbuf[4] = { 1, 2, 3, 4 };
@@ -419,9 +428,7 @@ static int fn_threads(int rank, dist_t *w, const void *arg) {
     b[2] = (blocked_t){ w, B_IRECV_ANY, 0, 6, &abuf, 1, DIST_INT32, &sh->c[0][2], 0, 0 };
     b[3] = (blocked_t){ w, B_BIG_SEND, 1, 9, big, BIG_BYTES, DIST_UINT8, &sh->c[0][3], 0, 0 };
     const int peers[1] = { 1 };
-    for (int i = 0; i < 4; i++)
-        if (start_blocked(rank, &b[i])) { fflush(NULL); _exit(1); }
-    if (settle(rank, b, 4, peers, 1)) { fflush(NULL); _exit(1); }
+    start_and_settle(rank, b, 4, peers, 1);
     sh->big_send_early = __atomic_load_n(&sh->c[0][3].done, __ATOMIC_SEQ_CST);
     record_abort(w);
     join_blocked(rank, b, 4);
@@ -463,9 +470,7 @@ static int fn_threads(int rank, dist_t *w, const void *arg) {
     res = dist_abort(NULL);
     if (res != DIST_ERR_INVALID) return FAIL("dist_abort(NULL) returned %s", dist_result_name(res));
     LATER(dist_send(w, &one, 1, DIST_INT32, 1, 1));              /* still aborted */
-    record_destroy(rank, w);
-    sh->r[rank].finished = 1;
-    return 0;
+    return finish(rank, w);
 }
 
 static void case_threads(void) {
@@ -487,12 +492,8 @@ static void case_threads(void) {
         worst = a;
     }
     double lost = judge_lost("rank 1's dist_recv from rank 0", &sh->c[1][0]);
-    for (int r = 0; r < 2; r++) {
-        judge_destroy(r, 1);
-        if (!sh->r[r].finished && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
-    }
     char extra[600], dn[200];
-    destroy_note(dn, sizeof dn, 2);
+    judge_ranks(2, dn, sizeof dn);
     snprintf(extra, sizeof extra, "abort took %.2f ms; slowest ABORTED %.0f ms after it; rank 1 PEER_LOST after %.0f ms; 8 MiB send %s; %s",
              (double)(sh->abort_ret_ns - sh->abort_ns) / 1e6, worst * 1e3, lost * 1e3,
              sh->big_send_early || (bs->done && bs->t_ns < sh->abort_ns) ? "completed before the abort" : "was blocked", dn);
@@ -523,15 +524,7 @@ static dist_result async_all_reduce(dist_t *w, float *buf, size_t count, int ran
 
 static int fn_coll(int rank, dist_t *w, const void *arg) {
     const coll_arg *a = (const coll_arg *)arg;
-    if (rank == 2) {                            /* never joins; destroys once rank 1 is done */
-        /* dist_destroy waits for every peer's goodbye: rank 2 may only
-           destroy once rank 1's call has returned, or they wait on each other */
-        __atomic_store_n(&sh->r[2].ready, 1, __ATOMIC_SEQ_CST);
-        if (wait_flag(&sh->c[1][0].done, scaled(8000))) return FAIL("rank 1's call never returned");
-        record_destroy(rank, w);
-        sh->r[rank].finished = 1;
-        return 0;
-    }
+    if (rank == 2) return bystander(rank, w);   /* never joins; destroys once rank 1 is done */
     float *buf = malloc(a->count * sizeof *buf);
     if (!buf) return FAIL("out of memory");
     for (size_t i = 0; i < a->count; i++) buf[i] = (float)(rank + 1);
@@ -541,9 +534,7 @@ static int fn_coll(int rank, dist_t *w, const void *arg) {
         rec_end(&sh->c[1][0], a->async ? async_all_reduce(w, buf, a->count, rank)
                                        : dist_all_reduce(w, buf, a->count, DIST_FLOAT32, DIST_SUM));
         free(buf);
-        record_destroy(rank, w);
-        sh->r[rank].finished = 1;
-        return 0;
+        return finish(rank, w);
     }
     /* rank 0 */
     const int peers[2] = { 1, 2 };
@@ -551,14 +542,13 @@ static int fn_coll(int rank, dist_t *w, const void *arg) {
         blocked_t b;
         memset(&b, 0, sizeof b);
         b = (blocked_t){ w, B_ALL_REDUCE, 0, 0, buf, a->count, DIST_FLOAT32, &sh->c[0][0], 0, 0 };
-        if (start_blocked(rank, &b)) { fflush(NULL); _exit(1); }
-        if (settle(rank, &b, 1, peers, 2)) { fflush(NULL); _exit(1); }
+        start_and_settle(rank, &b, 1, peers, 2);
         record_abort(w);
         join_blocked(rank, &b, 1);
     } else {
         pthread_t th;
         for (int i = 0; i < 2; i++)
-            if (wait_flag(&sh->r[peers[i]].ready, scaled(5000))) return FAIL("rank %d never got ready", peers[i]);
+            if (await_flag(&sh->r[peers[i]].ready, 1, scaled(5000))) return FAIL("rank %d never got ready", peers[i]);
         if (pthread_create(&th, NULL, aborter_main, w) != 0) return FAIL("pthread_create failed");
         rec_begin(&sh->c[0][0]);
         rec_end(&sh->c[0][0], async_all_reduce(w, buf, a->count, rank));
@@ -570,9 +560,7 @@ static int fn_coll(int rank, dist_t *w, const void *arg) {
     (void)rank_;
     LATER(dist_all_reduce(w, &x, 1, DIST_FLOAT32, DIST_SUM));
     LATER(dist_barrier(w));
-    record_destroy(rank, w);
-    sh->r[rank].finished = 1;
-    return 0;
+    return finish(rank, w);
 }
 
 static void case_coll(size_t count, int async) {
@@ -587,12 +575,8 @@ static void case_coll(size_t count, int async) {
     judge_abort_call();
     double ab = judge_aborted("rank 0's all_reduce", &sh->c[0][0]);
     double lost = judge_lost("rank 1's all_reduce", &sh->c[1][0]);
-    for (int r = 0; r < 3; r++) {
-        judge_destroy(r, 1);
-        if (!sh->r[r].finished && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
-    }
     char extra[400], dn[200];
-    destroy_note(dn, sizeof dn, 3);
+    judge_ranks(3, dn, sizeof dn);
     snprintf(extra, sizeof extra, "ABORTED after %.0f ms, PEER_LOST after %.0f ms; %s", ab * 1e3, lost * 1e3, dn);
     case_end(el, extra);
 }
@@ -606,29 +590,15 @@ static int fn_group(int rank, dist_t *w, const void *arg) {
     dist_t *g = NULL;
     OK(dist_new_group(w, 2, members, &g));
     if ((rank == 2) != (g == NULL)) return FAIL("dist_new_group gave rank %d %s", rank, g ? "a group" : "NULL");
-    if (rank == 2) {
-        /* dist_destroy waits for every peer's goodbye: rank 2 may only
-           destroy once rank 1's call has returned, or they wait on each other */
-        __atomic_store_n(&sh->r[2].ready, 1, __ATOMIC_SEQ_CST);
-        if (wait_flag(&sh->c[1][0].done, scaled(8000))) return FAIL("rank 1's call never returned");
-        record_destroy(rank, w);
-        sh->r[rank].finished = 1;
-        return 0;
-    }
+    if (rank == 2) return bystander(rank, w);
     if (dist_rank(g) != rank || dist_world_size(g) != 2) return FAIL("group rank %d of %d", dist_rank(g), dist_world_size(g));
     if (rank == 1) {
-        int32_t x = -1;
-        __atomic_store_n(&sh->r[1].ready, 1, __ATOMIC_SEQ_CST);
-        rec_begin(&sh->c[1][0]);
-        rec_end(&sh->c[1][0], dist_recv(g, &x, 1, DIST_INT32, 0, 4));   /* group rank 0 never sends */
-        if (x != -1) return FAIL("the failed receive wrote %d into its buffer", x);
+        if (recv_from_0(rank, g, 4)) return 1;      /* group rank 0 never sends */
         int64_t t0 = now_ns();
         dist_result res = dist_destroy(g);
         if (res != DIST_OK) return FAIL("dist_destroy(group) returned %s: %s", dist_result_name(res), dist_error_message(NULL));
         if (secs_since(t0) > scaled_s(DESTROY_WITHIN)) return FAIL("dist_destroy(group) took %.2f s", secs_since(t0));
-        record_destroy(rank, w);
-        sh->r[rank].finished = 1;
-        return 0;
+        return finish(rank, w);
     }
     /* rank 0 */
     int32_t rbuf = -1, one = 1, v[2] = { 1, 2 };
@@ -637,9 +607,7 @@ static int fn_group(int rank, dist_t *w, const void *arg) {
     b[0] = (blocked_t){ g, B_BARRIER, 0, 0, NULL, 0, DIST_INT32, &sh->c[0][0], 0, 0 };
     b[1] = (blocked_t){ g, B_RECV, 1, 3, &rbuf, 1, DIST_INT32, &sh->c[0][1], 0, 0 };
     const int peers[2] = { 1, 2 };
-    for (int i = 0; i < 2; i++)
-        if (start_blocked(rank, &b[i])) { fflush(NULL); _exit(1); }
-    if (settle(rank, b, 2, peers, 2)) { fflush(NULL); _exit(1); }
+    start_and_settle(rank, b, 2, peers, 2);
     record_abort(w);
     join_blocked(rank, b, 2);
     if (rbuf != -1) return FAIL("the failed group receive wrote %d into its buffer", rbuf);
@@ -667,9 +635,7 @@ static int fn_group(int rank, dist_t *w, const void *arg) {
     double gs = secs_since(t0);
     snprintf(sh->note, sizeof sh->note, "dist_destroy(group) %.1f ms %s", gs * 1e3, dist_result_name(res));
     if (gs > scaled_s(DESTROY_WITHIN)) return FAIL("dist_destroy(group) took %.2f s", gs);
-    record_destroy(rank, w);
-    sh->r[rank].finished = 1;
-    return 0;
+    return finish(rank, w);
 }
 
 static void case_group(void) {
@@ -680,12 +646,8 @@ static void case_group(void) {
     double a0 = judge_aborted("rank 0's dist_barrier on the group", &sh->c[0][0]);
     double a1 = judge_aborted("rank 0's dist_recv on the group", &sh->c[0][1]);
     double lost = judge_lost("rank 1's dist_recv on the group", &sh->c[1][0]);
-    for (int r = 0; r < 3; r++) {
-        judge_destroy(r, 1);
-        if (!sh->r[r].finished && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
-    }
     char extra[800], dn[200];
-    destroy_note(dn, sizeof dn, 3);
+    judge_ranks(3, dn, sizeof dn);
     snprintf(extra, sizeof extra, "ABORTED after %.0f/%.0f ms, PEER_LOST after %.0f ms; %s; %s", a0 * 1e3, a1 * 1e3, lost * 1e3, sh->note, dn);
     case_end(el, extra);
 }
@@ -708,16 +670,12 @@ static int fn_idle(int rank, dist_t *w, const void *arg) {
         if (res != DIST_OK) return FAIL("dist_abort returned %s: %s", dist_result_name(res), dist_error_message(NULL));
         if (secs_since(t0) > scaled_s(AT_ONCE)) return FAIL("dist_abort took %.3f s", secs_since(t0));
         LATER(dist_send(w, &x, 1, DIST_INT32, 1 - rank, 2));
-        record_destroy(rank, w);
-        sh->r[rank].finished = 1;
-        return 0;
+        return finish(rank, w);
     }
     /* rank 1 of the one-sided form: waits for rank 0 */
     rec_begin(&sh->c[1][0]);
     rec_end(&sh->c[1][0], dist_recv(w, &y, 1, DIST_INT32, 0, 3));
-    record_destroy(rank, w);
-    sh->r[rank].finished = 1;
-    return 0;
+    return finish(rank, w);
 }
 
 static void case_idle(int both) {
@@ -726,12 +684,8 @@ static void case_idle(int both) {
     double el = run_job(2, fn_idle, &both);
     double lost = -1;
     if (!both) lost = judge_lost("rank 1's dist_recv from rank 0", &sh->c[1][0]);
-    for (int r = 0; r < 2; r++) {
-        judge_destroy(r, 1);
-        if (!sh->r[r].finished && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
-    }
     char extra[300], dn[200];
-    destroy_note(dn, sizeof dn, 2);
+    judge_ranks(2, dn, sizeof dn);
     if (both) snprintf(extra, sizeof extra, "%s", dn);
     else snprintf(extra, sizeof extra, "rank 1 PEER_LOST after %.0f ms; %s", lost * 1e3, dn);
     case_end(el, extra);

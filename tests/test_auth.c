@@ -56,10 +56,8 @@
 #include "dist.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -447,14 +445,7 @@ static void clear_env(void) {
 }
 
 /* Writes the rank's first failure after init. */
-static void rank_bad(slot_t *sl, const char *fmt, ...) {
-    va_list ap;
-    if (sl->work_bad) return;
-    sl->work_bad = 1;
-    va_start(ap, fmt);
-    vsnprintf(sl->why, sizeof sl->why, fmt, ap);
-    va_end(ap);
-}
+#define rank_bad(sl, ...) note_first(&(sl)->work_bad, (sl)->why, sizeof (sl)->why, __VA_ARGS__)
 
 /* One float32 all_reduce of `count` (+1 for the stop flag when flag >= 0)
    elements; every element checked exactly.  Returns the summed flag, or -1
@@ -505,11 +496,7 @@ static void child_main(job_t *j, int rank) {
         while (!__atomic_load_n(&ctl->go, __ATOMIC_SEQ_CST) && now_ms() < until) sleep_ms(5);
     }
     memset(&cfg, 0, sizeof cfg);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", j->port);
-    cfg.init_method = url;
-    cfg.world_size = j->n;
-    cfg.rank = rank;
-    cfg.timeout_ms = j->timeout_ms;
+    tcp_config(&cfg, url, sizeof url, j->port, j->n, rank, j->timeout_ms, -1);
     cfg.secret = j->secret[rank];
     cfg.logger.func = log_fn;
     cfg.logger.user = sl;
@@ -773,47 +760,8 @@ static void check_jobs(void) {
 
 /* ---- strangers: sockets ------------------------------------------------------------- */
 
-static int tcp_connect(int port) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0) return -1;
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { close(s); return -1; }
-    return s;
-}
-
-static int send_all(int fd, const void *b, size_t n) {
-    const uint8_t *p = (const uint8_t *)b;
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k; n -= (size_t)k;
-    }
-    return 0;
-}
-
-enum { R_FULL = 0, R_EOF = 1, R_TIMEOUT = 2 };
-
-/* Reads n bytes before the deadline (poll, never blocking): R_FULL, R_EOF
-   (closed or reset; *got says how much came) or R_TIMEOUT. */
-static int recv_n(int fd, uint8_t *b, size_t n, long deadline, size_t *got) {
-    *got = 0;
-    while (*got < n) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        long left = deadline - now_ms();
-        ssize_t k;
-        if (left <= 0) return R_TIMEOUT;
-        if (poll(&p, 1, (int)left) <= 0) continue;
-        k = recv(fd, b + *got, n - *got, 0);
-        if (k > 0) *got += (size_t)k;
-        else if (k == 0 || (errno != EINTR && errno != EAGAIN)) return R_EOF;
-    }
-    return R_FULL;
-}
+/* tcp_connect, send_all, recv_n (R_FULL, R_EOF, R_TIMEOUT), read_refusal and
+   listening_ports are testutil.h's. */
 
 /* After the store's verdict: the connection is closed before the deadline
    (1) with nothing more sent; 0 otherwise (why in `why`). */
@@ -825,28 +773,6 @@ static int expect_close(int fd, long deadline, char *why, size_t cap) {
     if (r == R_TIMEOUT) snprintf(why, cap, "the connection stayed open after the refusal");
     else snprintf(why, cap, "%zu more bytes after the refusal", got);
     return 0;
-}
-
-/* Reads a refusal (a hello with status 1, a u32 length, the reason) before
-   the deadline.  1: refused, reason in `reason`; 0: closed without a word;
-   -1: no answer in time; -2: something else (what in `reason`). */
-static int read_refusal(int fd, long deadline, char *reason, size_t cap) {
-    uint8_t b[DIST__HELLO_SIZE + 4];
-    dist__hello h;
-    char why[200];
-    size_t got = 0, len;
-    int r = recv_n(fd, b, sizeof b, deadline, &got);
-    reason[0] = 0;
-    if (r == R_TIMEOUT) { snprintf(reason, cap, "no answer (%zu bytes) in time", got); return -1; }
-    if (r == R_EOF && got == 0) return 0;
-    if (r == R_EOF) { snprintf(reason, cap, "closed after %zu bytes of an answer", got); return -2; }
-    if (dist__hello_decode(b, &h, why, sizeof why) != 0) { snprintf(reason, cap, "an answer that is no hello: %s", why); return -2; }
-    if (h.status != 1) { snprintf(reason, cap, "a hello with status %d, not a refusal", (int)h.status); return -2; }
-    len = dist__get32(b + DIST__HELLO_SIZE);
-    if (len == 0 || len >= cap) { snprintf(reason, cap, "a refusal with a reason of %zu bytes", len); return -2; }
-    if (recv_n(fd, (uint8_t *)reason, len, deadline, &got) != R_FULL) { snprintf(reason, cap, "a refusal cut short"); return -2; }
-    reason[len] = 0;
-    return 1;
 }
 
 /* ---- 3. strangers at the store --------------------------------------------------------- */
@@ -1016,43 +942,6 @@ static void check_store_strangers(void) {
 }
 
 /* ---- 5. strangers at a rank's mesh port during dist_init -------------------------------- */
-
-/* The TCP ports `pid` listens on (from /proc): how many, up to max. -1 when
-   /proc cannot tell. */
-static int listening_ports(pid_t pid, int *ports, int max) {
-    unsigned long inodes[256];
-    int ni = 0, np = 0;
-    char path[64], line[512], link[128];
-    DIR *dir;
-    struct dirent *e;
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    if (!(dir = opendir(path))) return -1;
-    while ((e = readdir(dir)) != NULL && ni < 256) {
-        char fp[400];
-        ssize_t n;
-        unsigned long ino;
-        snprintf(fp, sizeof fp, "%s/%s", path, e->d_name);
-        if ((n = readlink(fp, link, sizeof link - 1)) <= 0) continue;
-        link[n] = 0;
-        if (sscanf(link, "socket:[%lu]", &ino) == 1) inodes[ni++] = ino;
-    }
-    closedir(dir);
-    for (int v6 = 0; v6 < 2; v6++) {
-        FILE *f;
-        snprintf(path, sizeof path, "/proc/%d/net/tcp%s", (int)pid, v6 ? "6" : "");
-        if (!(f = fopen(path, "r"))) continue;
-        while (fgets(line, sizeof line, f)) {
-            unsigned port, st;
-            unsigned long ino;
-            if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &port, &st, &ino) != 3) continue;
-            if (st != 0x0A) continue;   /* LISTEN */
-            for (int i = 0; i < ni; i++)
-                if (inodes[i] == ino && np < max) ports[np++] = (int)port;
-        }
-        fclose(f);
-    }
-    return np;
-}
 
 enum { MS_WRONG_KEY, MS_REFLECT, MS_NO_SECRET, MS_WRONG_JOB };
 

@@ -52,10 +52,7 @@
 /* ThreadSanitizer sleeps 1 s (atexit_sleep_ms) inside _exit() before the
    process really ends, which would make a rank that calls _exit(0) die a
    second after it recorded its death time. */
-#ifdef UNDER_TSAN
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
-#endif
+TSAN_NO_EXIT_SLEEP();
 
 typedef struct {
     int reported;        /* this rank got to the end of its part */
@@ -87,8 +84,7 @@ static void record(dist_t *w, int rank, dist_result res, int64_t t0) {
 
 /* ---- parent-side reporting (case_bad, case_end: testutil.h) ----------- */
 static void begin(const char *name) {
-    g_case = name;
-    g_cur_failed = 0;
+    case_begin(name);
     memset(sh, 0, sizeof *sh);
 }
 static void check_rank_failures(int n) {
@@ -273,17 +269,12 @@ static void case_timeout(void) {
       result of dist_destroy is checked; they end with exit() so that
       LeakSanitizer (make sanitize) checks that destroy reclaimed it all.
    =========================================================================== */
-static int destroy_child(int rank, int port, int lfd) {
+static int destroy_child(int rank, int port, int lfd, void *arg) {
     char url[64];
     dist_t *w = NULL;
     dist_config cfg = { 0 };
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    cfg.init_method = url;
-    cfg.world_size = 2;
-    cfg.rank = rank;
-    cfg.timeout_ms = 5000;
-    cfg.store_listen_fd = rank == 0 ? lfd + 1 : 0;
-    if (rank != 0) close(lfd);
+    (void)arg;
+    tcp_config(&cfg, url, sizeof url, port, 2, rank, 5000, lfd);
     alarm(30);
     dist_result res = dist_init(&w, &cfg);
     if (res != DIST_OK) return fail_at(rank, __LINE__, "dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
@@ -317,27 +308,14 @@ static int destroy_child(int rank, int port, int lfd) {
 static void case_destroy_pending(void) {
     begin("n=2 dist_destroy with posted irecvs (named and ANY_SOURCE) never waited on: returns DIST_OK, no crash");
     int64_t t0 = now_ns();
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+    int port = 0, lfd = listen_loopback(16, &port);
+    if (lfd < 0) {
         case_bad("cannot make a listening socket: %s", strerror(errno));
-        if (lfd >= 0) close(lfd);
         case_end(0, NULL);
         return;
     }
-    int port = ntohs(sa.sin_port);
     pid_t pid[2];
-    fflush(NULL);
-    for (int r = 0; r < 2; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) exit(destroy_child(r, port, lfd));
-    }
-    close(lfd);
+    fork_ranks(2, pid, port, lfd, destroy_child, NULL);
     for (int r = 0; r < 2; r++) {
         int st = 0;
         if (pid[r] < 0) { case_bad("fork failed"); continue; }

@@ -53,21 +53,6 @@ static void clear_env(void) {
               LAUNCHER_ENV, "DIST_SPIN_US");
 }
 
-/* A listening socket on 127.0.0.1 (inheritable); its port in *port. */
-static int listening_socket(int *port) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0) return -1;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 64) != 0 ||
-        getsockname(s, (struct sockaddr *)&a, &len) != 0) { close(s); return -1; }
-    *port = ntohs(a.sin_port);
-    return s;
-}
-
 static int have_ipv6_loopback(void) {
     int s = socket(AF_INET6, SOCK_STREAM, 0), r;
     struct sockaddr_in6 a;
@@ -483,7 +468,7 @@ static void test_env(void) {
 static void test_env_listen_fd(void) {
     scen_t s = scen("env:// 4 ranks, store socket passed to rank 0 as DIST_STORE_LISTEN_FD", 4);
     s.setup = setup_env_fd;
-    s.listen_fd = listening_socket(&s.port);
+    s.listen_fd = listen_loopback(64, &s.port);
     if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
     /* Rank 0 keeps the inherited socket open, so it could not bind
        MASTER_PORT itself: success means the library used the socket. */
@@ -491,7 +476,7 @@ static void test_env_listen_fd(void) {
 
     s = scen("tcp:// 3 ranks, store socket passed as cfg.store_listen_fd (fd + 1)", 3);
     s.setup = setup_cfg_fd;
-    s.listen_fd = listening_socket(&s.port);
+    s.listen_fd = listen_loopback(64, &s.port);
     if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     check_job(&s, NULL, 3);
@@ -618,7 +603,7 @@ static void setup_file_alone(const scen_t *s, int idx, dist_config *cfg) {
 static void test_file_more(void) {
     scen_t s = scen("file:// 3 ranks, store socket (bound to 127.0.0.1) passed to rank 0 as cfg.store_listen_fd", 3);
     s.setup = setup_file_fd;
-    s.listen_fd = listening_socket(&s.port);
+    s.listen_fd = listen_loopback(64, &s.port);
     if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
     snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_fd_%d", (int)getpid());
     unlink(s.path);

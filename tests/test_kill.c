@@ -122,10 +122,7 @@
 #include "testutil.h"
 
 /* ThreadSanitizer sleeps 1 s in exit() by default: one second per rank. */
-#ifdef UNDER_TSAN
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
-#endif
+TSAN_NO_EXIT_SLEEP();
 
 #define MAXW 5
 #define MAXJOBS 3
@@ -264,7 +261,8 @@ static size_t cnt(const kcase *k) { return k->count >= MiB(4) ? k->count / BIG_D
 static int is_p2p(int op) { return op >= OP_RECV && op <= OP_RECV_LATE; }
 static int is_coll(int op) { return op >= OP_BCAST; }
 static int is_store(int op) { return op >= OP_STORE_WAIT && op <= OP_NEW_GROUP; }
-static int heavy(const kcase *k) { return cnt(k) >= MiB(4); }
+/* Case i has large buffers (at most one such job runs at a time). */
+static int heavy(int i) { return cnt(&cases[i]) >= MiB(4); }
 
 /* The group rank of world rank r (-1: not a member), and the member count. */
 static int grank(const kcase *k, int r) {
@@ -299,7 +297,8 @@ static int may_complete(const kcase *k, int r) {
     }
 }
 
-static void case_name(const kcase *k, int idx, char *out, size_t cap) {
+static void case_name(int idx, char *out, size_t cap) {
+    const kcase *k = &cases[idx];
     char size[32] = "", extra[96] = "", role[40];
     const char *when;
     size_t bytes = cnt(k) * 4;
@@ -571,13 +570,7 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
     bufs_t bf;
     static int kill_ms;
     memset(&cfg, 0, sizeof cfg);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    cfg.init_method = url;
-    cfg.world_size = n;
-    cfg.rank = rank;
-    cfg.timeout_ms = TMO_MS;
-    cfg.store_listen_fd = rank == 0 ? lfd + 1 : 0;
-    if (rank != 0) close(lfd);
+    tcp_config(&cfg, url, sizeof url, port, n, rank, TMO_MS, lfd);
     if (k->algo) setenv("DIST_ALGO", k->algo, 1);
     alarm((unsigned)(scaled_s(18) + 0.5));
     if (k->op == OP_INIT) return init_point(k, rank, &cfg);
@@ -667,7 +660,7 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
 /* ---- parent side ------------------------------------------------------------ */
 
 typedef struct {
-    int idx, active, n;
+    int idx, n;
     const kcase *k;
     jshared *sh;
     pid_t pid[MAXW];
@@ -676,24 +669,19 @@ typedef struct {
     int hung;
 } job_t;
 
+static job_t g_jobs[MAXJOBS];             /* the pool's slots */
 static int g_points, g_passed, g_errors, g_named;
 
-static int names_rank(const char *msg, int r) {
-    char pat[16];
-    const char *p = msg;
-    size_t l = (size_t)snprintf(pat, sizeof pat, "rank %d", r);
-    while ((p = strstr(p, pat)) != NULL) {
-        if (p[l] < '0' || p[l] > '9') return 1;
-        p += l;
-    }
-    return 0;
+/* A rank of a job (fork_ranks). */
+static int rank_entry(int rank, int port, int lfd, void *arg) {
+    job_t *j = (job_t *)arg;
+    g_sh = j->sh;
+    return rank_main(j->k, rank, port, lfd);
 }
 
-static int start_job(job_t *j, int idx) {
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
+static int start_job(int slot, int idx) {
+    job_t *j = &g_jobs[slot];
     const kcase *k = &cases[idx];
-    int lfd;
     memset(j, 0, sizeof *j);
     j->idx = idx;
     j->k = k;
@@ -701,50 +689,23 @@ static int start_job(job_t *j, int idx) {
     j->sh = mmap(NULL, sizeof *j->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (j->sh == MAP_FAILED) { perror("mmap"); return -1; }
     memset(j->sh, 0, sizeof *j->sh);
-    lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 64) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+    j->t0 = now_ns();
+    j->deadline = j->t0 + (int64_t)(scaled_s(24) * 1e9);
+    /* the parent closes the store's socket before the next job forks: its
+       ranks must not hold it */
+    if (start_ranks(k->world, j->pid, j->st, j->reaped, 64, rank_entry, j) != 0) {
         perror("listening socket");
-        if (lfd >= 0) close(lfd);
         munmap(j->sh, sizeof *j->sh);
         return -1;
     }
-    fflush(NULL);
-    j->t0 = now_ns();
-    j->deadline = j->t0 + (int64_t)(scaled_s(24) * 1e9);
-    for (int r = 0; r < k->world; r++) {
-        j->pid[r] = fork();
-        if (j->pid[r] == 0) {
-            g_sh = j->sh;
-            exit(rank_main(k, r, ntohs(sa.sin_port), lfd));
-        }
-        if (j->pid[r] < 0) { j->reaped[r] = 1; j->st[r] = -1; }
-    }
-    close(lfd);                  /* before the next job forks: its ranks must not hold it */
-    j->active = 1;
     return 0;
 }
 
 /* Reaps what ended; 1 when the whole job has. */
-static int poll_job(job_t *j) {
-    int left = 0;
-    for (int r = 0; r < j->n; r++) {
-        if (j->reaped[r]) continue;
-        pid_t got = waitpid(j->pid[r], &j->st[r], WNOHANG);
-        if (got == j->pid[r]) j->reaped[r] = 1;
-        else if (got < 0 && errno != EINTR) { j->reaped[r] = 1; j->st[r] = -1; }
-        else left++;
-    }
-    if (left && now_ns() > j->deadline) {
-        j->hung = 1;
-        for (int r = 0; r < j->n; r++) if (!j->reaped[r]) kill(j->pid[r], SIGKILL);
-        for (int r = 0; r < j->n; r++)
-            if (!j->reaped[r]) { while (waitpid(j->pid[r], &j->st[r], 0) < 0 && errno == EINTR) { } j->reaped[r] = 1; }
-        left = 0;
-    }
+static int poll_job(int slot) {
+    job_t *j = &g_jobs[slot];
+    int left = reap_poll(j->n, j->pid, j->st, j->reaped, j->deadline);
+    for (int r = 0; r < j->n; r++) if (j->reaped[r] == 2) j->hung = 1;
     return left == 0;
 }
 
@@ -791,16 +752,16 @@ static void judge_error(const kcase *k, int r, const char *what, int res, const 
                  TMO_MS / 1000.0, g_scale > 1 ? ", scaled" : "");
 }
 
-static void judge_job(job_t *j) {
+static void judge_job(int slot) {
+    job_t *j = &g_jobs[slot];
     const kcase *k = j->k;
     jshared *sh = j->sh;
     int v = k->victim;
     char name[200], extra[700], sample[MSGLEN] = "";
     double worst = -1, wmin = 2, wmax = -1;
     int nerr = 0;
-    case_name(k, j->idx, name, sizeof name);
-    g_case = name;
-    g_cur_failed = 0;
+    case_name(j->idx, name, sizeof name);
+    case_begin(name);
     g_points++;
     if (j->hung) case_bad("still running after %.0f s: killed", scaled_s(24));
     for (int r = 0; r < j->n; r++) {
@@ -810,10 +771,8 @@ static void judge_job(job_t *j) {
             if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
                 case_bad("the victim, rank %d, %s %d instead of dying by SIGKILL", r, WIFSIGNALED(st) ? "died by signal" : "exited with",
                          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-        } else if (WIFSIGNALED(st)) {
-            case_bad("rank %d died by signal %d%s", r, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
-        } else if (WEXITSTATUS(st) != 0) {
-            case_bad("rank %d exited with %d%s", r, WEXITSTATUS(st), sh->r[r].fail[0] ? "" : " (a sanitizer's report?)");
+        } else {
+            case_bad_status(r, st, sh->r[r].fail[0] ? "" : " (a sanitizer's report?)");
         }
         if (sh->r[r].fail[0]) case_bad("rank %d: %s", r, sh->r[r].fail);
     }
@@ -870,24 +829,12 @@ static void judge_job(job_t *j) {
     if (!g_cur_failed) g_passed++;
     case_end(secs_since(j->t0), extra);
     munmap(sh, sizeof *sh);
-    j->active = 0;
-}
-
-static int wanted(int i, const char *filter) {
-    char name[200];
-    if (!filter) return 1;
-    case_name(&cases[i], i, name, sizeof name);
-    return strstr(name, filter) != NULL;
 }
 
 int main(int argc, char **argv) {
-    static unsigned char started[NCASES];
-    const char *filter = argc > 1 ? argv[1] : NULL;
-    const char *jobs_env = getenv("KILL_JOBS");
-    int maxjobs = jobs_env && atoi(jobs_env) >= 1 && atoi(jobs_env) <= MAXJOBS ? atoi(jobs_env) : MAXJOBS;
-    job_t jobs[MAXJOBS];
-    int next = 0, running = 0;
-    while (next < NCASES && !wanted(next, filter)) next++;
+    job_pool pool = { .ncases = NCASES, .maxjobs = env_int("KILL_JOBS", 1, MAXJOBS, MAXJOBS), .tick_ms = 5,
+                      .filter = argc > 1 ? argv[1] : NULL, .name = case_name, .heavy = heavy,
+                      .start = start_job, .poll = poll_job, .finish = judge_job };
     int64_t t0 = now_ns();
     test_start();
     UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
@@ -895,29 +842,11 @@ int main(int argc, char **argv) {
     TMO_MS = scaled(3000);
     BOUND_S = TMO_MS / 1000.0 + scaled_s(2);
     DESTROY_S = scaled_s(2);
-    memset(jobs, 0, sizeof jobs);
     printf("# %d points, transport %s, cfg.timeout_ms %d, bound %.1f s\n", NCASES,
            getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto", TMO_MS, BOUND_S);
-    for (;;) {
-        /* start what fits, in order: up to maxjobs at once, one of them
-           with large buffers (a large point waits for the slot) */
-        while (running < maxjobs) {
-            int heavy_running = 0, pick = -1, slot = 0;
-            for (int s = 0; s < maxjobs; s++) if (jobs[s].active && heavy(jobs[s].k)) heavy_running = 1;
-            for (int i = next; i < NCASES && pick < 0; i++)
-                if (!started[i] && wanted(i, filter) && !(heavy(&cases[i]) && heavy_running)) pick = i;
-            if (pick < 0) break;
-            while (jobs[slot].active) slot++;
-            if (start_job(&jobs[slot], pick) != 0) return 1;
-            started[pick] = 1;
-            running++;
-            while (next < NCASES && (started[next] || !wanted(next, filter))) next++;
-        }
-        if (!running && next >= NCASES) break;
-        for (int s = 0; s < maxjobs; s++)
-            if (jobs[s].active && poll_job(&jobs[s])) { judge_job(&jobs[s]); running--; }
-        sleep_ms(5);
-    }
+    /* in order: up to KILL_JOBS (3) at once, one of them with large
+       buffers (a large point waits for the slot) */
+    if (run_pool(&pool) != 0) return 1;
     printf("kill matrix: %d points, %d passed, survivors' errors named the dead rank in %d/%d (%.1f s)\n", g_points, g_passed,
            g_named, g_errors, secs_since(t0));
     return g_points && g_passed == g_points ? 0 : 1;

@@ -1,5 +1,5 @@
 // TIMEOUT: 120
-// TRANSPORTS: auto tcp
+// TRANSPORTS: auto tcp mixed
 /* test_rpc.c - dist_rpc.h's calls, futures and shutdown between forked
    workers (tcp://127.0.0.1, rank 0's listening socket made before the
    fork).  A worker that sees a problem writes it to a MAP_SHARED table; the
@@ -158,67 +158,56 @@ static int worker_init(int rank, int n, int port, int lfd, int threads, const ch
     dist_rpc_config cfg;
     char url[64], nm[32];
     memset(&cfg, 0, sizeof cfg);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    cfg.dist.init_method = url;
-    cfg.dist.world_size = n;
-    cfg.dist.rank = rank;
-    cfg.dist.timeout_ms = scaled(10000);
-    cfg.dist.store_listen_fd = rank == 0 ? lfd + 1 : 0;
+    tcp_config(&cfg.dist, url, sizeof url, port, n, rank, scaled(10000), lfd);
     snprintf(nm, sizeof nm, "w%d", rank);
     cfg.name = name ? name : nm;
     cfg.num_threads = threads;
     return dist_rpc_init(&cfg);
 }
 
+typedef struct { int n, threads; worker_fn fn; const char *const *names; } job_arg;
+
+/* A worker of the job (fork_ranks): dist_rpc_init, then fn; with names,
+   only what dist_rpc_init said, into note[r]. */
+static int worker_main(int r, int port, int lfd, void *p) {
+    const job_arg *a = (const job_arg *)p;
+    g_rank = r;
+    alarm((unsigned)(40 * g_scale));
+    register_all();
+    dist_result res = (dist_result)worker_init(r, a->n, port, lfd, a->threads, a->names ? a->names[r] : NULL);
+    if (res != DIST_OK && !a->names) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), dist_rpc_error_message()); return 1; }
+    if (a->names) {
+        snprintf(sh->note[r], sizeof sh->note[r], "%s|%s", dist_result_name(res), dist_rpc_error_message());
+        if (res == DIST_OK) dist_rpc_shutdown(0);
+        return 0;
+    }
+    return a->fn(r, a->n);
+}
+
 static double run_job(int n, int threads, worker_fn fn, const char *const *names) {
     int64_t t0 = now_ns();
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
+    job_arg a = { n, threads, fn, names };
     pid_t pid[MAXW];
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 || getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+    int st[MAXW], reaped[MAXW];
+    if (start_ranks(n, pid, st, reaped, 16, worker_main, &a) != 0) {
         case_bad("listening socket: %s", strerror(errno));
         return 0;
     }
-    fflush(NULL);
+    for (int r = 0; r < n; r++)
+        if (pid[r] < 0) case_bad("worker %d: fork failed: %s", r, strerror(errno));
+    reap_all(n, pid, st, reaped, now_ns() + (int64_t)(scaled_s(60) * 1e9));
     for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) {
-            g_rank = r;
-            alarm((unsigned)(40 * g_scale));
-            if (r != 0) close(lfd);
-            register_all();
-            dist_result res = (dist_result)worker_init(r, n, ntohs(sa.sin_port), lfd, threads, names ? names[r] : NULL);
-            if (res != DIST_OK && !names) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), dist_rpc_error_message()); exit(1); }
-            if (names) {
-                snprintf(sh->note[r], sizeof sh->note[r], "%s|%s", dist_result_name(res), dist_rpc_error_message());
-                if (res == DIST_OK) dist_rpc_shutdown(0);
-                exit(0);
-            }
-            exit(fn(r, n));
-        }
-    }
-    close(lfd);
-    int64_t deadline = now_ns() + (int64_t)(scaled_s(60) * 1e9);
-    for (int r = 0; r < n; r++) {
-        int st = 0;
-        for (;;) {
-            pid_t got = waitpid(pid[r], &st, WNOHANG);
-            if (got == pid[r]) break;
-            if (now_ns() > deadline) { case_bad("worker %d hung: killed", r); kill(pid[r], SIGKILL); waitpid(pid[r], &st, 0); break; }
-            sleep_ms(5);
-        }
-        if (WIFSIGNALED(st) && !(WTERMSIG(st) == SIGKILL && sh->death_ns)) case_bad("worker %d died by signal %d", r, WTERMSIG(st));
-        else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) case_bad("worker %d exited with %d", r, WEXITSTATUS(st));
+        if (pid[r] < 0) continue;
+        if (reaped[r] == 2) case_bad("worker %d hung: killed", r);
+        if (st[r] == -1) case_bad("waitpid for worker %d failed", r);
+        else if (WIFSIGNALED(st[r]) && !(WTERMSIG(st[r]) == SIGKILL && sh->death_ns)) case_bad("worker %d died by signal %d", r, WTERMSIG(st[r]));
+        else if (WIFEXITED(st[r]) && WEXITSTATUS(st[r]) != 0) case_bad("worker %d exited with %d", r, WEXITSTATUS(st[r]));
     }
     for (int r = 0; r < n; r++) if (sh->fail[r][0]) case_bad("worker %d: %s", r, sh->fail[r]);
     return secs_since(t0);
 }
 
-static void begin(const char *name) { g_case = name; g_cur_failed = 0; memset(sh, 0, sizeof *sh); }
+static void begin(const char *name) { case_begin(name); memset(sh, 0, sizeof *sh); }
 
 /* ---- 1 ---- */
 static void then_cb(dist_future_t *f, void *user) {

@@ -79,10 +79,7 @@
 
 /* ThreadSanitizer sleeps 1 s (atexit_sleep_ms) inside _exit() before the
    process really ends: every spawned rank would take a second to die. */
-#ifdef UNDER_TSAN
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
-#endif
+TSAN_NO_EXIT_SLEEP();
 
 typedef struct {
     atomic_int claimed;  /* fail[] is written once */
@@ -231,8 +228,7 @@ static void begin(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(g_case_buf, sizeof g_case_buf, fmt, ap);
     va_end(ap);
-    g_case = g_case_buf;
-    g_cur_failed = 0;
+    case_begin(g_case_buf);
     memset(sh, 0, sizeof *sh);
 }
 static void check_rank_failures(int n) {
@@ -638,17 +634,13 @@ static void list_shm(name_set *s) {
 /* A rank started with fork + dist_init, so that it sees its own fds and
    mappings before and after dist_destroy.  Ends with exit() so that
    LeakSanitizer (make sanitize) checks that dist_destroy freed it all. */
-static int leftover_child(int rank, int port, int lfd) {
+static int leftover_child(int rank, int port, int lfd, void *arg) {
     char url[64], link[512];
     int before[256], nbefore = 0, after[256], nafter = 0;
     dist_t *w = NULL;
     dist_config cfg = base_cfg("auto", (int)scaled_s(30000));
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    cfg.init_method = url;
-    cfg.world_size = 4;
-    cfg.rank = rank;
-    cfg.store_listen_fd = rank == 0 ? lfd + 1 : 0;
-    if (rank != 0) close(lfd);
+    (void)arg;
+    tcp_config(&cfg, url, sizeof url, port, 4, rank, cfg.timeout_ms, lfd);
     alarm(alarm_s(60));
     fd_scan(before, 256, &nbefore, NULL, NULL, 0);
     dist_result res = dist_init(&w, &cfg);
@@ -692,26 +684,13 @@ static int leftover_child(int rank, int port, int lfd) {
 
 static int run_forked_job(int n, double *secs) {
     int64_t t0 = now_ns();
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), errors = 0;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 64) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+    int port = 0, errors = 0, lfd = listen_loopback(64, &port);
+    if (lfd < 0) {
         case_bad("cannot make a listening socket: %s", strerror(errno));
-        if (lfd >= 0) close(lfd);
         return 1;
     }
-    int port = ntohs(sa.sin_port);
     pid_t pid[MAXR];
-    fflush(NULL);
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) exit(leftover_child(r, port, lfd));
-    }
-    close(lfd);
+    fork_ranks(n, pid, port, lfd, leftover_child, NULL);
     for (int r = 0; r < n; r++) {
         int st = 0;
         if (pid[r] < 0) { case_bad("fork failed"); errors++; continue; }

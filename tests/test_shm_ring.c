@@ -47,10 +47,7 @@
 
 #define MAXR 4
 
-#ifdef UNDER_TSAN
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
-#endif
+TSAN_NO_EXIT_SLEEP();
 
 typedef struct {
     atomic_int claimed;

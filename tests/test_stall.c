@@ -64,10 +64,7 @@
 
 #include "testutil.h"
 
-#ifdef UNDER_TSAN
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
-#endif
+TSAN_NO_EXIT_SLEEP();
 
 #define MAXW 4
 #define MAXJOBS 3
@@ -106,7 +103,8 @@ static const scase cases[] = {
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int heavy(const scase *k) { return k->count >= MiB(4); }
+/* Case i has large buffers (at most one such job runs at a time). */
+static int heavy(int i) { return cases[i].count >= MiB(4); }
 
 typedef struct {
     int ready, entering, returned, res, destroyed, destroy_res;
@@ -128,7 +126,8 @@ typedef struct {
 static jshared *g_sh;
 DEFINE_FAIL_AT(MAXW, &g_sh->r[rank].claimed, g_sh->r[rank].fail)
 
-static void case_name(const scase *k, int idx, char *out, size_t cap) {
+static void case_name(int idx, char *out, size_t cap) {
+    const scase *k = &cases[idx];
     char size[32] = "";
     if (k->op != OP_BARRIER) {
         size_t b = k->count * 4;
@@ -152,15 +151,6 @@ static int expected_seq(const scase *k) {
 }
 
 /* ---- rank side ------------------------------------------------------------ */
-
-static int wait_flag(int *flag, int ms) {
-    int64_t t0 = now_ns();
-    while (!__atomic_load_n(flag, __ATOMIC_SEQ_CST)) {
-        if (secs_since(t0) * 1000 > ms) return 1;
-        sleep_ms(1);
-    }
-    return 0;
-}
 
 /* The stalled call (or, for S, its side of it). */
 static dist_result run_op(const scase *k, dist_t *w, int rank, void *buf) {
@@ -234,13 +224,7 @@ static int rank_main(const scase *k, int rank, int port, int lfd) {
     size_t elems = k->count ? k->count : 1;
     float *buf;
     memset(&cfg, 0, sizeof cfg);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    cfg.init_method = url;
-    cfg.world_size = n;
-    cfg.rank = rank;
-    cfg.timeout_ms = TMO_MS;
-    cfg.store_listen_fd = rank == 0 ? lfd + 1 : 0;
-    if (rank != 0) close(lfd);
+    tcp_config(&cfg, url, sizeof url, port, n, rank, TMO_MS, lfd);
     if (k->algo) setenv("DIST_ALGO", k->algo, 1);
     alarm((unsigned)(scaled_s(25) + 0.5));
     if ((res = dist_init(&w, &cfg)) != DIST_OK) return FAIL("dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
@@ -249,17 +233,17 @@ static int rank_main(const scase *k, int rank, int port, int lfd) {
     for (size_t i = 0; i < elems; i++) buf[i] = (float)(rank + 1);
     __atomic_store_n(&me->ready, 1, __ATOMIC_SEQ_CST);
     for (int r = 0; r < n; r++)
-        if (wait_flag(&g_sh->r[r].ready, scaled(10000))) return FAIL("rank %d never got ready", r);
+        if (await_flag(&g_sh->r[r].ready, 1, scaled(10000))) return FAIL("rank %d never got ready", r);
     if (rank == s) {
         if (k->when == MID)
             for (int r = 0; r < n; r++)
-                if (r != s && wait_flag(&g_sh->r[r].entering, scaled(10000))) return FAIL("rank %d never entered", r);
+                if (r != s && await_flag(&g_sh->r[r].entering, 1, scaled(10000))) return FAIL("rank %d never entered", r);
         __atomic_store_n(&me->entering, 1, __ATOMIC_SEQ_CST);
-        if (k->when == AT_CALL && wait_flag(&g_sh->go, scaled(30000))) return FAIL("the parent never let this rank go");
+        if (k->when == AT_CALL && await_flag(&g_sh->go, 1, scaled(30000))) return FAIL("the parent never let this rank go");
     } else {
         /* a send to S begins once S is stopped: a live S would take the
            data at once (its progress thread buffers it) */
-        if (k->op == OP_SEND && wait_flag(&g_sh->stopped, scaled(10000))) return FAIL("rank %d was never stopped", s);
+        if (k->op == OP_SEND && await_flag(&g_sh->stopped, 1, scaled(10000))) return FAIL("rank %d was never stopped", s);
         __atomic_store_n(&me->entering, 1, __ATOMIC_SEQ_CST);
     }
     me->t_enter = now_ns();
@@ -270,7 +254,7 @@ static int rank_main(const scase *k, int rank, int port, int lfd) {
     __atomic_store_n(&me->returned, 1, __ATOMIC_SEQ_CST);
     free(buf);
     /* the others wait until the parent has resumed or killed S */
-    if (rank != s && wait_flag(&g_sh->resumed, (int)(BOUND_S * 3000))) FAIL("the parent never resumed rank %d", s);
+    if (rank != s && await_flag(&g_sh->resumed, 1, (int)(BOUND_S * 3000))) FAIL("the parent never resumed rank %d", s);
     {
         int64_t t0 = now_ns();
         me->destroy_res = dist_destroy(w);
@@ -283,7 +267,7 @@ static int rank_main(const scase *k, int rank, int port, int lfd) {
 /* ---- parent side ------------------------------------------------------------ */
 
 typedef struct {
-    int idx, active, n, phase;      /* phase 0: waiting to stop S, 1: stopped, 2: resumed */
+    int idx, n, phase;      /* phase 0: waiting to stop S, 1: stopped, 2: resumed */
     const scase *k;
     jshared *sh;
     pid_t pid[MAXW];
@@ -292,13 +276,19 @@ typedef struct {
     int hung;
 } job_t;
 
+static job_t g_jobs[MAXJOBS];             /* the pool's slots */
 static int g_cases, g_passed;
 
-static int start_job(job_t *j, int idx) {
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
+/* A rank of a job (fork_ranks). */
+static int rank_entry(int rank, int port, int lfd, void *arg) {
+    job_t *j = (job_t *)arg;
+    g_sh = j->sh;
+    return rank_main(j->k, rank, port, lfd);
+}
+
+static int start_job(int slot, int idx) {
+    job_t *j = &g_jobs[slot];
     const scase *k = &cases[idx];
-    int lfd;
     memset(j, 0, sizeof *j);
     j->idx = idx;
     j->k = k;
@@ -306,30 +296,15 @@ static int start_job(job_t *j, int idx) {
     j->sh = mmap(NULL, sizeof *j->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (j->sh == MAP_FAILED) { perror("mmap"); return -1; }
     memset(j->sh, 0, sizeof *j->sh);
-    lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 64) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+    j->t0 = now_ns();
+    j->deadline = j->t0 + (int64_t)(scaled_s(30) * 1e9);
+    /* the parent closes the store's socket before the next job forks: its
+       ranks must not hold it */
+    if (start_ranks(k->world, j->pid, j->st, j->reaped, 64, rank_entry, j) != 0) {
         perror("listening socket");
-        if (lfd >= 0) close(lfd);
         munmap(j->sh, sizeof *j->sh);
         return -1;
     }
-    fflush(NULL);
-    j->t0 = now_ns();
-    j->deadline = j->t0 + (int64_t)(scaled_s(30) * 1e9);
-    for (int r = 0; r < k->world; r++) {
-        j->pid[r] = fork();
-        if (j->pid[r] == 0) {
-            g_sh = j->sh;
-            exit(rank_main(k, r, ntohs(sa.sin_port), lfd));
-        }
-        if (j->pid[r] < 0) { j->reaped[r] = 1; j->st[r] = -1; }
-    }
-    close(lfd);
-    j->active = 1;
     return 0;
 }
 
@@ -340,10 +315,11 @@ static int all_set(job_t *j, size_t field, int except) {
 }
 
 /* Moves the case on: stops S, resumes or kills it; reaps.  1 when done. */
-static int poll_job(job_t *j) {
+static int poll_job(int slot) {
+    job_t *j = &g_jobs[slot];
     const scase *k = j->k;
     jshared *sh = j->sh;
-    int s = k->stopped, left = 0;
+    int s = k->stopped, left;
     int64_t now = now_ns();
     if (j->phase == 0 && !j->reaped[s] &&
         (k->op == OP_SEND ? __atomic_load_n(&sh->r[s].entering, __ATOMIC_SEQ_CST) : all_set(j, offsetof(rrec, entering), -1))) {
@@ -368,55 +344,27 @@ static int poll_job(job_t *j) {
             j->phase = 2;
         }
     }
-    for (int r = 0; r < j->n; r++) {
-        if (j->reaped[r]) continue;
-        pid_t got = waitpid(j->pid[r], &j->st[r], WNOHANG);
-        if (got == j->pid[r]) j->reaped[r] = 1;
-        else if (got < 0 && errno != EINTR) { j->reaped[r] = 1; j->st[r] = -1; }
-        else left++;
-    }
-    if (left && now > j->deadline) {
-        j->hung = 1;
-        for (int r = 0; r < j->n; r++) if (!j->reaped[r]) { kill(j->pid[r], SIGKILL); kill(j->pid[r], SIGCONT); }
-        for (int r = 0; r < j->n; r++)
-            if (!j->reaped[r]) { while (waitpid(j->pid[r], &j->st[r], 0) < 0 && errno == EINTR) { } j->reaped[r] = 1; }
-        left = 0;
-    }
+    left = reap_poll(j->n, j->pid, j->st, j->reaped, j->deadline);
+    for (int r = 0; r < j->n; r++) if (j->reaped[r] == 2) j->hung = 1;
     return left == 0;
 }
 
 /* "op #N" in msg, N not followed by another digit. */
 static int names_seq(const char *msg, const char *op, int seq) {
-    char pat[48];
-    const char *p = msg;
-    size_t l = (size_t)snprintf(pat, sizeof pat, "%s #%d", op, seq);
-    while ((p = strstr(p, pat)) != NULL) {
-        if (p[l] < '0' || p[l] > '9') return 1;
-        p += l;
-    }
-    return 0;
+    char prefix[40];
+    snprintf(prefix, sizeof prefix, "%s #", op);
+    return names_num(msg, prefix, seq);
 }
 
-static int names_rank(const char *msg, int r) {
-    char pat[16];
-    const char *p = msg;
-    size_t l = (size_t)snprintf(pat, sizeof pat, "rank %d", r);
-    while ((p = strstr(p, pat)) != NULL) {
-        if (p[l] < '0' || p[l] > '9') return 1;
-        p += l;
-    }
-    return 0;
-}
-
-static void judge_job(job_t *j) {
+static void judge_job(int slot) {
+    job_t *j = &g_jobs[slot];
     const scase *k = j->k;
     jshared *sh = j->sh;
     int s = k->stopped, seq = expected_seq(k);
     char name[200], extra[1500];
     size_t o = 0;
-    case_name(k, j->idx, name, sizeof name);
-    g_case = name;
-    g_cur_failed = 0;
+    case_name(j->idx, name, sizeof name);
+    case_begin(name);
     g_cases++;
     extra[0] = 0;
     if (j->hung) case_bad("still running after %.0f s: killed", scaled_s(30));
@@ -426,10 +374,8 @@ static void judge_job(job_t *j) {
         if (st == -1) { case_bad("rank %d: fork or waitpid failed", r); continue; }
         if (r == s && k->after == KILL && sh->resume_ns) {
             if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)) case_bad("rank %d (stopped, then killed) ended with status %d", r, st);
-        } else if (WIFSIGNALED(st)) {
-            case_bad("rank %d died by signal %d%s", r, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
-        } else if (WEXITSTATUS(st) != 0) {
-            case_bad("rank %d exited with %d%s", r, WEXITSTATUS(st), sh->r[r].fail[0] ? "" : " (a sanitizer's report?)");
+        } else {
+            case_bad_status(r, st, sh->r[r].fail[0] ? "" : " (a sanitizer's report?)");
         }
         if (sh->r[r].fail[0]) case_bad("rank %d: %s", r, sh->r[r].fail);
     }
@@ -480,51 +426,21 @@ static void judge_job(job_t *j) {
     if (!g_cur_failed) g_passed++;
     case_end(secs_since(j->t0), extra);
     munmap(sh, sizeof *sh);
-    j->active = 0;
-}
-
-static int wanted(int i, const char *filter) {
-    char name[200];
-    if (!filter) return 1;
-    case_name(&cases[i], i, name, sizeof name);
-    return strstr(name, filter) != NULL;
 }
 
 int main(int argc, char **argv) {
-    static unsigned char started[NCASES];
-    const char *filter = argc > 1 ? argv[1] : NULL;
-    const char *jobs_env = getenv("STALL_JOBS");
-    int maxjobs = jobs_env && atoi(jobs_env) >= 1 && atoi(jobs_env) <= MAXJOBS ? atoi(jobs_env) : MAXJOBS;
-    job_t jobs[MAXJOBS];
-    int next = 0, running = 0;
+    job_pool pool = { .ncases = NCASES, .maxjobs = env_int("STALL_JOBS", 1, MAXJOBS, MAXJOBS), .tick_ms = 1,
+                      .filter = argc > 1 ? argv[1] : NULL, .name = case_name, .heavy = heavy,
+                      .start = start_job, .poll = poll_job, .finish = judge_job };
     int64_t t0 = now_ns();
     test_start();
     UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
     signal(SIGPIPE, SIG_IGN);
     TMO_MS = scaled(2000);
     BOUND_S = TMO_MS / 1000.0 + scaled_s(2);
-    memset(jobs, 0, sizeof jobs);
-    while (next < NCASES && !wanted(next, filter)) next++;
     printf("# %d cases, transport %s, cfg.timeout_ms %d, bound %.1f s\n", NCASES,
            getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto", TMO_MS, BOUND_S);
-    for (;;) {
-        while (running < maxjobs) {
-            int heavy_running = 0, pick = -1, slot = 0;
-            for (int s = 0; s < maxjobs; s++) if (jobs[s].active && heavy(jobs[s].k)) heavy_running = 1;
-            for (int i = next; i < NCASES && pick < 0; i++)
-                if (!started[i] && wanted(i, filter) && !(heavy(&cases[i]) && heavy_running)) pick = i;
-            if (pick < 0) break;
-            while (jobs[slot].active) slot++;
-            if (start_job(&jobs[slot], pick) != 0) return 1;
-            started[pick] = 1;
-            running++;
-            while (next < NCASES && (started[next] || !wanted(next, filter))) next++;
-        }
-        if (!running && next >= NCASES) break;
-        for (int s = 0; s < maxjobs; s++)
-            if (jobs[s].active && poll_job(&jobs[s])) { judge_job(&jobs[s]); running--; }
-        sleep_ms(1);
-    }
+    if (run_pool(&pool) != 0) return 1;
     printf("stalls: %d cases, %d passed (%.1f s)\n", g_cases, g_passed, secs_since(t0));
     return g_cases && g_passed == g_cases ? 0 : 1;
 }

@@ -143,130 +143,25 @@ static void note(const char *fmt, ...) {
 
 /* ---- sockets ------------------------------------------------------------------ */
 
-static int tcp_connect(int port) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0) return -1;
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { int e = errno; close(s); errno = e; return -1; }
-    return s;
-}
+/* tcp_connect, send_all, recv_n, wait_close (R_FULL, R_EOF, R_TIMEOUT),
+   read_refusal and listening_ports are testutil.h's. */
 
-static int send_all(int fd, const void *b, size_t n) {
-    const uint8_t *p = (const uint8_t *)b;
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k; n -= (size_t)k;
-    }
-    return 0;
-}
-
-enum { R_FULL = 0, R_EOF = 1, R_TIMEOUT = 2 };
-
-/* Reads n bytes before the deadline (poll, never blocking): R_FULL, R_EOF
-   (closed or reset; *got says how much came) or R_TIMEOUT. */
-static int recv_n(int fd, uint8_t *b, size_t n, long deadline, size_t *got) {
-    *got = 0;
-    while (*got < n) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        long left = deadline - now_ms();
-        ssize_t k;
-        if (left <= 0) return R_TIMEOUT;
-        if (poll(&p, 1, (int)left) <= 0) continue;
-        k = recv(fd, b + *got, n - *got, 0);
-        if (k > 0) *got += (size_t)k;
-        else if (k == 0 || (errno != EINTR && errno != EAGAIN)) return R_EOF;
-    }
-    return R_FULL;
-}
-
-/* Waits for the peer to close (EOF or reset), discarding what comes:
-   R_EOF or R_TIMEOUT; *extra counts the bytes that came first. */
-static int wait_close(int fd, long deadline, size_t *extra) {
-    uint8_t b[4096];
-    *extra = 0;
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        long left = deadline - now_ms();
-        ssize_t k;
-        if (left <= 0) return R_TIMEOUT;
-        if (poll(&p, 1, (int)left) <= 0) continue;
-        k = recv(fd, b, sizeof b, 0);
-        if (k > 0) *extra += (size_t)k;
-        else if (k == 0 || (errno != EINTR && errno != EAGAIN)) return R_EOF;
-    }
-}
-
-/* Reads the store's answer to a bad hello: a hello with status 1, a u32
-   length and the reason, then the close.  1: refused (reason in `reason`,
-   closed after); 0: closed without a word; -1: still open at the deadline;
-   -2: something else (what in `reason`). */
-static int read_refusal(int fd, long deadline, char *reason, size_t cap) {
-    uint8_t b[DIST__HELLO_SIZE + 4];
-    dist__hello h;
-    char why[200];
-    size_t got = 0, len, extra = 0;
-    int r = recv_n(fd, b, sizeof b, deadline, &got);
-    reason[0] = 0;
-    if (r == R_TIMEOUT) { snprintf(reason, cap, "still open, %zu bytes of an answer", got); return -1; }
-    if (r == R_EOF && got == 0) return 0;
-    if (r == R_EOF) { snprintf(reason, cap, "closed after %zu bytes of an answer", got); return -2; }
-    if (dist__hello_decode(b, &h, why, sizeof why) != 0) { snprintf(reason, cap, "an answer that is no hello: %s", why); return -2; }
-    if (h.status != 1) { snprintf(reason, cap, "a hello with status %d, not a refusal", (int)h.status); return -2; }
-    len = dist__get32(b + DIST__HELLO_SIZE);
-    if (len == 0 || len >= cap) { snprintf(reason, cap, "a refusal with a reason of %zu bytes", len); return -2; }
-    if (recv_n(fd, (uint8_t *)reason, len, deadline, &got) != R_FULL) { snprintf(reason, cap, "a refusal cut short"); return -2; }
-    reason[len] = 0;
-    if (wait_close(fd, deadline, &extra) != R_EOF || extra) {
+/* The store's answer to a bad hello (read_refusal), then the close.  1:
+   refused (reason in `reason`), closed after with nothing more; 0: closed
+   without a word; -1: still open at the deadline, before or after the
+   refusal; -2: something else (what in `reason`). */
+static int read_refusal_closed(int fd, long deadline, char *reason, size_t cap) {
+    size_t extra = 0;
+    int r = read_refusal(fd, deadline, reason, cap);
+    if (r == 1 && (wait_close(fd, deadline, &extra) != R_EOF || extra)) {
         size_t n = strlen(reason);
         snprintf(reason + n, cap - n, " [then %s]", extra ? "more bytes" : "left open");
         return -1;
     }
-    return 1;
+    return r;
 }
 
 /* ---- /proc ---------------------------------------------------------------------- */
-
-/* The TCP ports `pid` listens on: how many (up to max); -1 if /proc cannot tell. */
-static int listening_ports(pid_t pid, int *ports, int max) {
-    unsigned long inodes[256];
-    int ni = 0, np = 0;
-    char path[64], line[512], link[128];
-    DIR *dir;
-    struct dirent *e;
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    if (!(dir = opendir(path))) return -1;
-    while ((e = readdir(dir)) != NULL && ni < 256) {
-        char fp[400];
-        ssize_t n;
-        unsigned long ino;
-        snprintf(fp, sizeof fp, "%s/%s", path, e->d_name);
-        if ((n = readlink(fp, link, sizeof link - 1)) <= 0) continue;
-        link[n] = 0;
-        if (sscanf(link, "socket:[%lu]", &ino) == 1) inodes[ni++] = ino;
-    }
-    closedir(dir);
-    for (int v6 = 0; v6 < 2; v6++) {
-        FILE *f;
-        snprintf(path, sizeof path, "/proc/%d/net/tcp%s", (int)pid, v6 ? "6" : "");
-        if (!(f = fopen(path, "r"))) continue;
-        while (fgets(line, sizeof line, f)) {
-            unsigned port, st;
-            unsigned long ino;
-            if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &port, &st, &ino) != 3) continue;
-            if (st != 0x0A) continue;   /* LISTEN */
-            for (int i = 0; i < ni; i++)
-                if (inodes[i] == ino && np < max) ports[np++] = (int)port;
-        }
-        fclose(f);
-    }
-    return np;
-}
 
 /* VmHWM (peak resident memory) of pid in KiB, or -1. */
 static long vm_hwm_kib(pid_t pid) {
@@ -601,8 +496,6 @@ static uint8_t *mk(size_t *len, int cmd, int nparts_field, int64_t num, int np, 
 
 static void check_store_alone(void) {
     int lfd, ctl[2], st = 0;
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
     pid_t pid;
     pthread_t legit, th[16];
     sa_case_t cs[16];
@@ -617,16 +510,10 @@ static void check_store_alone(void) {
     pthread_mutex_init(&g_sa.lk, NULL);
     dist__key_from(NULL, &g_sa.nokey);
     atomic_store(&g_sa.next_rank, 1);
-    lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 128) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0 || pipe(ctl) != 0) {
+    if ((lfd = listen_loopback(128, &g_sa.port)) < 0 || pipe(ctl) != 0) {
         fail("2: a store alone", "cannot make a listening socket: %s", strerror(errno));
         return;
     }
-    g_sa.port = ntohs(sa.sin_port);
     fflush(NULL);
     pid = fork();
     if (pid == 0) { close(ctl[1]); sa_child(lfd, ctl[0]); }
@@ -851,7 +738,7 @@ static void check_store_alone(void) {
             if (recv_n(fd, in, sizeof in, now_ms() + scaled(2000), &got) == R_FULL) {
                 dist__proof(&g_sa.nokey, 'C', mine, in, proof);
                 send_all(fd, proof, sizeof proof);
-                read_refusal(fd, now_ms() + scaled(2000), reason, sizeof reason);
+                read_refusal_closed(fd, now_ms() + scaled(2000), reason, sizeof reason);
             }
             close(fd);
         }
@@ -962,14 +849,8 @@ static void log_fn(dist_log_level level, const char *message, void *user) {
     pthread_mutex_unlock(&g_log_lock);
 }
 
-static void rank_bad(slot_t *sl, const char *fmt, ...) {
-    va_list ap;
-    if (sl->work_bad) return;
-    sl->work_bad = 1;
-    va_start(ap, fmt);
-    vsnprintf(sl->why, sizeof sl->why, fmt, ap);
-    va_end(ap);
-}
+/* Writes the rank's first failure after init. */
+#define rank_bad(sl, ...) note_first(&(sl)->work_bad, (sl)->why, sizeof (sl)->why, __VA_ARGS__)
 
 #define CALL(what, call)                                                                              \
     do {                                                                                              \
@@ -1076,15 +957,6 @@ out:
     return res;
 }
 
-static int wait_flag(int *flag, int value, long limit_ms) {
-    long until = now_ms() + limit_ms;
-    while (__atomic_load_n(flag, __ATOMIC_SEQ_CST) < value) {
-        if (now_ms() > until) return -1;
-        sleep_ms(2);
-    }
-    return 0;
-}
-
 static void rank_main(const jobcfg_t *jc, int rank) {
     slot_t *sl = &g_sh->s[rank];
     ctl_t *c = &g_sh->c;
@@ -1097,17 +969,11 @@ static void rank_main(const jobcfg_t *jc, int rank) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     alarm((unsigned)(45 * g_scale + 0.5));
     UNSET_ENV("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", LAUNCHER_ENV, "DIST_TRANSPORT", "DIST_ALGO");
-    if (rank != 0) close(jc->lfd);
-    if (c->hold && rank == NR - 1) wait_flag(&c->go_init, 1, scaled(5000));
     memset(&cfg, 0, sizeof cfg);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", jc->port);
-    cfg.init_method = url;
-    cfg.world_size = NR;
-    cfg.rank = rank;
-    cfg.timeout_ms = scaled(TMO_MS);
+    tcp_config(&cfg, url, sizeof url, jc->port, NR, rank, scaled(TMO_MS), jc->lfd);
+    if (c->hold && rank == NR - 1) await_flag(&c->go_init, 1, scaled(5000));
     cfg.secret = jc->secret;
     cfg.transport = jc->transport;
-    cfg.store_listen_fd = rank == 0 ? jc->lfd + 1 : 0;
     cfg.logger.func = log_fn;
     cfg.logger.user = sl;
     cfg.log_level = DIST_LOG_WARN;
@@ -1122,7 +988,7 @@ static void rank_main(const jobcfg_t *jc, int rank) {
         exit(0);
     }
     __atomic_add_fetch(&c->ready, 1, __ATOMIC_SEQ_CST);
-    if (wait_flag(&c->go, 1, scaled(15000)) != 0) rank_bad(sl, "the parent never said go");
+    if (await_flag(&c->go, 1, scaled(15000)) != 0) rank_bad(sl, "the parent never said go");
 
     /* phase A: the fixed workload, timed */
     if (!sl->work_bad) {
@@ -1317,7 +1183,7 @@ static void stranger(hammer_t *h, int kind, unsigned seed) {
             if (wait_close(fd, now_ms() + 100, &extra) == R_EOF) break;
         }
         ts = now_ms();
-        r = read_refusal(fd, ts + bound, reason, sizeof reason);
+        r = read_refusal_closed(fd, ts + bound, reason, sizeof reason);
         break;
     }
     case K_DUP_RANK: case K_WRONG_WORLD: case K_NO_SECRET: case K_REFLECT: {
@@ -1334,13 +1200,13 @@ static void stranger(hammer_t *h, int kind, unsigned seed) {
         else dist__proof(key, 'C', mine, in, proof);
         send_all(fd, proof, sizeof proof);
         ts = now_ms();
-        r = read_refusal(fd, ts + bound, reason, sizeof reason);
+        r = read_refusal_closed(fd, ts + bound, reason, sizeof reason);
         break;
     }
     default:
         send_all(fd, buf, n);
         ts = now_ms();
-        r = read_refusal(fd, ts + bound, reason, sizeof reason);
+        r = read_refusal_closed(fd, ts + bound, reason, sizeof reason);
         break;
     }
     close(fd);
@@ -1488,22 +1354,6 @@ typedef struct runres {
     long iters_b;
 } runres_t;
 
-static int make_listener(int *port) {
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 128) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
-        if (lfd >= 0) close(lfd);
-        return -1;
-    }
-    *port = ntohs(sa.sin_port);
-    return lfd;
-}
-
 static void build_tasks(hammer_t *h) {
     static const struct { int kind, count; } mix[] = {
         { K_GARBAGE, 40 }, { K_GARBAGE_4K, 20 }, { K_HTTP, 30 }, { K_TLS, 30 }, { K_HALF_CLOSE, 16 }, { K_BAD_MAGIC, 20 },
@@ -1537,27 +1387,33 @@ static const char *slot_state(const slot_t *sl, int st) {
     return NULL;
 }
 
+/* A rank of the job (fork_ranks): rank_main, which ends with exit(). */
+static int rank_entry(int rank, int port, int lfd, void *arg) {
+    (void)port;
+    (void)lfd;
+    rank_main((const jobcfg_t *)arg, rank);
+    return 1;
+}
+
 static runres_t run_job(const char *mode, const char *secret, const char *transport, int hammer_on) {
     runres_t res;
     jobcfg_t jc;
     pid_t pids[NR];
-    int st[NR], port = 0, lfd;
+    int st[NR] = { 0 }, reaped[NR], port = 0, lfd;
     long t0 = now_ms(), deadline;
     char name[200];
     hammer_t *h = NULL;
     pthread_t workers[NWORKERS], probes[P_N];
     probe_t pr[P_N];
     mesh_res_t mesh;
-    int killed = 0;
 
     memset(&res, 0, sizeof res);
     memset(&mesh, 0, sizeof mesh);
     snprintf(name, sizeof name, "3: %s, %s", mode, hammer_on ? "hammered" : "alone (the baseline)");
-    g_case = name;
-    g_cur_failed = 0;
+    case_begin(name);
     memset(g_sh, 0, sizeof *g_sh);
     g_sh->c.hold = hammer_on;
-    lfd = make_listener(&port);
+    lfd = listen_loopback(128, &port);
     if (lfd < 0) { case_bad("cannot make a listening socket: %s", strerror(errno)); case_end(0, NULL); return res; }
     jc.secret = secret; jc.transport = transport; jc.port = port; jc.lfd = lfd; jc.hammer = hammer_on;
     if (hammer_on) {
@@ -1571,21 +1427,14 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
         dist__key_from(NULL, &h->none);
         build_tasks(h);
     }
-    fflush(NULL);
-    for (int r = 0; r < NR; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) rank_main(&jc, r);
-        if (pids[r] < 0) { perror("fork"); exit(1); }
-        st[r] = 0;
-    }
-    close(lfd);
+    if (fork_ranks(NR, pids, port, lfd, rank_entry, &jc)) { perror("fork"); exit(1); }
     deadline = now_ms() + scaled(35000);
 
     if (hammer_on) {
         mesh_strangers(&mesh, pids, port, h);
         __atomic_store_n(&g_sh->c.go_init, 1, __ATOMIC_SEQ_CST);
     }
-    if (wait_flag(&g_sh->c.ready, NR, scaled(10000)) != 0) case_bad("the job did not form within %d ms", scaled(10000));
+    if (await_flag(&g_sh->c.ready, NR, scaled(10000)) != 0) case_bad("the job did not form within %d ms", scaled(10000));
     if (hammer_on) {
         /* the mesh strangers left open: closed by the end of init; the
            mesh ports: closed */
@@ -1669,21 +1518,10 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
         }
     }
     __atomic_store_n(&g_sh->c.stop, 1, __ATOMIC_SEQ_CST);
-    for (int r = 0; r < NR; r++) {
-        if (pids[r] <= 0) continue;
-        for (;;) {
-            if (waitpid(pids[r], &st[r], WNOHANG) == pids[r]) break;
-            if (now_ms() > deadline) {
-                kill(pids[r], SIGKILL);
-                waitpid(pids[r], &st[r], 0);
-                killed = 1;
-                case_bad("rank %d still running at the deadline (%.0f s): killed", r, scaled_s(35));
-                break;
-            }
-            sleep_ms(5);
-        }
-    }
-    (void)killed;
+    for (int r = 0; r < NR; r++) reaped[r] = pids[r] <= 0;     /* gone in phase A */
+    reap_all(NR, pids, st, reaped, (int64_t)deadline * 1000000);
+    for (int r = 0; r < NR; r++)
+        if (reaped[r] == 2) case_bad("rank %d still running at the deadline (%.0f s): killed", r, scaled_s(35));
 
     /* the ranks */
     for (int r = 0; r < NR; r++) {

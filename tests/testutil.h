@@ -6,19 +6,24 @@
    some of it builds without unused-function warnings.
 
    Time        now_ms, now_ns, now_s (CLOCK_MONOTONIC), secs_since(now_ns
-               start), sleep_ms, sleep_us (nanosleep, resumed after EINTR)
+               start), sleep_ms, sleep_us (nanosleep, resumed after EINTR);
+               await_flag(&flag, value, ms): wait (1 ms polls) until an
+               int shared with other processes reaches value
    Scale       g_scale = timeout_scale() (DIST_TIMEOUT_SCALE, a factor of at
                least 1 for every time limit, as in sanitizer passes);
                scaled(ms) as int, scaled_s(seconds) as double; test_start()
                reads it and makes stdout line-buffered
    Environment UNSET_ENV("A", "B", ...); LAUNCHER_ENV, the variables a
-               surrounding launcher may set that must not reach the ranks
+               surrounding launcher may set that must not reach the ranks;
+               env_int(name, lo, hi, default)
    Reports     ok(fmt, ...) prints "ok   ...", fail(name, fmt, ...) prints
                "FAIL name: ..." and counts it in g_failures
-   Cases       one case after another, judged by the parent: set g_case and
-               g_cur_failed = 0, then case_bad(fmt, ...) for each problem
-               (the first prints "FAIL case"), case_end(secs, extra)
-               prints "ok   case (secs s)" or counts it in g_failed
+   Cases       one case after another, judged by the parent:
+               case_begin(name) (g_case, g_cur_failed = 0), then
+               case_bad(fmt, ...) for each problem (the first prints "FAIL
+               case"), case_end(secs, extra) prints "ok   case (secs s)" or
+               counts it in g_failed; case_bad_status(rank, status, note)
+               for a rank that did not exit 0 (signal, alarm, exit code)
    Checks      DEFINE_CHECKS(LIST) makes the enum of check ids (and
                NCHECKS) and check_names[] from an X-macro list of
                X(id, "text"); DEFINE_CHECK_FNS(table) defines pass_(id) and
@@ -29,23 +34,49 @@
                fail_at(rank, line, fmt, ...), which writes a rank's first
                failure as "line N: ..." into a MAP_SHARED table; FAIL(...)
                and OK(call) use it (in a rank function with `rank` and the
-               communicator `w` in scope, returning int)
+               communicator `w` in scope, returning int); note_first(&seen,
+               buf, cap, fmt, ...) keeps the first of several messages
+   Text        names_num(msg, prefix, n): prefix and n, no digit after
+               ("rank 1", not "rank 12"); names_rank(msg, r)
    Patterns    mix64 (the splitmix64 finalizer); fill_bytes/check_bytes, a
                xorshift64 byte stream of any length from a seed, and the
                index of the first byte that differs from it (SIZE_MAX: none)
    Sockets     free_port(AF_INET or AF_INET6): a loopback port nobody
-               listens on right now
+               listens on right now; listen_loopback(backlog, &port): a
+               listening socket on 127.0.0.1 (rank 0's store, made before
+               the fork); tcp_connect(port) to 127.0.0.1; send_all;
+               recv_n and wait_close, bounded by a now_ms() deadline
+               (R_FULL, R_EOF, R_TIMEOUT); listening_ports(pid, ...): the
+               TCP ports a process listens on (from /proc)
+   Processes   fork_ranks(n, pid, port, lfd, fn, arg): child r runs
+               exit(fn(r, port, lfd, arg)), the parent closes lfd;
+               start_ranks: the same on a new listen_loopback socket;
+               reap_poll / reap_all: reap with a now_ns() deadline, killing
+               what outlives it (reaped[r]: 1 ended, 2 killed)
+   Jobs        run_pool(&pool): cases run as jobs side by side, in order,
+               up to maxjobs at once and one heavy one at a time, a name
+               filter, start / poll / finish callbacks on slot numbers
+   Config      tcp_config(&cfg, url, cap, port, n, rank, timeout_ms, lfd):
+               cfg for tcp://127.0.0.1:PORT; with lfd >= 0 rank 0 hosts the
+               store on it (store_listen_fd = lfd + 1), the others close it
+               (where dist.h came first)
+   Handshake   read_refusal(fd, deadline, reason, cap): the store's answer
+               to a bad hello (where dist.h's implementation came first)
    Log line    shm_log_fn, a dist logger that keeps dist_init's "shared
                memory with N rank(s)" line; shm_log_take() copies it out
                (shm_log_fn only where dist.h came first)
-   Sanitizer   UNDER_TSAN is defined (to 1) under ThreadSanitizer */
+   Sanitizer   UNDER_TSAN is defined (to 1) under ThreadSanitizer;
+               TSAN_NO_EXIT_SLEEP(); at file scope: no 1 s sleep in exit() */
 #ifndef DIST_TESTUTIL_H
 #define DIST_TESTUTIL_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -54,6 +85,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,6 +121,18 @@ static inline __attribute__((unused)) void sleep_ms(int ms) {
 static inline __attribute__((unused)) void sleep_us(long us) {
     struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { }
+}
+
+/* Waits until *flag (an int other processes or threads set, read
+   atomically) is at least value, polling every millisecond for up to ms;
+   0 once it is, -1 when the time ran out. */
+static inline __attribute__((unused)) int await_flag(int *flag, int value, int ms) {
+    int64_t t0 = now_ns();
+    while (__atomic_load_n(flag, __ATOMIC_SEQ_CST) < value) {
+        if (secs_since(t0) * 1000 > ms) return -1;
+        sleep_ms(1);
+    }
+    return 0;
 }
 
 /* ---- DIST_TIMEOUT_SCALE ------------------------------------------------- */
@@ -128,6 +173,13 @@ static inline __attribute__((unused)) void unset_envs(const char *const *names) 
 #define LAUNCHER_ENV \
     "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_DEBUG", "DIST_SECRET", "DIST_SOCKET_IFNAME", "DIST_STORE_LISTEN_FD"
 
+/* The number in environment variable `name` when it is from lo to hi, else
+   dflt. */
+static inline __attribute__((unused)) int env_int(const char *name, int lo, int hi, int dflt) {
+    const char *v = getenv(name);
+    return v && atoi(v) >= lo && atoi(v) <= hi ? atoi(v) : dflt;
+}
+
 /* ---- parent-side reports ------------------------------------------------ */
 
 /* Checks that failed (fail() counts them). */
@@ -162,6 +214,13 @@ static inline __attribute__((unused)) void fail(const char *name, const char *fm
 static int g_failed __attribute__((unused)) = 0, g_cur_failed __attribute__((unused)) = 0;
 static const char *g_case __attribute__((unused)) = "";
 
+/* The start of a case: its name (kept as given, not copied), nothing bad
+   yet. */
+static inline __attribute__((unused)) void case_begin(const char *name) {
+    g_case = name;
+    g_cur_failed = 0;
+}
+
 /* A problem with the current case: "FAIL case" the first time, then the
    message, indented, a line. */
 static inline __attribute__((unused)) void case_bad(const char *fmt, ...) {
@@ -173,6 +232,22 @@ static inline __attribute__((unused)) void case_bad(const char *fmt, ...) {
     vprintf(fmt, ap);
     va_end(ap);
     printf("\n");
+}
+
+/* A rank's wait status st, where it should have exited 0: case_bad
+   "rank R died by signal N" (" (its alarm: it hung)" after SIGALRM) or
+   "rank R exited with N" followed by exit_note (may be ""); nothing when
+   it exited 0.  Returns 1 when it reported a problem. */
+static inline __attribute__((unused)) int case_bad_status(int rank, int st, const char *exit_note) {
+    if (WIFSIGNALED(st)) {
+        case_bad("rank %d died by signal %d%s", rank, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
+        return 1;
+    }
+    if (WEXITSTATUS(st) != 0) {
+        case_bad("rank %d exited with %d%s", rank, WEXITSTATUS(st), exit_note);
+        return 1;
+    }
+    return 0;
 }
 
 /* The end of the current case: counted in g_failed if anything was bad,
@@ -262,6 +337,37 @@ static inline __attribute__((unused)) int vfail_line(atomic_int *claimed, char *
             return FAIL("%s -> %s: %s", #call, dist_result_name(r_), dist_error_message(w)); \
     } while (0)
 
+/* Writes the message into buf (cap bytes) and sets *seen, unless *seen is
+   set already: of several problems, the first is kept.  Not atomic: one
+   thread's (or process's) own record. */
+static inline __attribute__((unused, format(printf, 4, 5))) void note_first(int *seen, char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    if (*seen) return;
+    *seen = 1;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+/* 1 when msg contains prefix immediately followed by the number n, and no
+   further digit after it: names_num(m, "rank ", 1) finds "rank 1" and
+   "rank 1," but not "rank 12". */
+static inline __attribute__((unused)) int names_num(const char *msg, const char *prefix, int n) {
+    char pat[96];
+    const char *p = msg;
+    size_t l = (size_t)snprintf(pat, sizeof pat, "%s%d", prefix, n);
+    while ((p = strstr(p, pat)) != NULL) {
+        if (p[l] < '0' || p[l] > '9') return 1;
+        p += l;
+    }
+    return 0;
+}
+
+/* 1 when msg names "rank r" (not a longer number). */
+static inline __attribute__((unused)) int names_rank(const char *msg, int r) { return names_num(msg, "rank ", r); }
+
 /* ---- data patterns ------------------------------------------------------ */
 
 /* The splitmix64 finalizer: a well-mixed 64-bit hash of x. */
@@ -326,6 +432,304 @@ static inline __attribute__((unused)) int free_port(int family) {
     return port;
 }
 
+/* A TCP socket listening on 127.0.0.1, on a port the system picks (in
+   *port), with the given backlog; inheritable (no close-on-exec), as rank
+   0's store socket made before the ranks are forked.  -1 (errno set) when
+   it cannot be made. */
+static inline __attribute__((unused)) int listen_loopback(int backlog, int *port) {
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), e;
+    if (fd < 0) return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, backlog) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* A TCP connection to 127.0.0.1:port (close-on-exec), or -1 (errno set). */
+static inline __attribute__((unused)) int tcp_connect(int port) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (s < 0) return -1;
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { int e = errno; close(s); errno = e; return -1; }
+    return s;
+}
+
+/* Sends all n bytes (no SIGPIPE, resumed after EINTR); 0, or -1. */
+static inline __attribute__((unused)) int send_all(int fd, const void *b, size_t n) {
+    const uint8_t *p = (const uint8_t *)b;
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k; n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* What recv_n and wait_close found. */
+enum { R_FULL = 0, R_EOF = 1, R_TIMEOUT = 2 };
+
+/* Reads n bytes before the deadline (a now_ms() time; poll, never
+   blocking): R_FULL, R_EOF (closed or reset; *got says how much came) or
+   R_TIMEOUT. */
+static inline __attribute__((unused)) int recv_n(int fd, uint8_t *b, size_t n, long deadline, size_t *got) {
+    *got = 0;
+    while (*got < n) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        long left = deadline - now_ms();
+        ssize_t k;
+        if (left <= 0) return R_TIMEOUT;
+        if (poll(&p, 1, (int)left) <= 0) continue;
+        k = recv(fd, b + *got, n - *got, 0);
+        if (k > 0) *got += (size_t)k;
+        else if (k == 0 || (errno != EINTR && errno != EAGAIN)) return R_EOF;
+    }
+    return R_FULL;
+}
+
+/* Waits for the peer to close (EOF or reset) before the deadline (a
+   now_ms() time), discarding what comes: R_EOF or R_TIMEOUT; *extra counts
+   the bytes that came first. */
+static inline __attribute__((unused)) int wait_close(int fd, long deadline, size_t *extra) {
+    uint8_t b[4096];
+    *extra = 0;
+    for (;;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        long left = deadline - now_ms();
+        ssize_t k;
+        if (left <= 0) return R_TIMEOUT;
+        if (poll(&p, 1, (int)left) <= 0) continue;
+        k = recv(fd, b, sizeof b, 0);
+        if (k > 0) *extra += (size_t)k;
+        else if (k == 0 || (errno != EINTR && errno != EAGAIN)) return R_EOF;
+    }
+}
+
+/* The TCP ports (IPv4 and IPv6) process `pid` listens on, from /proc: how
+   many, up to max, into ports; -1 when /proc cannot tell. */
+static inline __attribute__((unused)) int listening_ports(pid_t pid, int *ports, int max) {
+    unsigned long inodes[256];
+    int ni = 0, np = 0;
+    char path[64], line[512], link[128];
+    DIR *dir;
+    struct dirent *e;
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    if (!(dir = opendir(path))) return -1;
+    while ((e = readdir(dir)) != NULL && ni < 256) {
+        char fp[400];
+        ssize_t n;
+        unsigned long ino;
+        snprintf(fp, sizeof fp, "%s/%s", path, e->d_name);
+        if ((n = readlink(fp, link, sizeof link - 1)) <= 0) continue;
+        link[n] = 0;
+        if (sscanf(link, "socket:[%lu]", &ino) == 1) inodes[ni++] = ino;
+    }
+    closedir(dir);
+    for (int v6 = 0; v6 < 2; v6++) {
+        FILE *f;
+        snprintf(path, sizeof path, "/proc/%d/net/tcp%s", (int)pid, v6 ? "6" : "");
+        if (!(f = fopen(path, "r"))) continue;
+        while (fgets(line, sizeof line, f)) {
+            unsigned port, st;
+            unsigned long ino;
+            if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &port, &st, &ino) != 3) continue;
+            if (st != 0x0A) continue;   /* LISTEN */
+            for (int i = 0; i < ni; i++)
+                if (inodes[i] == ino && np < max) ports[np++] = (int)port;
+        }
+        fclose(f);
+    }
+    return np;
+}
+
+/* ---- child processes ---------------------------------------------------- */
+
+/* What a forked rank runs: its exit status. */
+typedef int (*rank_entry_fn)(int rank, int port, int lfd, void *arg);
+
+/* Forks n ranks (stdout and stderr flushed first): child r runs
+   exit(fn(r, port, lfd, arg)); then the parent closes lfd (the
+   listen_loopback socket of the job, or -1 for none).  pid[r] < 0 where
+   fork failed (errno of the last failure kept).  Returns how many forks
+   failed. */
+static inline __attribute__((unused)) int fork_ranks(int n, pid_t *pid, int port, int lfd, rank_entry_fn fn, void *arg) {
+    int failed = 0, e = 0;
+    fflush(NULL);
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) exit(fn(r, port, lfd, arg));
+        if (pid[r] < 0) { failed++; e = errno; }
+    }
+    if (lfd >= 0) close(lfd);
+    if (failed) errno = e;
+    return failed;
+}
+
+/* A job's ranks on a fresh listen_loopback socket (the given backlog):
+   fork_ranks(n, pid, port, lfd, fn, arg), then, for reap_poll,
+   reaped[r] = 0, or 1 with st[r] = -1 where fork failed.  0, or -1 (errno
+   set, nothing forked) when the socket cannot be made. */
+static inline __attribute__((unused)) int start_ranks(int n, pid_t *pid, int *st, int *reaped, int backlog, rank_entry_fn fn, void *arg) {
+    int port = 0, lfd = listen_loopback(backlog, &port);
+    if (lfd < 0) return -1;
+    fork_ranks(n, pid, port, lfd, fn, arg);
+    for (int r = 0; r < n; r++) {
+        reaped[r] = pid[r] < 0;
+        if (pid[r] < 0) st[r] = -1;
+    }
+    return 0;
+}
+
+/* One look at the n processes in pid[], without waiting: one that has
+   ended gets its wait status in st[r] (-1: waitpid failed) and
+   reaped[r] = 1; one with reaped[r] already set is passed over (set it
+   where fork failed).  Once now_ns() is past deadline, what still runs is
+   killed (SIGKILL, then SIGCONT for a stopped one), reaped and marked
+   reaped[r] = 2.  Returns how many still run. */
+static inline __attribute__((unused)) int reap_poll(int n, const pid_t *pid, int *st, int *reaped, int64_t deadline) {
+    int left = 0;
+    for (int r = 0; r < n; r++) {
+        if (reaped[r]) continue;
+        pid_t got = waitpid(pid[r], &st[r], WNOHANG);
+        if (got == pid[r]) reaped[r] = 1;
+        else if (got < 0 && errno != EINTR) { reaped[r] = 1; st[r] = -1; }
+        else left++;
+    }
+    if (left && now_ns() > deadline) {
+        for (int r = 0; r < n; r++) if (!reaped[r]) { kill(pid[r], SIGKILL); kill(pid[r], SIGCONT); }
+        for (int r = 0; r < n; r++)
+            if (!reaped[r]) { while (waitpid(pid[r], &st[r], 0) < 0 && errno == EINTR) { } reaped[r] = 2; }
+        left = 0;
+    }
+    return left;
+}
+
+/* reap_poll every 5 ms until every process has ended or been killed at
+   the deadline. */
+static inline __attribute__((unused)) void reap_all(int n, const pid_t *pid, int *st, int *reaped, int64_t deadline) {
+    while (reap_poll(n, pid, st, reaped, deadline)) sleep_ms(5);
+}
+
+/* ---- jobs side by side -------------------------------------------------- */
+
+/* Cases 0..ncases-1 run as jobs in slots 0..maxjobs-1, started in order;
+   a heavy case waits while another heavy one runs (the lighter ones after
+   it go first).  The callbacks take the case's index i or the slot. */
+typedef struct job_pool {
+    int ncases, maxjobs;
+    int tick_ms;                                 /* the pause between polls */
+    const char *filter;                          /* only the cases whose name contains it (NULL: all) */
+    void (*name)(int i, char *out, size_t cap);  /* case i's name (for the filter) */
+    int (*heavy)(int i);                         /* case i has large buffers */
+    int (*start)(int slot, int i);               /* starts case i in the slot: 0, or -1 to give up */
+    int (*poll)(int slot);                       /* 1 once the slot's job has ended */
+    void (*finish)(int slot);                    /* judges it; the slot is free after */
+} job_pool;
+
+/* Whether the pool runs case i (its filter). */
+static inline __attribute__((unused)) int pool_wanted(const job_pool *p, int i) {
+    char name[200];
+    if (!p->filter) return 1;
+    p->name(i, name, sizeof name);
+    return strstr(name, p->filter) != NULL;
+}
+
+/* Runs every wanted case of the pool: 0, or -1 when a start failed (or
+   memory ran out). */
+static inline __attribute__((unused)) int run_pool(const job_pool *p) {
+    unsigned char *started = (unsigned char *)calloc((size_t)p->ncases + 1, 1);
+    int *slot_case = (int *)malloc((size_t)p->maxjobs * sizeof *slot_case);
+    int next = 0, running = 0, res = 0;
+    if (!started || !slot_case) { free(started); free(slot_case); return -1; }
+    for (int s = 0; s < p->maxjobs; s++) slot_case[s] = -1;
+    while (next < p->ncases && !pool_wanted(p, next)) next++;
+    for (;;) {
+        while (running < p->maxjobs) {
+            int heavy_running = 0, pick = -1, slot = 0;
+            for (int s = 0; s < p->maxjobs; s++) if (slot_case[s] >= 0 && p->heavy(slot_case[s])) heavy_running = 1;
+            for (int i = next; i < p->ncases && pick < 0; i++)
+                if (!started[i] && pool_wanted(p, i) && !(p->heavy(i) && heavy_running)) pick = i;
+            if (pick < 0) break;
+            while (slot_case[slot] >= 0) slot++;
+            if (p->start(slot, pick) != 0) { res = -1; goto out; }
+            slot_case[slot] = pick;
+            started[pick] = 1;
+            running++;
+            while (next < p->ncases && (started[next] || !pool_wanted(p, next))) next++;
+        }
+        if (!running && next >= p->ncases) break;
+        for (int s = 0; s < p->maxjobs; s++)
+            if (slot_case[s] >= 0 && p->poll(s)) { p->finish(s); slot_case[s] = -1; running--; }
+        sleep_ms(p->tick_ms);
+    }
+out:
+    free(started);
+    free(slot_case);
+    return res;
+}
+
+/* ---- dist.h: a job over tcp://127.0.0.1 --------------------------------- */
+
+#ifdef DIST_H
+/* Sets cfg's init_method (url, cap bytes, holds "tcp://127.0.0.1:PORT"
+   and must outlive the call to dist_init), world_size, rank and
+   timeout_ms, and leaves the rest as it was (clear cfg first).  lfd >= 0
+   is the job's listening socket made before the fork (listen_loopback):
+   rank 0 hosts the store on it (store_listen_fd = lfd + 1), every other
+   rank closes it. */
+static inline __attribute__((unused)) void tcp_config(dist_config *cfg, char *url, size_t cap, int port, int n, int rank, int timeout_ms,
+                                                      int lfd) {
+    snprintf(url, cap, "tcp://127.0.0.1:%d", port);
+    cfg->init_method = url;
+    cfg->world_size = n;
+    cfg->rank = rank;
+    cfg->timeout_ms = timeout_ms;
+    if (lfd >= 0) {
+        cfg->store_listen_fd = rank == 0 ? lfd + 1 : 0;
+        if (rank != 0) close(lfd);
+    }
+}
+
+#ifdef DIST_IMPLEMENTATION
+/* Reads a refusal (a hello with status 1, a u32 length, the reason) before
+   the deadline (a now_ms() time).  1: refused, reason in `reason`; 0:
+   closed without a word; -1: no answer in time; -2: something else (what
+   in `reason`). */
+static inline __attribute__((unused)) int read_refusal(int fd, long deadline, char *reason, size_t cap) {
+    uint8_t b[DIST__HELLO_SIZE + 4];
+    dist__hello h;
+    char why[200];
+    size_t got = 0, len;
+    int r = recv_n(fd, b, sizeof b, deadline, &got);
+    reason[0] = 0;
+    if (r == R_TIMEOUT) { snprintf(reason, cap, "no answer (%zu bytes) in time", got); return -1; }
+    if (r == R_EOF && got == 0) return 0;
+    if (r == R_EOF) { snprintf(reason, cap, "closed after %zu bytes of an answer", got); return -2; }
+    if (dist__hello_decode(b, &h, why, sizeof why) != 0) { snprintf(reason, cap, "an answer that is no hello: %s", why); return -2; }
+    if (h.status != 1) { snprintf(reason, cap, "a hello with status %d, not a refusal", (int)h.status); return -2; }
+    len = dist__get32(b + DIST__HELLO_SIZE);
+    if (len == 0 || len >= cap) { snprintf(reason, cap, "a refusal with a reason of %zu bytes", len); return -2; }
+    if (recv_n(fd, (uint8_t *)reason, len, deadline, &got) != R_FULL) { snprintf(reason, cap, "a refusal cut short"); return -2; }
+    reason[len] = 0;
+    return 1;
+}
+#endif /* DIST_IMPLEMENTATION */
+#endif /* DIST_H */
+
 /* ---- dist_init's "shared memory with N rank(s)" line -------------------- */
 
 /* What this process logged of it: how many such lines, the last one's
@@ -372,6 +776,19 @@ static inline __attribute__((unused)) void shm_log_fn(dist_log_level level, cons
 #  if __has_feature(thread_sanitizer)
 #    define UNDER_TSAN 1
 #  endif
+#endif
+
+/* TSAN_NO_EXIT_SLEEP(); at file scope: ThreadSanitizer's exit() sleeps 1 s
+   by default (atexit_sleep_ms) before the process really ends, a second
+   for every forked rank; this sets it to 0.  Nothing without
+   ThreadSanitizer. */
+#ifdef UNDER_TSAN
+#  define TSAN_NO_EXIT_SLEEP()                                                  \
+    const char *__tsan_default_options(void);                                   \
+    const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }    \
+    extern int tsan_no_exit_sleep_
+#else
+#  define TSAN_NO_EXIT_SLEEP() extern int tsan_no_exit_sleep_
 #endif
 
 #endif /* DIST_TESTUTIL_H */
