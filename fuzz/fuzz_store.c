@@ -252,7 +252,7 @@ static void client(int call, const uint8_t *b, size_t n) {
         break;
     default:
         /* what dist_init asks when the job may not form, or timed out */
-        r = dist__rendezvous_fatal(d);
+        r = dist__rendezvous_fatal(d, dist__now_ms());
         if (r == DIST_OK) r = dist__rendezvous_timeout(d, "the fuzzer");
         break;
     }
