@@ -302,6 +302,8 @@ DIST_API int dist_rank(const dist_t *d);
 DIST_API int dist_world_size(const dist_t *d);
 DIST_API int dist_local_rank(const dist_t *d);
 DIST_API int dist_timeout_ms(const dist_t *d);
+/* A monotonic clock in nanoseconds (for timing and deadlines). */
+DIST_API int64_t dist_time_ns(void);
 
 /* ---- point-to-point ----
    `count` is in elements of `dtype`.  A blocking dist_send returns once the
@@ -2452,6 +2454,7 @@ DIST_API int dist_rank(const dist_t *d) { return d ? d->rank : -1; }
 DIST_API int dist_world_size(const dist_t *d) { return d ? d->world : 0; }
 DIST_API int dist_local_rank(const dist_t *d) { return d ? d->local_rank : -1; }
 DIST_API int dist_timeout_ms(const dist_t *d) { return d ? d->timeout_ms : 0; }
+DIST_API int64_t dist_time_ns(void) { return dist__now_ns(); }
 
 /* [SECTION] store: client and public API */
 typedef struct dist__store_part { const void *p; size_t n; } dist__store_part;

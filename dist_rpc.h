@@ -73,6 +73,13 @@ THREADS
    A value belongs to one thread at a time.  Each thread has its own last
    error sentence (dist_rpc_error_message).
 */
+/* The implementation needs POSIX threads; they are requested before the
+   first system header where that is possible (include dist_rpc.h first, or
+   build with -D_GNU_SOURCE); the clocks come from dist.h and C11. */
+#if defined(DIST_RPC_IMPLEMENTATION) && defined(__linux__) && !defined(_GNU_SOURCE)
+#  define _GNU_SOURCE
+#endif
+
 #ifndef DIST_RPC_H
 #define DIST_RPC_H
 
@@ -1018,19 +1025,17 @@ static struct {
 
 static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
 
-static int64_t dist_rpc__now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+/* dist.h's clock: this file needs no POSIX feature macros of its own (the
+   only other clock it reads is C11's timespec_get). */
+static int64_t dist_rpc__now_ns(void) { return dist_time_ns(); }
 
 /* Waits on the agent's condition until `deadline_ns` (0: at most 100 ms). */
 static void dist_rpc__cond_wait(int64_t deadline_ns) {
     struct timespec ts;
-    int64_t now = dist_rpc__now_ns(), until = deadline_ns ? deadline_ns : now + 100000000;
+    int64_t now = dist_rpc__now_ns(), until = deadline_ns ? deadline_ns : now + 100000000, abs_ns;
     if (until > now + 100000000) until = now + 100000000;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t abs_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (until - now);
+    timespec_get(&ts, TIME_UTC);                         /* pthread_cond_timedwait's clock */
+    abs_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (until - now);
     ts.tv_sec = (time_t)(abs_ns / 1000000000); ts.tv_nsec = (long)(abs_ns % 1000000000);
     pthread_cond_timedwait(&dist_rpc__cond, &dist_rpc__lock, &ts);
 }
@@ -1326,8 +1331,9 @@ static void *dist_rpc__listen(void *arg) {
                 dist_rpc__on_message(buf, st.nbytes, st.source))
                 break;
         } else if (r != DIST_ERR_TIMEOUT) {
-            struct timespec ts = { 0, 20000000 };     /* every peer gone, or aborted: the sweep fails what waits */
-            nanosleep(&ts, NULL);
+            pthread_mutex_lock(&dist_rpc__lock);      /* every peer gone, or aborted: the sweep fails what waits */
+            if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 20000000);
+            pthread_mutex_unlock(&dist_rpc__lock);
         }
         if (dist_rpc__now_ns() >= next_sweep) {
             dist_rpc__sweep();
