@@ -4477,28 +4477,40 @@ static dist_result dist__tree_reduce(dist__coll *c, uint8_t *acc) {
     return DIST_OK;
 }
 
+/* Recursive doubling and halving run on p ranks, the largest power of two
+   <= n: the first 2 x extra ranks pair up, the even one hands its vector
+   to the odd one (which combines it) and waits for the result.  Returns 1
+   when this rank is done (the outcome in c->res), else 0 with p, extra and
+   its virtual rank v set. */
+static int dist__fold_in(dist__coll *c, uint8_t *buf, size_t bytes, int *pp, int *pextra, int *pv) {
+    int n = c->d->world, r = c->d->rank, p = 1, extra;
+    while (p * 2 <= n) p *= 2;
+    extra = n - p;
+    *pp = p; *pextra = extra;
+    if (r < 2 * extra) {
+        if (r % 2 == 0) {   /* hand over, wait for the result */
+            if (dist__exchange(c, r + 1, buf, bytes, -1, NULL, 0, 0, 0) == DIST_OK) dist__exchange(c, -1, NULL, 0, r + 1, buf, bytes, 0, 0);
+            return 1;
+        }
+        if (dist__exchange(c, -1, NULL, 0, r - 1, buf, bytes, 1, 1) != DIST_OK) return 1;
+        *pv = r / 2;
+    } else {
+        *pv = r - extra;
+    }
+    return 0;
+}
+
 /* Recursive doubling all-reduce, for small messages.  With n = p + e (p a
    power of two), ranks 2i and 2i+1 (i < e) first fold into 2i+1, the p
    survivors exchange and fold log p times, and 2i+1 hands the result back
    to 2i.  Partners fold in the same order (lower half first), so both hold
    the same bits. */
 static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
-    int n = c->d->world, r = c->d->rank, p = 1, extra, v;
+    int r = c->d->rank, p, extra, v;
     size_t bytes = c->count * c->es;
     uint8_t *tmp = dist__scratch(c, bytes ? bytes : 1);
     if (!tmp) return c->res;
-    while (p * 2 <= n) p *= 2;
-    extra = n - p;
-    if (r < 2 * extra) {
-        if (r % 2 == 0) {   /* hand over, wait for the result */
-            if (dist__exchange(c, r + 1, buf, bytes, -1, NULL, 0, 0, 0) != DIST_OK) return c->res;
-            return dist__exchange(c, -1, NULL, 0, r + 1, buf, bytes, 0, 0);
-        }
-        if (dist__exchange(c, -1, NULL, 0, r - 1, buf, bytes, 1, 1) != DIST_OK) return c->res;
-        v = r / 2;
-    } else {
-        v = r - extra;
-    }
+    if (dist__fold_in(c, buf, bytes, &p, &extra, &v)) return c->res;
     for (int mask = 1; mask < p; mask <<= 1) {
         int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra;
         if (dist__exchange(c, partner, buf, bytes, partner, tmp, bytes, 0, 0) != DIST_OK) return c->res;
@@ -4517,20 +4529,9 @@ static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
    Each block is combined along one path and then copied, so every rank
    holds the same bits. */
 static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
-    int n = c->d->world, r = c->d->rank, p = 1, extra, v, lo = 0, hi;
+    int r = c->d->rank, p, extra, v, lo = 0, hi;
     size_t es = c->es, bytes = c->count * es;
-    while (p * 2 <= n) p *= 2;
-    extra = n - p;
-    if (r < 2 * extra) {
-        if (r % 2 == 0) {   /* hand over, wait for the result */
-            if (dist__exchange(c, r + 1, buf, bytes, -1, NULL, 0, 0, 0) != DIST_OK) return c->res;
-            return dist__exchange(c, -1, NULL, 0, r + 1, buf, bytes, 0, 0);
-        }
-        if (dist__exchange(c, -1, NULL, 0, r - 1, buf, bytes, 1, 1) != DIST_OK) return c->res;
-        v = r / 2;
-    } else {
-        v = r - extra;
-    }
+    if (dist__fold_in(c, buf, bytes, &p, &extra, &v)) return c->res;
     hi = p;
     for (int mask = p / 2; mask > 0; mask >>= 1) {   /* reduce-scatter: keep one half, send the other */
         int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, mid = lo + (hi - lo) / 2, up = (v & mask) != 0;
