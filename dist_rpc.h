@@ -33,6 +33,8 @@ QUICK START: VALUES
       t        tensor                dist_dtype, int ndim, const int64_t *shape,
                                      const void *data (copied) / dist_tensor_view *
       v        any value             dist_value_t * (taken over) / const dist_value_t **
+      R        RRef                  dist_rref_t * (one more reference) /
+                                     dist_rref_t ** (borrowed)
       [ ... ]  a list of the items between the brackets
       *        unpack only: skip one item
    Unpacking a list reads its first items; fewer items than the format asks
@@ -107,8 +109,11 @@ typedef enum dist_value_type {
     DIST_VALUE_STRING = 3,
     DIST_VALUE_BYTES = 4,
     DIST_VALUE_LIST = 5,
-    DIST_VALUE_TENSOR = 6
+    DIST_VALUE_TENSOR = 6,
+    DIST_VALUE_RREF = 7              /* a remote reference (travels only in RPC messages) */
 } dist_value_type;
+
+typedef struct dist_rref dist_rref_t;
 
 /* A tensor as a value holds it: row-major, `nbytes` = product of the shape
    x the dtype's size. */
@@ -135,6 +140,13 @@ DIST_API dist_value_t *dist_value_tensor(dist_dtype dtype, int ndim, const int64
 /* Not copied: `data` must stay valid and unchanged while the value lives
    (an argument that is sent without any copy into a message). */
 DIST_API dist_value_t *dist_value_tensor_borrow(dist_dtype dtype, int ndim, const int64_t *shape, void *data);
+/* Not copied either, and yours no more: `release(data, user)` runs once,
+   when the value is freed (on the thread that frees it).  NULL (a bad
+   shape, out of memory): nothing is released, the data is still yours. */
+DIST_API dist_value_t *dist_value_tensor_wrap(dist_dtype dtype, int ndim, const int64_t *shape, void *data,
+                                              void (*release)(void *data, void *user), void *user);
+/* A reference to `r` (one more reference: the value holds it until freed). */
+DIST_API dist_value_t *dist_value_rref(dist_rref_t *r);
 DIST_API dist_value_t *dist_value_list(void);
 /* Takes `item` over (also when it fails: then it is freed). */
 DIST_API dist_result dist_value_append(dist_value_t *list, dist_value_t *item);
@@ -142,6 +154,8 @@ DIST_API dist_result dist_value_append(dist_value_t *list, dist_value_t *item);
    memory; dist_rpc_error_message() says which.  Values passed with 'v' are
    taken over either way. */
 DIST_API dist_value_t *dist_value_pack(const char *fmt, ...);
+/* A deep copy, yours (its references are new ones to the same values). */
+DIST_API dist_value_t *dist_value_copy(const dist_value_t *v);
 /* Frees a value and everything in it.  NULL is fine. */
 DIST_API void dist_value_free(dist_value_t *v);
 
@@ -158,6 +172,8 @@ DIST_API dist_result dist_value_get_float(const dist_value_t *v, double *out);  
 DIST_API dist_result dist_value_get_string(const dist_value_t *v, const char **out);
 DIST_API dist_result dist_value_get_bytes(const dist_value_t *v, const void **data, size_t *n);
 DIST_API dist_result dist_value_get_tensor(const dist_value_t *v, dist_tensor_view *out);
+/* Borrowed: valid while `v` lives (dist_rref_keep it to hold on longer). */
+DIST_API dist_result dist_value_get_rref(const dist_value_t *v, dist_rref_t **out);
 DIST_API dist_result dist_value_unpack(const dist_value_t *v, const char *fmt, ...);
 /* Deep equality (tensors: same dtype, shape and bytes). */
 DIST_API int dist_value_equal(const dist_value_t *a, const dist_value_t *b);
@@ -253,6 +269,43 @@ DIST_API dist_result dist_rpc_call_reply(dist_rpc_call_t *call, dist_value_t *re
    when it completes; takes `f` over. */
 DIST_API dist_result dist_rpc_call_forward(dist_rpc_call_t *call, dist_future_t *f);
 
+/* ---- Remote references ----
+   dist_remote runs `fn` on worker `to` and leaves the result there, on its
+   owner: you get a reference at once, before the call is done.  A
+   reference travels in arguments and results (dist_value_rref, pack 'R')
+   to any worker, the owner included; each worker that holds one is a user,
+   and the owner frees the value exactly once, when the last reference
+   anywhere is freed.  A remote() that failed reports its error on the
+   reference's next use (to_here, local_value).  Every handle you get
+   (dist_remote, dist_rref_new, dist_rref_keep) is freed with
+   dist_rref_free; one borrowed from a value is not.  A graceful shutdown
+   waits until every worker's references are let go of: it lets go of
+   the user references you still hold for you; your handles stay valid
+   (an owner's value too) until you free them, but travel no more. */
+DIST_API dist_result dist_remote(const char *to, const char *fn, dist_value_t *args, dist_rref_t **rref);
+DIST_API dist_result dist_remote_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_rref_t **rref);
+/* A reference to `value` (taken over), owned by this worker. */
+DIST_API dist_result dist_rref_new(dist_value_t *value, dist_rref_t **rref);
+DIST_API int dist_rref_is_owner(const dist_rref_t *r);
+/* The owner's name and rank. */
+DIST_API dist_result dist_rref_owner(const dist_rref_t *r, dist_worker_info *info);
+/* 1 once the owner knows of this reference (always on the owner): from
+   then on the value cannot be freed under it. */
+DIST_API int dist_rref_confirmed_by_owner(const dist_rref_t *r);
+/* Owner only: the value itself (borrowed, lives as long as `r`), once the
+   remote() that makes it is done (waits at most the agent's timeout). */
+DIST_API dist_result dist_rref_local_value(dist_rref_t *r, const dist_value_t **out);
+/* A copy of the value, fetched from the owner (*out yours to free);
+   timeout_ms as for calls. */
+DIST_API dist_result dist_rref_to_here(dist_rref_t *r, int timeout_ms, dist_value_t **out);
+/* One more reference to `r` (returns `r`). */
+DIST_API dist_rref_t *dist_rref_keep(dist_rref_t *r);
+DIST_API void dist_rref_free(dist_rref_t *r);
+/* What this worker holds now: values it owns, and references to values
+   owned elsewhere (its user forks, released ones included until the owner
+   has heard).  NULL pointers are fine. */
+DIST_API void dist_rpc_rref_counts(int *owned, int *users);
+
 #ifdef __cplusplus
 }
 #endif
@@ -322,7 +375,16 @@ DIST_API const char *dist_rpc_error_message(void) { return dist_rpc__error; }
    a decoded one is a single block (every node, the item arrays and a copy
    of the message) freed at once, so a decode costs one allocation and
    strings, bytes and inline tensors point into the message. */
-enum { DIST_RPC__OWN_NODE = 1, DIST_RPC__OWN_DATA = 2, DIST_RPC__OWN_BLOCK = 4 };
+enum { DIST_RPC__OWN_NODE = 1, DIST_RPC__OWN_DATA = 2, DIST_RPC__OWN_BLOCK = 4, DIST_RPC__OWN_RREFS = 8 };
+#define DIST_RPC__ERRLEN 400
+
+/* An RRef's id, and a fork's (one user's reference): the worker that made
+   it and that worker's counter. */
+typedef struct { uint32_t rank; uint64_t id; } dist_rpc__id;
+
+/* [SECTION] RPC: remote references */
+static void dist_rpc__rref_drop(dist_rref_t *r);
+static int dist_rpc__rref_same(const dist_rref_t *a, const dist_rref_t *b);
 
 struct dist_value {
     uint8_t type, own;
@@ -332,11 +394,12 @@ struct dist_value {
         double f;
         struct { uint8_t *p; size_t n; } s;                  /* string (NUL after n), bytes */
         struct { dist_value_t **items; size_t n, cap; } list;
-        struct { uint8_t *data; size_t nbytes; int64_t *shape; } t;
+        struct { uint8_t *data; size_t nbytes; int64_t *shape; void (*release)(void *, void *); void *user; } t;
+        struct { dist_rref_t *ref; uint32_t owner; dist_rpc__id rid, fid, pfid; } r;   /* ids as decoded, until taken in */
     } u;
 };
 
-static const char *const dist_rpc__type_names[] = { "none", "int", "float", "string", "bytes", "list", "tensor" };
+static const char *const dist_rpc__type_names[] = { "none", "int", "float", "string", "bytes", "list", "tensor", "rref" };
 
 DIST_API const char *dist_value_type_name(dist_value_type t) {
     return (unsigned)t < sizeof dist_rpc__type_names / sizeof *dist_rpc__type_names ? dist_rpc__type_names[t] : "unknown";
@@ -437,21 +500,69 @@ DIST_API dist_value_t *dist_value_tensor_borrow(dist_dtype dtype, int ndim, cons
     return dist_rpc__tensor(dtype, ndim, shape, data, 0);
 }
 
+DIST_API dist_value_t *dist_value_tensor_wrap(dist_dtype dtype, int ndim, const int64_t *shape, void *data,
+                                              void (*release)(void *, void *), void *user) {
+    dist_value_t *v = dist_rpc__tensor(dtype, ndim, shape, data, 0);
+    if (v) { v->u.t.release = release; v->u.t.user = user; }
+    return v;
+}
+
 DIST_API dist_value_t *dist_value_list(void) { return dist_rpc__node(DIST_VALUE_LIST); }
 
+DIST_API dist_value_t *dist_value_rref(dist_rref_t *r) {
+    dist_value_t *v;
+    if (!r) { dist_rpc__fail(DIST_ERR_INVALID, "value: NULL rref"); return NULL; }
+    if ((v = dist_rpc__node(DIST_VALUE_RREF))) v->u.r.ref = dist_rref_keep(r);
+    return v;
+}
+
+/* Lets go of the references in a decoded block (its nodes are not freed
+   one by one). */
+static void dist_rpc__drop_rrefs(dist_value_t *v) {
+    if (v->type == DIST_VALUE_LIST)
+        for (size_t i = 0; i < v->u.list.n; i++) dist_rpc__drop_rrefs(v->u.list.items[i]);
+    else if (v->type == DIST_VALUE_RREF && v->u.r.ref) { dist_rpc__rref_drop(v->u.r.ref); v->u.r.ref = NULL; }
+}
+
 DIST_API void dist_value_free(dist_value_t *v) {
-    if (!v || (v->own & DIST_RPC__OWN_BLOCK)) {
-        if (v) DIST_FREE(v);                   /* a decoded value: one block */
+    if (!v) return;
+    if (v->own & DIST_RPC__OWN_BLOCK) {                  /* a decoded value: one block */
+        if (v->own & DIST_RPC__OWN_RREFS) dist_rpc__drop_rrefs(v);
+        DIST_FREE(v);
         return;
     }
     if (v->type == DIST_VALUE_LIST) {
         for (size_t i = 0; i < v->u.list.n; i++) dist_value_free(v->u.list.items[i]);
         DIST_FREE(v->u.list.items);
+    } else if (v->type == DIST_VALUE_TENSOR) {
+        if (v->u.t.release) v->u.t.release(v->u.t.data, v->u.t.user);
+        if (v->own & DIST_RPC__OWN_DATA) DIST_FREE(v->u.t.shape);
+    } else if (v->type == DIST_VALUE_RREF) {
+        if (v->u.r.ref) dist_rpc__rref_drop(v->u.r.ref);
     } else if (v->own & DIST_RPC__OWN_DATA) {
-        if (v->type == DIST_VALUE_TENSOR) DIST_FREE(v->u.t.shape);
-        else DIST_FREE(v->u.s.p);
+        DIST_FREE(v->u.s.p);
     }
     if (v->own & DIST_RPC__OWN_NODE) DIST_FREE(v);
+}
+
+DIST_API dist_value_t *dist_value_copy(const dist_value_t *v) {
+    dist_value_t *c;
+    if (!v) { dist_rpc__fail(DIST_ERR_INVALID, "copy: NULL value"); return NULL; }
+    switch (v->type) {
+    case DIST_VALUE_INT: return dist_value_int(v->u.i);
+    case DIST_VALUE_FLOAT: return dist_value_float(v->u.f);
+    case DIST_VALUE_STRING: case DIST_VALUE_BYTES: return dist_rpc__blob(v->type, v->u.s.p, v->u.s.n);
+    case DIST_VALUE_TENSOR: return dist_rpc__tensor((dist_dtype)v->dtype, v->ndim, v->u.t.shape, v->u.t.data, 1);
+    case DIST_VALUE_RREF:
+        if (!v->u.r.ref) { dist_rpc__fail(DIST_ERR_INVALID, "copy: an rref that could not be taken in"); return NULL; }
+        return dist_value_rref(v->u.r.ref);
+    case DIST_VALUE_LIST:
+        if (!(c = dist_value_list())) return NULL;
+        for (size_t i = 0; i < v->u.list.n; i++)
+            if (dist_value_append(c, dist_value_copy(v->u.list.items[i])) != DIST_OK) { dist_value_free(c); return NULL; }
+        return c;
+    default: return dist_value_none();
+    }
 }
 
 DIST_API dist_result dist_value_append(dist_value_t *list, dist_value_t *item) {
@@ -539,6 +650,13 @@ DIST_API dist_result dist_value_get_tensor(const dist_value_t *v, dist_tensor_vi
     return DIST_OK;
 }
 
+DIST_API dist_result dist_value_get_rref(const dist_value_t *v, dist_rref_t **out) {
+    if (!v || v->type != DIST_VALUE_RREF) return dist_rpc__wrong("get_rref", v, DIST_VALUE_RREF);
+    if (!v->u.r.ref) return dist_rpc__fail(DIST_ERR_NOMEM, "get_rref: this reference could not be taken in when it arrived (out of memory)");
+    *out = v->u.r.ref;
+    return DIST_OK;
+}
+
 DIST_API int dist_value_equal(const dist_value_t *a, const dist_value_t *b) {
     if (!a || !b) return a == b;
     if (a->type != b->type) return 0;
@@ -557,6 +675,7 @@ DIST_API int dist_value_equal(const dist_value_t *a, const dist_value_t *b) {
         if (a->dtype != b->dtype || a->ndim != b->ndim || a->u.t.nbytes != b->u.t.nbytes) return 0;
         if (a->ndim && memcmp(a->u.t.shape, b->u.t.shape, sizeof(int64_t) * a->ndim) != 0) return 0;
         return a->u.t.nbytes == 0 || memcmp(a->u.t.data, b->u.t.data, a->u.t.nbytes) == 0;
+    case DIST_VALUE_RREF: return dist_rpc__rref_same(a->u.r.ref, b->u.r.ref);
     default: return 0;
     }
 }
@@ -598,6 +717,7 @@ static int dist_rpc__pack_items(dist_value_t *list, const char *fmt, size_t *pos
             item = dist_value_tensor(dt, nd, shape, data);
             break;
         }
+        case 'R': item = dist_value_rref(va_arg(*ap, dist_rref_t *)); break;
         case 'v':
             item = va_arg(*ap, dist_value_t *);
             if (!item) return dist_rpc__fail(DIST_ERR_INVALID, "pack \"%s\": NULL value for 'v' at %zu", fmt, *pos - 1), -1;
@@ -627,6 +747,7 @@ static void dist_rpc__pack_drain(const char *fmt, size_t pos, va_list *ap) {
         case 'b': (void)va_arg(*ap, const void *); (void)va_arg(*ap, size_t); break;
         case 't': (void)va_arg(*ap, int); (void)va_arg(*ap, int); (void)va_arg(*ap, const int64_t *); (void)va_arg(*ap, const void *); break;
         case 'v': dist_value_free(va_arg(*ap, dist_value_t *)); break;
+        case 'R': (void)va_arg(*ap, dist_rref_t *); break;
         case 'n': case '[': case ']': case ' ': break;
         default: return;          /* an unknown character: the arguments' types are unknown from here */
         }
@@ -668,7 +789,7 @@ static dist_result dist_rpc__unpack_items(const dist_value_t *const *items, size
             return DIST_OK;
         }
         snprintf(what, sizeof what, "unpack \"%.40s\": '%c' at %zu (item %zu)", fmt, c, *pos - 1, k);
-        if (!strchr("niIfsbtv*[", c)) return dist_rpc__fail(DIST_ERR_INVALID, "%s: unknown format character", what);
+        if (!strchr("niIfsbtvR*[", c)) return dist_rpc__fail(DIST_ERR_INVALID, "%s: unknown format character", what);
         if (k >= nitems)
             return dist_rpc__fail(DIST_ERR_TYPE, "%s: the %s has only %zu item%s", what, depth ? "list" : "value", nitems, nitems == 1 ? "" : "s");
         v = items[k++];
@@ -679,6 +800,7 @@ static dist_result dist_rpc__unpack_items(const dist_value_t *const *items, size
         case 's': want = DIST_VALUE_STRING; break;
         case 'b': want = DIST_VALUE_BYTES; break;
         case 't': want = DIST_VALUE_TENSOR; break;
+        case 'R': want = DIST_VALUE_RREF; break;
         case '[': want = DIST_VALUE_LIST; break;
         default: break;
         }
@@ -700,6 +822,11 @@ static dist_result dist_rpc__unpack_items(const dist_value_t *const *items, size
         }
         case 't': dist_value_get_tensor(v, va_arg(*ap, dist_tensor_view *)); break;
         case 'v': *va_arg(*ap, const dist_value_t **) = v; break;
+        case 'R': {
+            dist_result r = dist_value_get_rref(v, va_arg(*ap, dist_rref_t **));
+            if (r != DIST_OK) return r;
+            break;
+        }
         case '[': {
             dist_result r = dist_rpc__unpack_items((const dist_value_t *const *)v->u.list.items, v->u.list.n, fmt, pos, depth + 1, ap);
             if (r != DIST_OK) return r;
@@ -731,10 +858,18 @@ static uint64_t dist_rpc__get64(const uint8_t *b) { uint64_t x = 0; for (int i =
 #define DIST_RPC__WHERE_APART  1
 #define DIST_RPC__PAD(off) ((8 - ((off) & 7)) & 7)
 
+#define DIST_RPC__RREF_BYTES 40
+
+/* How an RRef travels to one receiver: the fork made for it (the ids
+   written), in the order the encoder meets references. */
+typedef struct { dist_rref_t *r; uint32_t owner; dist_rpc__id rid, fid, pfid; int how; } dist_rpc__fork;
+typedef struct { dist_rpc__fork *f; size_t n, at; } dist_rpc__forks;
+
 /* Writes (when `b` is not NULL and it fits in `cap`) the encoding of `v`
    at offset `off`; returns the offset after it.  Sizes are counted even
-   past `cap`, so one pass both measures and writes. */
-static size_t dist_rpc__encode(const dist_value_t *v, uint8_t *b, size_t cap, size_t off) {
+   past `cap`, so one pass both measures and writes.  References are
+   written from `fk` (only RPC messages carry them). */
+static size_t dist_rpc__encode(const dist_value_t *v, uint8_t *b, size_t cap, size_t off, dist_rpc__forks *fk) {
 #define DIST_RPC__FITS(n) (b && off + (n) <= cap)
     if (DIST_RPC__FITS(1)) b[off] = v->type;
     off += 1;
@@ -757,8 +892,17 @@ static size_t dist_rpc__encode(const dist_value_t *v, uint8_t *b, size_t cap, si
     case DIST_VALUE_LIST:
         if (DIST_RPC__FITS(4)) dist_rpc__put32(b + off, (uint32_t)v->u.list.n);
         off += 4;
-        for (size_t i = 0; i < v->u.list.n; i++) off = dist_rpc__encode(v->u.list.items[i], b, cap, off);
+        for (size_t i = 0; i < v->u.list.n; i++) off = dist_rpc__encode(v->u.list.items[i], b, cap, off, fk);
         return off;
+    case DIST_VALUE_RREF:
+        if (DIST_RPC__FITS(DIST_RPC__RREF_BYTES) && fk && fk->at < fk->n) {
+            const dist_rpc__fork *f = &fk->f[fk->at++];
+            dist_rpc__put32(b + off, f->owner);
+            dist_rpc__put32(b + off + 4, f->rid.rank); dist_rpc__put64(b + off + 8, f->rid.id);
+            dist_rpc__put32(b + off + 16, f->fid.rank); dist_rpc__put64(b + off + 20, f->fid.id);
+            dist_rpc__put32(b + off + 28, f->pfid.rank); dist_rpc__put64(b + off + 32, f->pfid.id);
+        }
+        return off + DIST_RPC__RREF_BYTES;
     case DIST_VALUE_TENSOR: {
         size_t head = 2 + 8 * (size_t)v->ndim + 1, pad;
         if (DIST_RPC__FITS(head)) {
@@ -779,14 +923,28 @@ static size_t dist_rpc__encode(const dist_value_t *v, uint8_t *b, size_t cap, si
 #undef DIST_RPC__FITS
 }
 
+/* The references in `v`, in encoding order, into out[0..] (NULL: only
+   counted); how many. */
+static size_t dist_rpc__collect_rrefs(const dist_value_t *v, dist_rpc__fork *out, size_t n) {
+    if (v->type == DIST_VALUE_LIST)
+        for (size_t i = 0; i < v->u.list.n; i++) n = dist_rpc__collect_rrefs(v->u.list.items[i], out, n);
+    else if (v->type == DIST_VALUE_RREF) {
+        if (out) { memset(&out[n], 0, sizeof out[n]); out[n].r = v->u.r.ref; }
+        n++;
+    }
+    return n;
+}
+
 DIST_API dist_result dist_value_encode(const dist_value_t *v, void *buf, size_t cap, size_t *len) {
     size_t n;
     if (!v || !len) return dist_rpc__fail(DIST_ERR_INVALID, "encode: NULL %s", v ? "length pointer" : "value");
-    n = dist_rpc__encode(v, NULL, 0, 0);
+    if (dist_rpc__collect_rrefs(v, NULL, 0))
+        return dist_rpc__fail(DIST_ERR_INVALID, "encode: the value holds an rref, which travels only as an RPC's argument or result");
+    n = dist_rpc__encode(v, NULL, 0, 0, NULL);
     *len = n;
     if (n > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "encode: %zu bytes exceed the limit of %zu", n, (size_t)DIST_RPC_MAX_MESSAGE);
     if (n > cap || !buf) return dist_rpc__fail(DIST_ERR_TRUNCATED, "encode: the value needs %zu bytes, the buffer holds %zu", n, cap);
-    dist_rpc__encode(v, (uint8_t *)buf, cap, 0);
+    dist_rpc__encode(v, (uint8_t *)buf, cap, 0, NULL);
     return DIST_OK;
 }
 
@@ -800,6 +958,8 @@ typedef struct {
     dist_value_t *node_pool;
     dist_value_t **item_pool;
     int64_t *shape_pool; size_t shapes;
+    int world;                           /* 0: no references may appear (not an RPC message) */
+    size_t rrefs;
     char why[200];
 } dist_rpc__decoder;
 
@@ -902,11 +1062,31 @@ static int dist_rpc__decode(dist_rpc__decoder *d, dist_value_t *out, int depth) 
         d->off += pad + nbytes;
         return 0;
     }
+    case DIST_VALUE_RREF: {
+        uint32_t r[4];
+        if (!d->world) return dist_rpc__bad(d, "an rref at byte %zu outside an RPC message", at);
+        if (dist_rpc__need(d, DIST_RPC__RREF_BYTES, "an rref")) return -1;
+        r[0] = dist_rpc__get32(b + d->off);
+        r[1] = dist_rpc__get32(b + d->off + 4); r[2] = dist_rpc__get32(b + d->off + 16); r[3] = dist_rpc__get32(b + d->off + 28);
+        for (int k = 0; k < 4; k++)
+            if (r[k] >= (uint32_t)d->world) return dist_rpc__bad(d, "an rref at byte %zu names rank %u of %d", at, r[k], d->world);
+        if (out) {
+            out->u.r.owner = r[0];
+            out->u.r.rid.rank = r[1]; out->u.r.rid.id = dist_rpc__get64(b + d->off + 8);
+            out->u.r.fid.rank = r[2]; out->u.r.fid.id = dist_rpc__get64(b + d->off + 20);
+            out->u.r.pfid.rank = r[3]; out->u.r.pfid.id = dist_rpc__get64(b + d->off + 32);
+        }
+        d->rrefs++;
+        d->off += DIST_RPC__RREF_BYTES;
+        return 0;
+    }
     default: return dist_rpc__bad(d, "unknown value type %u at byte %zu", type, at);
     }
 }
 
-DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t **out) {
+/* Decodes a value; `world` > 0 in RPC messages (references, naming ranks
+   below it, may appear; the caller takes them in). */
+static dist_result dist_rpc__decode_value(const void *buf, size_t len, int world, dist_value_t **out) {
     dist_rpc__decoder d;
     size_t nodes_sz, items_sz, shapes_sz, msg_off, total;
     uint8_t *block;
@@ -915,7 +1095,7 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
     if (len && !buf) return dist_rpc__fail(DIST_ERR_INVALID, "decode: NULL buffer of %zu bytes", len);
     if (len > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %zu bytes exceed the limit of %zu", len, (size_t)DIST_RPC_MAX_MESSAGE);
     memset(&d, 0, sizeof d);
-    d.b = (const uint8_t *)buf; d.len = len;
+    d.b = (const uint8_t *)buf; d.len = len; d.world = world;
     d.nodes = 1;
     if (dist_rpc__decode(&d, NULL, 0) != 0) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %s", d.why);
     if (d.off != len) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %zu bytes after the value (of %zu)", len - d.off, len);
@@ -934,9 +1114,13 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
     d.shape_pool = (int64_t *)(block + nodes_sz + items_sz);
     d.nodes = 1; d.items = 0; d.shapes = 0;
     dist_rpc__decode(&d, d.node_pool, 0);      /* cannot fail: the same bytes passed above */
-    d.node_pool[0].own = DIST_RPC__OWN_BLOCK;
+    d.node_pool[0].own = DIST_RPC__OWN_BLOCK | (d.rrefs ? DIST_RPC__OWN_RREFS : 0);
     *out = d.node_pool;
     return DIST_OK;
+}
+
+DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t **out) {
+    return dist_rpc__decode_value(buf, len, 0, out);
 }
 
 
@@ -966,8 +1150,11 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
 #define DIST_RPC__TAG_NEVER  0x5251          /* nothing is ever sent with it */
 #define DIST_RPC__HDR        24
 #define DIST_RPC__MAX_NAME   255
-#define DIST_RPC__ERRLEN     400
 enum { DIST_RPC__REQUEST = 1, DIST_RPC__REPLY = 2, DIST_RPC__ERROR = 3, DIST_RPC__WAKE = 4 };
+#define DIST_RPC__FLAG_REMOTE 1              /* a request's flag: the callee keeps the result as an RRef */
+#define DIST_RPC__FLAG_ONEWAY 2              /* a request's flag: nobody waits for an answer (the protocol's notices) */
+#define DIST_RPC__RESERVED "dist_rpc."       /* the agent's own functions */
+#define DIST_RPC__BUCKETS 256
 
 typedef struct { char *name; dist_rpc_fn fn; } dist_rpc__entry;
 static pthread_mutex_t dist_rpc__reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -994,6 +1181,10 @@ struct dist_future {
 
 struct dist_rpc_call {
     dist_rpc_call_t *next;           /* the queue, then the deferred list */
+    dist_rpc_call_t *wnext;          /* a fetch parked on its RRef */
+    dist_rref_t *rref;               /* a remote(): the RRef that keeps the result (pinned) */
+    int refs;                        /* the running handler's, and a deferred call's answer's */
+    int oneway;                      /* no answer is sent */
     int from;
     uint64_t id;
     dist_rpc_fn fn;
@@ -1001,6 +1192,36 @@ struct dist_rpc_call {
     int deferred, failed;
     char fn_name[DIST_RPC__MAX_NAME + 1];
     char err[DIST_RPC__ERRLEN];
+};
+
+enum { DIST_RPC__PENDING = 0, DIST_RPC__READY = 1, DIST_RPC__FAILED = 2 };
+
+/* An RRef on this worker: the owner's entry (one per RRef, with the value
+   and the forks of its users), or a user's fork.  Fields under the agent
+   lock, except the ids, `is_owner` and `owner`, fixed once it is shared. */
+struct dist_rref {
+    int refs;                        /* handles and value nodes here */
+    int is_owner, owner;
+    dist_rpc__id rid;                /* the RRef */
+    dist_rpc__id fid;                /* a user's: this fork */
+    int tabled;                      /* in the owned or the user table */
+    int detached;                    /* out of the tables for good: no messages, freed at refs 0 */
+    int forced;                      /* shutdown let go of it for the application */
+    /* a user's */
+    int confirmed;                   /* the owner knows this fork (or never will: see code) */
+    int owner_has;                   /* the owner holds this fork: tell it when it goes */
+    int children;                    /* forks passed on, not yet known to the owner */
+    /* the owner's */
+    int state;                       /* DIST_RPC__PENDING until its remote() is done */
+    int remote_seen;                 /* the remote() that makes it arrived */
+    int pins;                        /* a running remote(), a fetch answering, sends to this worker */
+    int nforks, capforks;
+    struct { dist_rpc__id fid; int holder; } *forks;   /* users' forks, and the rank that holds each */
+    dist_value_t *value;
+    dist_rpc_call_t *waiters;        /* fetches parked until the value is there */
+    dist_result code;                /* a failed remote() (or a fork that failed) */
+    char err[DIST_RPC__ERRLEN];
+    dist_rref_t *next;               /* the table's chain */
 };
 
 /* The agent: its lock, its condition (completions, queue changes), its
@@ -1021,7 +1242,16 @@ static struct {
     int helping;                     /* handler threads waiting on a future (they run queued calls) */
     int draining;                    /* a graceful shutdown waits for the handlers */
     pthread_t listener, *pool;
+    dist_rref_t *owned[DIST_RPC__BUCKETS], *users[DIST_RPC__BUCKETS];
+    int nowned, nusers, nforks;      /* entries, user forks held here, forks of users held by our entries */
+    char *gone;                      /* the listener's: workers found gone */
+    int probe_at;
 } dist_rpc__g;
+
+static dist_result dist_rpc__call(int to, const char *fn, const char *label, dist_value_t *args, int timeout_ms, dist_rref_t *rr,
+                                  dist_future_t **out);
+static void dist_rpc__notify(int to, const char *fn, dist_value_t *args);
+static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text, int borrowed);
 
 static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
 
@@ -1044,6 +1274,8 @@ DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn) {
     size_t n = name ? strlen(name) : 0;
     if (!name || n == 0 || n > DIST_RPC__MAX_NAME || !fn)
         return dist_rpc__fail(DIST_ERR_INVALID, "register: %s", !fn ? "NULL function" : "a name of 1 to 255 characters is needed");
+    if (strncmp(name, DIST_RPC__RESERVED, strlen(DIST_RPC__RESERVED)) == 0)
+        return dist_rpc__fail(DIST_ERR_INVALID, "register '%s': names that begin with \"" DIST_RPC__RESERVED "\" are the agent's own", name);
     pthread_mutex_lock(&dist_rpc__reg_lock);
     for (int i = 0; i < dist_rpc__nreg; i++)
         if (strcmp(dist_rpc__reg[i].name, name) == 0) { dist_rpc__reg[i].fn = fn; pthread_mutex_unlock(&dist_rpc__reg_lock); return DIST_OK; }
@@ -1061,8 +1293,28 @@ DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn) {
     return DIST_OK;
 }
 
-static dist_rpc_fn dist_rpc__lookup(const char *name) {
+static dist_value_t *dist_rpc__h_fetch(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_fork(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_accept(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_delete(dist_rpc_call_t *c, const dist_value_t *args);
+static void dist_rpc__drop_tables(void);
+static void dist_rpc__release_users(void);
+static void dist_rpc__peer_gone(int rank, const char *why);
+
+/* The agent's own functions: the RRef protocol.  The quick ones run on
+   the listener, in the order their messages came. */
+static const struct { const char *name; dist_rpc_fn fn; int on_listener; } dist_rpc__builtins[] = {
+    { DIST_RPC__RESERVED "fetch", dist_rpc__h_fetch, 0 },
+    { DIST_RPC__RESERVED "fork", dist_rpc__h_fork, 1 },
+    { DIST_RPC__RESERVED "accept", dist_rpc__h_accept, 1 },
+    { DIST_RPC__RESERVED "delete", dist_rpc__h_delete, 1 },
+};
+
+static dist_rpc_fn dist_rpc__lookup(const char *name, int *on_listener) {
     dist_rpc_fn fn = NULL;
+    *on_listener = 0;
+    for (size_t i = 0; i < sizeof dist_rpc__builtins / sizeof *dist_rpc__builtins; i++)
+        if (strcmp(dist_rpc__builtins[i].name, name) == 0) { *on_listener = dist_rpc__builtins[i].on_listener; return dist_rpc__builtins[i].fn; }
     pthread_mutex_lock(&dist_rpc__reg_lock);
     for (int i = 0; i < dist_rpc__nreg && !fn; i++)
         if (strcmp(dist_rpc__reg[i].name, name) == 0) fn = dist_rpc__reg[i].fn;
@@ -1076,30 +1328,50 @@ static const char *dist_rpc__name_of(int rank) {
 
 /* [SECTION] RPC: messages */
 
+static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to);
+static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n);
+
 /* Sends one message: the header, the name, then the body (an encoded
-   value, or `text`). */
-static dist_result dist_rpc__send(int to, int kind, int32_t status, uint64_t id, const char *name, const dist_value_t *v,
+   value, or `text`).  Each reference in the value travels as a new fork
+   for the receiver, made here and undone when the send fails. */
+static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, uint64_t id, const char *name, const dist_value_t *v,
                                   const char *text) {
-    size_t nlen = name ? strlen(name) : 0, blen = 0, total;
+    size_t nlen = name ? strlen(name) : 0, blen = 0, total, nr = v ? dist_rpc__collect_rrefs(v, NULL, 0) : 0;
+    dist_rpc__fork few[4], *fk = few;
+    dist_rpc__forks forks;
     uint8_t *b;
     dist_result r;
-    if (v) blen = dist_rpc__encode(v, NULL, 0, 0);      /* its size (no error sentence made) */
+    if (v) blen = dist_rpc__encode(v, NULL, 0, 0, NULL);      /* its size (no error sentence made) */
     else if (text) blen = strlen(text);
     if (blen > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value of %zu bytes exceeds the limit of %zu", blen, (size_t)DIST_RPC_MAX_MESSAGE);
     if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
     total = DIST_RPC__HDR + nlen + blen;
-    if (!(b = (uint8_t *)DIST_MALLOC(total))) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total);
+    if (nr > 4 && !(fk = (dist_rpc__fork *)DIST_MALLOC(nr * sizeof *fk)))
+        return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu rrefs", nr);
+    if (nr) dist_rpc__collect_rrefs(v, fk, 0);
+    if (nr && dist_rpc__forks_make(fk, nr, to) != 0) { if (fk != few) DIST_FREE(fk); return DIST_ERR_INVALID; }
+    if (!(b = (uint8_t *)DIST_MALLOC(total))) {
+        dist_rpc__forks_undo(fk, nr);
+        if (fk != few) DIST_FREE(fk);
+        return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total);
+    }
     memset(b, 0, DIST_RPC__HDR);
     b[0] = (uint8_t)kind;
+    b[1] = (uint8_t)flags;
     b[2] = (uint8_t)nlen; b[3] = (uint8_t)(nlen >> 8);
     dist_rpc__put32(b + 4, (uint32_t)status);
     dist_rpc__put64(b + 8, id);
     dist_rpc__put32(b + 16, (uint32_t)blen);
     if (nlen) memcpy(b + DIST_RPC__HDR, name, nlen);
-    if (v) dist_value_encode(v, b + DIST_RPC__HDR + nlen, blen, &blen);
+    forks.f = fk; forks.n = nr; forks.at = 0;
+    if (v) dist_rpc__encode(v, b + DIST_RPC__HDR + nlen, blen, 0, &forks);
     else if (blen) memcpy(b + DIST_RPC__HDR + nlen, text, blen);
     r = dist_send(dist_rpc__g.world, b, total, DIST_UINT8, to, DIST_RPC__TAG);
-    if (r != DIST_OK) dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(dist_rpc__g.world));
+    if (r != DIST_OK) {
+        dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(dist_rpc__g.world));
+        dist_rpc__forks_undo(fk, nr);
+    }
+    if (fk != few) DIST_FREE(fk);
     DIST_FREE(b);
     return r;
 }
@@ -1130,8 +1402,15 @@ static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res
     return cbs;
 }
 
-static void dist_rpc__future_unref_locked(dist_future_t *f) {
-    if (--f->refs > 0) return;
+/* Drops a reference (lock held); the future when it was the last, to be
+   freed with dist_rpc__future_destroy once the lock is released (its
+   value may hold references, whose release takes the lock). */
+static dist_future_t *dist_rpc__future_unref_locked(dist_future_t *f) {
+    return --f->refs > 0 ? NULL : f;
+}
+
+static void dist_rpc__future_destroy(dist_future_t *f) {
+    if (!f) return;
     dist_value_free(f->value);
     DIST_FREE(f);
 }
@@ -1147,8 +1426,20 @@ static void dist_rpc__finish(dist_future_t *f, dist_rpc__cb *cbs) {
     }
     pthread_mutex_lock(&dist_rpc__lock);
     if (!f->settled) { f->settled = 1; pthread_cond_broadcast(&dist_rpc__cond); }
-    dist_rpc__future_unref_locked(f);
+    f = dist_rpc__future_unref_locked(f);
     pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rpc__future_destroy(f);
+}
+
+static void dist_rpc__take_in(dist_value_t *v, int from);
+
+/* Decodes a message's value (none when the body is empty) and takes in
+   the references it holds. */
+static dist_result dist_rpc__take(const uint8_t *body, size_t blen, int from, dist_value_t **out) {
+    dist_result r;
+    if (blen == 0) return (*out = dist_value_none()) ? DIST_OK : DIST_ERR_NOMEM;
+    if ((r = dist_rpc__decode_value(body, blen, dist_rpc__g.size, out)) == DIST_OK) dist_rpc__take_in(*out, from);
+    return r;
 }
 
 /* A reply (or an error) for call `id` from `from`. */
@@ -1158,7 +1449,7 @@ static void dist_rpc__on_reply(int kind, int from, uint64_t id, int32_t status, 
     dist_result dr = DIST_OK;
     dist_rpc__cb *cbs;
     char why[DIST_RPC__ERRLEN] = "";
-    if (kind == DIST_RPC__REPLY && (dr = dist_value_decode(body, blen, &v)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+    if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(body, blen, from, &v)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
     pthread_mutex_lock(&dist_rpc__lock);
     for (f = dist_rpc__g.pending; f; f = f->next)
         if (f->id == id && f->to == from) break;
@@ -1182,32 +1473,65 @@ static void dist_rpc__on_reply(int kind, int from, uint64_t id, int32_t status, 
     dist_rpc__finish(f, cbs);
 }
 
-/* A request: queued for a handler thread, or answered at once when it
-   cannot run. */
-static void dist_rpc__on_request(int from, uint64_t id, const char *name, const uint8_t *body, size_t blen) {
-    dist_rpc_fn fn = dist_rpc__lookup(name);
+static dist_rref_t *dist_rpc__owned_locked(dist_rpc__id rid, int create);
+static void dist_rpc__table_add_locked(dist_rref_t *r);
+static int dist_rpc__fork_add_locked(dist_rref_t *e, dist_rpc__id fid, int holder);
+static void dist_rpc__fill(dist_rref_t *e, dist_result code, dist_value_t *v, const char *text, const char *fn);
+static void dist_rpc__run_call(dist_rpc_call_t *c);
+static void dist_rpc__unpin(dist_rref_t *e);
+
+/* A request: queued for a handler thread (run here when it is one of the
+   agent's quick ones), or answered at once when it cannot run.  A
+   remote()'s RRef is made (or found, when a message about it came first)
+   before anything else from its caller is read. */
+static void dist_rpc__on_request(int from, int flags, uint64_t id, const char *name, const uint8_t *body, size_t blen) {
+    int on_listener = 0;
+    dist_rpc_fn fn = dist_rpc__lookup(name, &on_listener);
     dist_rpc_call_t *c;
     dist_value_t *args = NULL;
+    dist_rref_t *e = NULL;
+    dist_result code = DIST_OK;
     char why[DIST_RPC__ERRLEN];
-    if (!fn) {
+    if (flags & DIST_RPC__FLAG_REMOTE) {
+        dist_rpc__id rid;
+        rid.rank = (uint32_t)from; rid.id = id;
+        pthread_mutex_lock(&dist_rpc__lock);
+        e = dist_rpc__owned_locked(rid, from != dist_rpc__g.rank);
+        if (!e) code = dist_rpc__g.rank == from ? DIST_ERR_PROTOCOL : DIST_ERR_NOMEM;
+        else if (e->remote_seen) code = DIST_ERR_PROTOCOL;
+        else if (from != dist_rpc__g.rank && dist_rpc__fork_add_locked(e, rid, from) != 0) code = DIST_ERR_NOMEM;
+        else { e->remote_seen = 1; e->pins++; }
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (code != DIST_OK) {
+            dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, code == DIST_ERR_NOMEM ? "the owner ran out of memory" : "a remote() with an id already used");
+            return;
+        }
+    }
+    if (!fn || (e && on_listener)) {
+        code = DIST_ERR_UNKNOWN_FUNCTION;
         snprintf(why, sizeof why, "worker '%s' (rank %d) has no function '%s' (dist_rpc_register it on every worker)",
                  dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank, name);
-        dist_rpc__send(from, DIST_RPC__ERROR, DIST_ERR_UNKNOWN_FUNCTION, id, NULL, NULL, why);
-        return;
-    }
-    if (dist_value_decode(body, blen, &args) != DIST_OK) {
+    } else if (dist_rpc__take(body, blen, from, &args) != DIST_OK) {
+        code = DIST_ERR_PROTOCOL;
         snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
-        dist_rpc__send(from, DIST_RPC__ERROR, DIST_ERR_PROTOCOL, id, NULL, NULL, why);
-        return;
-    }
-    if (!(c = (dist_rpc_call_t *)DIST_MALLOC(sizeof *c))) {
+    } else if (!(c = (dist_rpc_call_t *)DIST_MALLOC(sizeof *c))) {
         dist_value_free(args);
-        dist_rpc__send(from, DIST_RPC__ERROR, DIST_ERR_NOMEM, id, NULL, NULL, "the callee ran out of memory");
+        code = DIST_ERR_NOMEM;
+        snprintf(why, sizeof why, "the callee ran out of memory");
+    }
+    if (code != DIST_OK) {
+        if (e) {                                        /* the RRef holds the error for its users */
+            dist_rpc__fill(e, code, NULL, why, name);
+            dist_rpc__unpin(e);
+        }
+        dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, why);
         return;
     }
     memset(c, 0, sizeof *c);
-    c->from = from; c->id = id; c->fn = fn; c->args = args;
+    c->from = from; c->id = id; c->fn = fn; c->args = args; c->rref = e; c->refs = 1;
+    c->oneway = (flags & DIST_RPC__FLAG_ONEWAY) != 0;
     snprintf(c->fn_name, sizeof c->fn_name, "%s", name);
+    if (on_listener) { dist_rpc__run_call(c); return; }
     pthread_mutex_lock(&dist_rpc__lock);
     if (dist_rpc__g.q_tail) dist_rpc__g.q_tail->next = c; else dist_rpc__g.q_head = c;
     dist_rpc__g.q_tail = c;
@@ -1219,7 +1543,7 @@ static void dist_rpc__on_request(int from, uint64_t id, const char *name, const 
 /* A message's header, checked: its kind (0 when malformed), and where the
    name (NUL-terminated copy in `name`) and the body are. */
 typedef struct {
-    int kind;
+    int kind, flags;
     int32_t status;
     uint64_t id;
     char name[DIST_RPC__MAX_NAME + 1];
@@ -1233,7 +1557,10 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
     if (n < DIST_RPC__HDR) return 0;
     nlen = (size_t)b[2] | ((size_t)b[3] << 8);
     blen = dist_rpc__get32(b + 16);
-    if (b[1] != 0 || dist_rpc__get32(b + 20) != 0 || nlen > DIST_RPC__MAX_NAME || DIST_RPC__HDR + nlen + blen != n) return 0;
+    if ((b[1] & ~(DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY)) || b[1] == (DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY) ||
+        (b[1] && b[0] != DIST_RPC__REQUEST) || dist_rpc__get32(b + 20) != 0 ||
+        nlen > DIST_RPC__MAX_NAME || DIST_RPC__HDR + nlen + blen != n)
+        return 0;
     if (b[0] == DIST_RPC__REQUEST) {
         if (nlen == 0) return 0;
         memcpy(m->name, b + DIST_RPC__HDR, nlen);
@@ -1245,6 +1572,7 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
         return 0;
     }
     m->kind = b[0];
+    m->flags = b[1];
     m->status = (int32_t)dist_rpc__get32(b + 4);
     m->id = dist_rpc__get64(b + 8);
     m->body = b + DIST_RPC__HDR + nlen;
@@ -1258,7 +1586,7 @@ static int dist_rpc__on_message(const uint8_t *b, size_t n, int from) {
     dist_rpc__msg m;
     switch (dist_rpc__parse(b, n, &m)) {
     case DIST_RPC__WAKE: return from == dist_rpc__g.rank;
-    case DIST_RPC__REQUEST: dist_rpc__on_request(from, m.id, m.name, m.body, m.blen); return 0;
+    case DIST_RPC__REQUEST: dist_rpc__on_request(from, m.flags, m.id, m.name, m.body, m.blen); return 0;
     case DIST_RPC__REPLY: case DIST_RPC__ERROR: dist_rpc__on_reply(m.kind, from, m.id, m.status, m.body, m.blen); return 0;
     default: return 0;
     }
@@ -1308,6 +1636,23 @@ static void dist_rpc__sweep(void) {
             }
         }
     }
+    /* Workers that hold or own references here, a few per sweep: the
+       tables let go of those that are gone. */
+    for (int k = 0; k < 8 && k < dist_rpc__g.size && dist_rpc__g.gone; k++) {
+        int r = dist_rpc__g.probe_at++ % dist_rpc__g.size, found = 0, any;
+        dist_status st;
+        pthread_mutex_lock(&dist_rpc__lock);
+        any = dist_rpc__g.nowned > 0 || dist_rpc__g.nusers > 0;
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (!any) break;
+        if (r == dist_rpc__g.rank || dist_rpc__g.gone[r]) continue;
+        if (dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) == DIST_ERR_PEER_LOST) {
+            char why[DIST_RPC__ERRLEN];
+            snprintf(why, sizeof why, "%.300s", dist_error_message(dist_rpc__g.world));
+            dist_rpc__g.gone[r] = 1;
+            dist_rpc__peer_gone(r, why);
+        }
+    }
 }
 
 /* [SECTION] RPC: threads */
@@ -1353,19 +1698,50 @@ static void dist_rpc__call_free(dist_rpc_call_t *c) {
     DIST_FREE(c);
 }
 
+/* A deferred call is answered (perhaps on another thread, perhaps before
+   its handler returns) and its handler returns: the last frees it. */
+static void dist_rpc__call_unref(dist_rpc_call_t *c) {
+    int last;
+    pthread_mutex_lock(&dist_rpc__lock);
+    last = --c->refs == 0;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (last) dist_rpc__call_free(c);
+}
+
+/* Sends the answer to call `c` (its result `res`, freed unless borrowed,
+   or the error `text`) and frees the call.  A remote()'s result stays
+   here, in its RRef: the caller only hears that it is done. */
+static dist_result dist_rpc__deliver(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text, int borrowed) {
+    dist_result r;
+    if (c->rref) {
+        dist_rref_t *e = c->rref;
+        c->rref = NULL;
+        dist_rpc__fill(e, code, borrowed ? NULL : res, text, c->fn_name);
+        res = NULL;
+        if (code == DIST_OK) r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, NULL, NULL);
+        else r = dist_rpc__send(c->from, DIST_RPC__ERROR, 0, code, c->id, NULL, NULL, text);
+        dist_rpc__unpin(e);
+    } else if (c->oneway) {
+        r = DIST_OK;
+    } else if (code == DIST_OK) {
+        r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, res, NULL);   /* NULL: an empty body, none */
+    } else {
+        r = dist_rpc__send(c->from, DIST_RPC__ERROR, 0, code, c->id, NULL, NULL, text);
+    }
+    if (!borrowed) dist_value_free(res);
+    dist_rpc__call_unref(c);
+    return r;
+}
+
 /* Runs one call on this thread and answers it, unless it was deferred. */
 static void dist_rpc__run_call(dist_rpc_call_t *c) {
     dist_value_t *res = c->fn(c, c->args);
-    if (c->deferred) {
-        dist_value_free(res);
-        return;
-    }
-    if (c->failed) dist_rpc__send(c->from, DIST_RPC__ERROR, DIST_ERR_REMOTE, c->id, NULL, NULL, c->err);
-    else dist_rpc__send(c->from, DIST_RPC__REPLY, 0, c->id, NULL, res ? res : NULL, NULL);
-    if (!res && !c->failed) {                            /* no result: none */
-    }
-    dist_value_free(res);
-    dist_rpc__call_free(c);
+    int deferred;
+    pthread_mutex_lock(&dist_rpc__lock);
+    deferred = c->deferred;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (deferred) { dist_value_free(res); dist_rpc__call_unref(c); }
+    else dist_rpc__deliver(c, c->failed ? DIST_ERR_REMOTE : DIST_OK, res, c->err, 0);
 }
 
 /* Takes the next queued call (lock held), or NULL. */
@@ -1408,7 +1784,7 @@ static void dist_rpc__stop_threads(int started_pool) {
     pthread_cond_broadcast(&dist_rpc__cond);
     pthread_cond_broadcast(&dist_rpc__qcond);
     pthread_mutex_unlock(&dist_rpc__lock);
-    dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, NULL, NULL, NULL);
+    dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, 0, NULL, NULL, NULL);
     pthread_join(dist_rpc__g.listener, NULL);
     for (int i = 0; i < started_pool; i++) pthread_join(dist_rpc__g.pool[i], NULL);
 }
@@ -1427,11 +1803,17 @@ static void dist_rpc__drain(const char *why) {
         if (!f) break;
         dist_rpc__finish(f, cbs);
     }
-    pthread_mutex_lock(&dist_rpc__lock);
-    while (dist_rpc__g.q_head) { dist_rpc_call_t *c = dist_rpc__g.q_head; dist_rpc__g.q_head = c->next; dist_rpc__call_free(c); }
-    while (dist_rpc__g.deferred) { dist_rpc_call_t *c = dist_rpc__g.deferred; dist_rpc__g.deferred = c->next; dist_rpc__call_free(c); }
-    dist_rpc__g.q_tail = NULL;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    for (;;) {                       /* calls queued or deferred (freed without the lock: their values may hold references) */
+        dist_rpc_call_t *c;
+        pthread_mutex_lock(&dist_rpc__lock);
+        if ((c = dist_rpc__g.q_head)) dist_rpc__g.q_head = c->next;
+        else if ((c = dist_rpc__g.deferred)) dist_rpc__g.deferred = c->next;
+        else dist_rpc__g.q_tail = NULL;
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (!c) break;
+        dist_rpc__call_free(c);
+    }
+    dist_rpc__drop_tables();
 }
 
 static void dist_rpc__teardown(int started_pool, int graceful_destroy) {
@@ -1441,8 +1823,9 @@ static void dist_rpc__teardown(int started_pool, int graceful_destroy) {
     else { dist_abort(dist_rpc__g.world); dist_destroy(dist_rpc__g.world); }
     DIST_FREE(dist_rpc__g.pool);
     DIST_FREE(dist_rpc__g.names);
+    DIST_FREE(dist_rpc__g.gone);
     pthread_mutex_lock(&dist_rpc__lock);
-    dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL;
+    dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL;
     dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0;
     pthread_mutex_unlock(&dist_rpc__lock);
 }
@@ -1507,10 +1890,13 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
         return dist_rpc__fail(r, "%s", why);
     }
     dist_rpc__g.pool = (pthread_t *)DIST_MALLOC(sizeof(pthread_t) * (size_t)dist_rpc__g.nthreads);
-    if (!dist_rpc__g.pool || pthread_create(&dist_rpc__g.listener, NULL, dist_rpc__listen, NULL) != 0) {
+    dist_rpc__g.gone = (char *)DIST_MALLOC((size_t)dist_rpc__g.size);
+    if (dist_rpc__g.gone) memset(dist_rpc__g.gone, 0, (size_t)dist_rpc__g.size);
+    dist_rpc__g.probe_at = 0;
+    if (!dist_rpc__g.pool || !dist_rpc__g.gone || pthread_create(&dist_rpc__g.listener, NULL, dist_rpc__listen, NULL) != 0) {
         dist_destroy(dist_rpc__g.world);
-        DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names);
-        dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0;
+        DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names); DIST_FREE(dist_rpc__g.gone);
+        dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0; dist_rpc__g.gone = NULL;
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
     }
     for (; started < dist_rpc__g.nthreads; started++)
@@ -1557,6 +1943,32 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         dist_rpc__g.draining = 1;
         while ((dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.deferred || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
             dist_rpc__cond_wait(deadline);
+        pthread_mutex_unlock(&dist_rpc__lock);
+        /* References: the application's user forks are let go of here (its
+           handles stay valid, detached); once every worker's owners have
+           heard (a second count in the store), no entry has a user left. */
+        dist_rpc__release_users();
+        pthread_mutex_lock(&dist_rpc__lock);
+        while ((dist_rpc__g.nusers > 0 || dist_rpc__g.npending > 0) && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
+        if (dist_rpc__g.nusers > 0 && !why[0])
+            snprintf(why, sizeof why, "%d reference(s) held here were still unknown to their owners after %.1f s", dist_rpc__g.nusers, bound / 1000.0);
+        pthread_mutex_unlock(&dist_rpc__lock);
+        {
+            const char *rkey = "dist_rpc/shutdown/released";
+            int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
+            if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/released/count", 1, &arrived) != DIST_OK) {
+                if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(dist_rpc__g.world));
+            } else {
+                if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, rkey, "1", 1);
+                if (dist_store_wait(dist_rpc__g.world, &rkey, 1, left_ms > 0 ? (int)left_ms : 1) != DIST_OK && !why[0])
+                    snprintf(why, sizeof why, "waiting for every worker to let go of its references: %.300s", dist_error_message(dist_rpc__g.world));
+            }
+        }
+        pthread_mutex_lock(&dist_rpc__lock);
+        while ((dist_rpc__g.nforks > 0 || dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
+            dist_rpc__cond_wait(deadline);
+        if (dist_rpc__g.nforks > 0 && !why[0])
+            snprintf(why, sizeof why, "%d reference(s) to values owned here were never let go of by their users", dist_rpc__g.nforks);
         dist_rpc__g.closing = 1;
         pthread_mutex_unlock(&dist_rpc__lock);
     }
@@ -1580,36 +1992,43 @@ DIST_API dist_result dist_rpc_get_worker_info(const char *name, dist_worker_info
 DIST_API int dist_rpc_world_size(void) { return dist_rpc__g.up ? dist_rpc__g.size : 0; }
 
 /* [SECTION] RPC: calls and futures */
-DIST_API dist_result dist_rpc_async_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_future_t **out) {
-    dist_worker_info wi;
+/* Calls `fn` on rank `to` (args taken over); `label` names the call in
+   error sentences (NULL: fn).  With `rr`, a remote(): the callee keeps the
+   result as the RRef `rr`, whose id is the call's, tabled here before the
+   request leaves. */
+static dist_result dist_rpc__call(int to, const char *fn, const char *label, dist_value_t *args, int timeout_ms, dist_rref_t *rr,
+                                  dist_future_t **out) {
     dist_future_t *f;
-    dist_value_t *none = NULL;
     dist_result r;
-    if (out) *out = NULL;
-    if (!out || !to || !fn) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_INVALID, "rpc: NULL %s", !out ? "future pointer" : !to ? "worker" : "function"); }
-    if (strlen(fn) == 0 || strlen(fn) > DIST_RPC__MAX_NAME) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a function name has 1 to 255 characters"); }
-    if ((r = dist_rpc_get_worker_info(to, &wi)) != DIST_OK) { dist_value_free(args); return dist_rpc__fail(r, "rpc '%s': %s", fn, dist_rpc__error); }
-    if (!args && !(args = none = dist_value_none())) return DIST_ERR_NOMEM;
+    *out = NULL;
+    if (!args && !(args = dist_value_none())) return DIST_ERR_NOMEM;
     if (!(f = (dist_future_t *)DIST_MALLOC(sizeof *f))) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_NOMEM, "rpc '%s': out of memory", fn); }
     memset(f, 0, sizeof *f);
     f->refs = 2;
-    f->to = wi.rank;
-    snprintf(f->fn, sizeof f->fn, "%s", fn);
+    f->to = to;
+    snprintf(f->fn, sizeof f->fn, "%s", label ? label : fn);
     if (timeout_ms == 0) timeout_ms = dist_rpc__g.timeout_ms;
     f->timeout_ms = timeout_ms;
     f->deadline_ns = timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0;
     pthread_mutex_lock(&dist_rpc__lock);
-    if (dist_rpc__g.closing) {
+    if (!dist_rpc__g.up || !dist_rpc__g.world || dist_rpc__g.closing) {
+        int up = dist_rpc__g.up && dist_rpc__g.world;
         pthread_mutex_unlock(&dist_rpc__lock);
         DIST_FREE(f); dist_value_free(args);
-        return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to '%s': this worker is shutting down", fn, to);
+        return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to worker '%s': %s", label ? label : fn, dist_rpc__name_of(to),
+                              up ? "this worker is shutting down" : "no agent (dist_rpc_init first)");
     }
     f->id = dist_rpc__g.next_id++;
     f->next = dist_rpc__g.pending;
     dist_rpc__g.pending = f;
     dist_rpc__g.npending++;
+    if (rr) {
+        rr->rid.rank = (uint32_t)dist_rpc__g.rank; rr->rid.id = f->id;
+        rr->fid = rr->rid;                           /* the creator's fork has the RRef's id */
+        dist_rpc__table_add_locked(rr);
+    }
     pthread_mutex_unlock(&dist_rpc__lock);
-    r = dist_rpc__send(wi.rank, DIST_RPC__REQUEST, 0, f->id, fn, args, NULL);
+    r = dist_rpc__send(to, DIST_RPC__REQUEST, rr ? DIST_RPC__FLAG_REMOTE : 0, 0, f->id, fn, args, NULL);
     dist_value_free(args);
     if (r != DIST_OK) {
         char why[DIST_RPC__ERRLEN];
@@ -1617,13 +2036,34 @@ DIST_API dist_result dist_rpc_async_timeout(const char *to, const char *fn, dist
         int mine;
         snprintf(why, sizeof why, "%.300s", dist_rpc__error);
         pthread_mutex_lock(&dist_rpc__lock);
+        if (rr) rr->owner_has = 0;               /* the owner never heard of it */
         mine = !f->done;                     /* (or the sweep completed it meanwhile) */
-        if (mine) cbs = dist_rpc__complete_locked(f, r, NULL, "rpc '%s' to worker '%s' (rank %d): %s", fn, wi.name, wi.rank, why);
+        if (mine) cbs = dist_rpc__complete_locked(f, r, NULL, "rpc '%s' to worker '%s' (rank %d): %s", f->fn, dist_rpc__name_of(to), to, why);
         pthread_mutex_unlock(&dist_rpc__lock);
         if (mine) dist_rpc__finish(f, cbs);
     }
     *out = f;
     return DIST_OK;
+}
+
+/* The checks of a call from the application: the worker by name, the
+   function's name (not one of the agent's own). */
+static dist_result dist_rpc__check_call(const char *what, const char *to, const char *fn, const void *out, dist_worker_info *wi) {
+    dist_result r;
+    if (!out || !to || !fn) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL %s", what, !out ? "result pointer" : !to ? "worker" : "function");
+    if (strlen(fn) == 0 || strlen(fn) > DIST_RPC__MAX_NAME) return dist_rpc__fail(DIST_ERR_INVALID, "%s: a function name has 1 to 255 characters", what);
+    if (strncmp(fn, DIST_RPC__RESERVED, strlen(DIST_RPC__RESERVED)) == 0)
+        return dist_rpc__fail(DIST_ERR_INVALID, "%s '%s': names that begin with \"" DIST_RPC__RESERVED "\" are the agent's own", what, fn);
+    if ((r = dist_rpc_get_worker_info(to, wi)) != DIST_OK) return dist_rpc__fail(r, "%s '%s': %s", what, fn, dist_rpc__error);
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_rpc_async_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_future_t **out) {
+    dist_worker_info wi;
+    dist_result r;
+    if (out) *out = NULL;
+    if ((r = dist_rpc__check_call("rpc", to, fn, out, &wi)) != DIST_OK) { dist_value_free(args); return r; }
+    return dist_rpc__call(wi.rank, fn, NULL, args, timeout_ms, NULL, out);
 }
 
 DIST_API dist_result dist_rpc_async(const char *to, const char *fn, dist_value_t *args, dist_future_t **fut) {
@@ -1749,8 +2189,9 @@ DIST_API const char *dist_future_error(const dist_future_t *f) { return f && f->
 DIST_API void dist_future_free(dist_future_t *f) {
     if (!f) return;
     pthread_mutex_lock(&dist_rpc__lock);
-    dist_rpc__future_unref_locked(f);
+    f = dist_rpc__future_unref_locked(f);
     pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rpc__future_destroy(f);
 }
 
 /* [SECTION] RPC: inside a handler */
@@ -1768,35 +2209,31 @@ DIST_API void dist_rpc_call_fail(dist_rpc_call_t *c, const char *fmt, ...) {
 
 DIST_API void dist_rpc_call_defer(dist_rpc_call_t *c) {
     if (!c || c->deferred) return;
-    c->deferred = 1;
     pthread_mutex_lock(&dist_rpc__lock);
+    c->deferred = 1;
+    c->refs++;
     c->next = dist_rpc__g.deferred;
     dist_rpc__g.deferred = c;
     pthread_mutex_unlock(&dist_rpc__lock);
 }
 
-/* Answers a deferred call with `res` or, when code is not DIST_OK, with
-   the error `text`; frees the call. */
-static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text) {
+/* Answers a deferred call with `res` (freed unless borrowed) or, when
+   code is not DIST_OK, with the error `text`; frees the call. */
+static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text, int borrowed) {
     dist_rpc_call_t **pp;
-    dist_result r;
     pthread_mutex_lock(&dist_rpc__lock);
     for (pp = &dist_rpc__g.deferred; *pp && *pp != c; pp = &(*pp)->next) { }
     if (*pp) *pp = c->next;
     if (dist_rpc__g.draining) pthread_cond_broadcast(&dist_rpc__cond);
     pthread_mutex_unlock(&dist_rpc__lock);
-    if (code == DIST_OK) r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, c->id, NULL, res, NULL);
-    else r = dist_rpc__send(c->from, DIST_RPC__ERROR, code, c->id, NULL, NULL, text);
-    dist_value_free(res);
-    dist_rpc__call_free(c);
-    return r;
+    return dist_rpc__deliver(c, code, res, text, borrowed);
 }
 
 DIST_API dist_result dist_rpc_call_reply(dist_rpc_call_t *c, dist_value_t *res) {
     dist_value_t *none = NULL;
     if (!c || !c->deferred) { dist_value_free(res); return dist_rpc__fail(DIST_ERR_INVALID, "call_reply: %s", c ? "the call was not deferred (return the result instead)" : "NULL call"); }
     if (!res && !(res = none = dist_value_none())) return DIST_ERR_NOMEM;
-    return dist_rpc__answer(c, DIST_OK, res, NULL);
+    return dist_rpc__answer(c, DIST_OK, res, NULL, 0);
 }
 
 static void dist_rpc__forward_cb(dist_future_t *f, void *user) {
@@ -1804,9 +2241,9 @@ static void dist_rpc__forward_cb(dist_future_t *f, void *user) {
     if (f->result == DIST_OK) {
         dist_value_t *v = f->value;
         f->value = NULL;
-        dist_rpc__answer(c, DIST_OK, v ? v : dist_value_none(), NULL);
+        dist_rpc__answer(c, DIST_OK, v, NULL, 0);
     } else {
-        dist_rpc__answer(c, f->result, NULL, f->err);
+        dist_rpc__answer(c, f->result, NULL, f->err, 0);
     }
 }
 
@@ -1819,6 +2256,666 @@ DIST_API dist_result dist_rpc_call_forward(dist_rpc_call_t *c, dist_future_t *f)
     r = dist_future_then(f, dist_rpc__forward_cb, c);
     dist_future_free(f);
     return r;
+}
+
+/* [SECTION] RPC: remote references
+   The protocol (torch's "Remote Reference Protocol").  An RRef's id is
+   (the worker that made it, that worker's counter); each user's reference
+   is a fork with an id of its own.  The owner keeps one entry per RRef:
+   the value, and the set of its users' forks; it frees the value when the
+   set is empty and no handle on the owner itself remains.
+   - remote(): the creator's fork has the RRef's id; the owner adds it
+     when the request arrives (on the listener, before anything later from
+     the creator is read), and the reply confirms it.
+   - Passing a reference makes a fork for the receiver when the message is
+     made.  The owner adds it at once (owner -> user: confirmed on
+     arrival).  A user counts it as a child and keeps its own fork until
+     the owner has heard of the child: user -> owner, the owner tells the
+     parent on arrival (accept); user -> user, the receiver asks the owner
+     to add its fork (fork), and the owner tells the parent (accept).
+   - A user's fork, once let go, confirmed and without children, tells the
+     owner (delete).  So the owner's set never empties while a reference
+     anywhere is alive or on its way.
+   A message about an RRef may outrun the remote() that makes it (they
+   travel on different connections): the owner then makes the entry,
+   waiting for its value. */
+
+static unsigned dist_rpc__hash(dist_rpc__id k) {
+    return (unsigned)(((k.id * 0x9E3779B97F4A7C15ull) >> 40) ^ k.rank) % DIST_RPC__BUCKETS;
+}
+
+static int dist_rpc__id_eq(dist_rpc__id a, dist_rpc__id b) { return a.rank == b.rank && a.id == b.id; }
+
+static dist_rref_t *dist_rpc__find_locked(int owned, dist_rpc__id k) {
+    dist_rref_t *r = (owned ? dist_rpc__g.owned : dist_rpc__g.users)[dist_rpc__hash(k)];
+    while (r && !dist_rpc__id_eq(owned ? r->rid : r->fid, k)) r = r->next;
+    return r;
+}
+
+static void dist_rpc__table_add_locked(dist_rref_t *r) {
+    dist_rref_t **t = r->is_owner ? dist_rpc__g.owned : dist_rpc__g.users;
+    dist_rpc__id k = r->rid;
+    unsigned h;
+    if (!r->is_owner) k = r->fid;
+    h = dist_rpc__hash(k);
+    r->next = t[h];
+    t[h] = r;
+    r->tabled = 1;
+    if (r->is_owner) dist_rpc__g.nowned++; else dist_rpc__g.nusers++;
+}
+
+static void dist_rpc__table_del_locked(dist_rref_t *r) {
+    dist_rref_t **t = r->is_owner ? dist_rpc__g.owned : dist_rpc__g.users, **pp;
+    dist_rpc__id k = r->rid;
+    if (!r->is_owner) k = r->fid;
+    pp = &t[dist_rpc__hash(k)];
+    while (*pp && *pp != r) pp = &(*pp)->next;
+    if (*pp) *pp = r->next;
+    r->next = NULL;
+    r->tabled = 0;
+    if (r->is_owner) dist_rpc__g.nowned--; else dist_rpc__g.nusers--;
+    pthread_cond_broadcast(&dist_rpc__cond);            /* a graceful shutdown counts them */
+}
+
+static dist_rref_t *dist_rpc__rref_alloc(int is_owner, int owner) {
+    dist_rref_t *r = (dist_rref_t *)DIST_MALLOC(sizeof *r);
+    if (!r) return NULL;
+    memset(r, 0, sizeof *r);
+    r->is_owner = is_owner;
+    r->owner = owner;
+    r->refs = 1;
+    return r;
+}
+
+/* The owner's entry for `rid`; made, waiting for its value, when `create`
+   and it was not made here (an RRef made here that is gone stays gone). */
+static dist_rref_t *dist_rpc__owned_locked(dist_rpc__id rid, int create) {
+    dist_rref_t *e = dist_rpc__find_locked(1, rid);
+    if (e || !create || rid.rank == (uint32_t)dist_rpc__g.rank) return e;
+    if (!(e = dist_rpc__rref_alloc(1, dist_rpc__g.rank))) return NULL;
+    e->refs = 0;
+    e->rid = rid;
+    e->confirmed = 1;
+    dist_rpc__table_add_locked(e);
+    return e;
+}
+
+static int dist_rpc__fork_add_locked(dist_rref_t *e, dist_rpc__id fid, int holder) {
+    if (e->nforks == e->capforks) {
+        int cap = e->capforks ? 2 * e->capforks : 4;
+        void *f = DIST_REALLOC(e->forks, sizeof *e->forks * (size_t)cap);
+        if (!f) return -1;
+        memcpy(&e->forks, &f, sizeof f);                /* (the anonymous struct's pointer type, in C and C++) */
+        e->capforks = cap;
+    }
+    e->forks[e->nforks].fid = fid;
+    e->forks[e->nforks++].holder = holder;
+    dist_rpc__g.nforks++;
+    return 0;
+}
+
+static void dist_rpc__fork_del_locked(dist_rref_t *e, dist_rpc__id fid) {
+    for (int i = 0; i < e->nforks; i++)
+        if (dist_rpc__id_eq(e->forks[i].fid, fid)) {
+            e->forks[i] = e->forks[--e->nforks];
+            dist_rpc__g.nforks--;
+            if (dist_rpc__g.nforks == 0) pthread_cond_broadcast(&dist_rpc__cond);
+            return;
+        }
+}
+
+/* What to do, without the lock, after a change to a reference. */
+typedef struct {
+    dist_rref_t *free_r;
+    dist_value_t *free_v;
+    int delete_to;                   /* -1: no message */
+    dist_rpc__id rid, fid;
+} dist_rpc__after;
+
+/* Decides (lock held) what `r` needs now: an owner's entry goes when no
+   fork, handle, pin or parked fetch remains and its value is there; a
+   user's fork, let go (or released by shutdown), confirmed and without
+   children, leaves the table and tells the owner. */
+static void dist_rpc__settle_locked(dist_rref_t *r, dist_rpc__after *a) {
+    memset(a, 0, sizeof *a);
+    a->delete_to = -1;
+    if (r->is_owner) {
+        if (r->refs > 0 || r->nforks > 0 || r->pins > 0 || r->waiters || (r->state == DIST_RPC__PENDING && !r->detached)) return;
+        if (r->tabled) dist_rpc__table_del_locked(r);
+        a->free_v = r->value;
+        r->value = NULL;
+        a->free_r = r;
+        return;
+    }
+    if (!r->tabled) {                                   /* detached, or released by shutdown */
+        if (r->refs == 0) a->free_r = r;
+        return;
+    }
+    if ((r->refs > 0 && !r->forced) || !r->confirmed || r->children > 0) return;
+    dist_rpc__table_del_locked(r);
+    if (r->owner_has && !r->detached) { a->delete_to = r->owner; a->rid = r->rid; a->fid = r->fid; }
+    r->detached = 1;
+    if (r->refs == 0) a->free_r = r;
+}
+
+static void dist_rpc__after_do(dist_rpc__after *a) {
+    if (a->delete_to >= 0)
+        dist_rpc__notify(a->delete_to, DIST_RPC__RESERVED "delete",
+                         dist_value_pack("[IIII]", (int64_t)a->rid.rank, (int64_t)a->rid.id, (int64_t)a->fid.rank, (int64_t)a->fid.id));
+    dist_value_free(a->free_v);                         /* (may let go of other references) */
+    if (a->free_r) {
+        DIST_FREE(a->free_r->forks);
+        DIST_FREE(a->free_r);
+    }
+}
+
+/* Settles `r` after a change made under the lock (which it releases). */
+static void dist_rpc__settle_unlock(dist_rref_t *r) {
+    dist_rpc__after a;
+    dist_rpc__settle_locked(r, &a);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rpc__after_do(&a);
+}
+
+static void dist_rpc__unpin(dist_rref_t *e) {
+    pthread_mutex_lock(&dist_rpc__lock);
+    e->pins--;
+    dist_rpc__settle_unlock(e);
+}
+
+static void dist_rpc__rref_drop(dist_rref_t *r) { dist_rref_free(r); }
+
+static int dist_rpc__rref_same(const dist_rref_t *a, const dist_rref_t *b) {
+    return a && b && dist_rpc__id_eq(a->rid, b->rid);
+}
+
+/* A notice of the protocol: a request nobody answers (args taken). */
+static void dist_rpc__notify(int to, const char *fn, dist_value_t *args) {
+    int open_;
+    if (!args) return;                                  /* out of memory: the owner keeps the value (a leak, not a crash) */
+    pthread_mutex_lock(&dist_rpc__lock);
+    open_ = dist_rpc__g.up && dist_rpc__g.world && !dist_rpc__g.stopping;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (open_) dist_rpc__send(to, DIST_RPC__REQUEST, DIST_RPC__FLAG_ONEWAY, 0, 0, fn, args, NULL);
+    dist_value_free(args);
+}
+
+/* Makes the forks for the references in a message to `to` (see the
+   protocol above); -1, the sentence set and nothing changed, when one
+   cannot travel. */
+enum { DIST_RPC__HOW_FORK = 1, DIST_RPC__HOW_PIN = 2, DIST_RPC__HOW_CHILD = 3 };
+static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to) {
+    size_t i;
+    pthread_mutex_lock(&dist_rpc__lock);
+    for (i = 0; i < n; i++) {
+        dist_rref_t *r = f[i].r;
+        if (!r || r->detached || !dist_rpc__g.up) {
+            dist_rpc__fail(DIST_ERR_INVALID, "rpc: %s", !r ? "an rref that could not be taken in cannot be passed on"
+                                                           : "an rref from an agent that was shut down cannot be passed on");
+            break;
+        }
+        f[i].owner = (uint32_t)r->owner;
+        f[i].rid = r->rid;
+        f[i].fid.rank = (uint32_t)dist_rpc__g.rank;
+        f[i].fid.id = dist_rpc__g.next_id++;
+        if (r->is_owner && to == dist_rpc__g.rank) {
+            r->pins++;                                  /* to itself: held until the message is read */
+            f[i].how = DIST_RPC__HOW_PIN;
+        } else if (r->is_owner) {
+            if (dist_rpc__fork_add_locked(r, f[i].fid, to) != 0) { dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for an rref's fork"); break; }
+            f[i].how = DIST_RPC__HOW_FORK;
+        } else {
+            f[i].pfid = r->fid;
+            r->children++;
+            f[i].how = DIST_RPC__HOW_CHILD;
+        }
+    }
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (i == n) return 0;
+    dist_rpc__forks_undo(f, i);
+    return -1;
+}
+
+static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        dist_rref_t *r = f[i].r;
+        if (!f[i].how) continue;
+        pthread_mutex_lock(&dist_rpc__lock);
+        if (f[i].how == DIST_RPC__HOW_PIN) r->pins--;
+        else if (f[i].how == DIST_RPC__HOW_FORK) dist_rpc__fork_del_locked(r, f[i].fid);
+        else r->children--;
+        f[i].how = 0;
+        dist_rpc__settle_unlock(r);
+    }
+}
+
+static void dist_rpc__fork_done(dist_future_t *f, void *user) {
+    dist_rref_t *r = (dist_rref_t *)user;
+    pthread_mutex_lock(&dist_rpc__lock);
+    r->confirmed = 1;
+    r->owner_has = f->result == DIST_OK;
+    if (f->result != DIST_OK && r->code == DIST_OK) { r->code = f->result; snprintf(r->err, sizeof r->err, "%s", f->err); }
+    pthread_cond_broadcast(&dist_rpc__cond);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rref_free(r);                                  /* the reference this callback held */
+}
+
+/* Takes in the references of a value that came from `from` (on the
+   listener): each becomes a handle here, and the owner and the parent hear
+   what they must.  One that cannot be taken in (out of memory, or an RRef
+   made here that is gone) stays NULL: dist_value_get_rref says so. */
+static void dist_rpc__take_in(dist_value_t *v, int from) {
+    if (v->type == DIST_VALUE_LIST) {
+        for (size_t i = 0; i < v->u.list.n; i++) dist_rpc__take_in(v->u.list.items[i], from);
+        return;
+    }
+    if (v->type != DIST_VALUE_RREF) return;
+    if ((int)v->u.r.owner == dist_rpc__g.rank) {
+        dist_rref_t *e;
+        pthread_mutex_lock(&dist_rpc__lock);
+        e = dist_rpc__owned_locked(v->u.r.rid, 1);
+        if (e) e->refs++;
+        if (e && from == dist_rpc__g.rank) e->pins--;   /* sent by this owner to itself */
+        pthread_mutex_unlock(&dist_rpc__lock);
+        v->u.r.ref = e;
+        if (from != dist_rpc__g.rank)                   /* a user's child came home: the parent may let go */
+            dist_rpc__notify(from, DIST_RPC__RESERVED "accept", dist_value_pack("[II]", (int64_t)v->u.r.pfid.rank, (int64_t)v->u.r.pfid.id));
+        return;
+    }
+    {
+        dist_rref_t *r = dist_rpc__rref_alloc(0, (int)v->u.r.owner);
+        dist_future_t *f = NULL;
+        if (!r) return;
+        r->rid = v->u.r.rid;
+        r->fid = v->u.r.fid;
+        r->confirmed = r->owner_has = from == r->owner;
+        if (!r->confirmed) r->refs++;                  /* held by the fork request's callback */
+        pthread_mutex_lock(&dist_rpc__lock);
+        dist_rpc__table_add_locked(r);
+        pthread_mutex_unlock(&dist_rpc__lock);
+        v->u.r.ref = r;
+        if (r->confirmed) return;
+        if (dist_rpc__call(r->owner, DIST_RPC__RESERVED "fork", "rref fork",
+                           dist_value_pack("[IIIIIII]", (int64_t)r->rid.rank, (int64_t)r->rid.id, (int64_t)r->fid.rank, (int64_t)r->fid.id,
+                                           (int64_t)from, (int64_t)v->u.r.pfid.rank, (int64_t)v->u.r.pfid.id),
+                           0, NULL, &f) != DIST_OK) {
+            pthread_mutex_lock(&dist_rpc__lock);
+            r->confirmed = 1;
+            r->code = DIST_ERR_INVALID;
+            snprintf(r->err, sizeof r->err, "rref: the owner could not be told of this reference: %.300s", dist_rpc__error);
+            pthread_mutex_unlock(&dist_rpc__lock);
+            dist_rref_free(r);
+            return;
+        }
+        dist_future_then(f, dist_rpc__fork_done, r);
+        dist_future_free(f);
+    }
+}
+
+/* Reads the ids the protocol's messages carry (all checked: ranks within
+   the job). */
+static int dist_rpc__ids(dist_rpc_call_t *c, const dist_value_t *args, int n, unsigned ranks, int64_t *x) {
+    for (int i = 0; i < n; i++) {
+        const dist_value_t *it = dist_value_item(args, (size_t)i);
+        if (!it || dist_value_get_int(it, &x[i]) != DIST_OK || (((ranks >> i) & 1) && (x[i] < 0 || x[i] >= dist_rpc__g.size))) {
+            dist_rpc_call_fail(c, "%s: malformed arguments", c->fn_name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static dist_rpc__id dist_rpc__mkid(int64_t rank, int64_t id) {
+    dist_rpc__id k;
+    k.rank = (uint32_t)rank; k.id = (uint64_t)id;
+    return k;
+}
+
+/* fork [rid, fid, parent, parent's fid]: a user's child asks the owner to
+   add it; the parent hears (also when it failed, so it is not held). */
+static dist_value_t *dist_rpc__h_fork(dist_rpc_call_t *c, const dist_value_t *args) {
+    int64_t x[7];
+    dist_rref_t *e;
+    int ok = 0;
+    if (dist_rpc__ids(c, args, 7, 0x35, x) != 0) return NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), 1);
+    if (e) ok = dist_rpc__fork_add_locked(e, dist_rpc__mkid(x[2], x[3]), c->from) == 0;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    dist_rpc__notify((int)x[4], DIST_RPC__RESERVED "accept", dist_value_pack("[II]", x[5], x[6]));
+    if (!ok) dist_rpc_call_fail(c, "%s", e ? "the owner ran out of memory" : "the value of this rref was already freed by its owner");
+    return NULL;
+}
+
+/* accept [the parent's fid]: a child of that fork is known to the owner. */
+static dist_value_t *dist_rpc__h_accept(dist_rpc_call_t *c, const dist_value_t *args) {
+    int64_t x[2];
+    dist_rref_t *r;
+    if (dist_rpc__ids(c, args, 2, 0x1, x) != 0) return NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    r = dist_rpc__find_locked(0, dist_rpc__mkid(x[0], x[1]));
+    if (r && r->children > 0) { r->children--; dist_rpc__settle_unlock(r); }
+    else pthread_mutex_unlock(&dist_rpc__lock);
+    return NULL;
+}
+
+/* delete [rid, fid]: a user let go of its fork. */
+static dist_value_t *dist_rpc__h_delete(dist_rpc_call_t *c, const dist_value_t *args) {
+    int64_t x[4];
+    dist_rref_t *e;
+    if (dist_rpc__ids(c, args, 4, 0x5, x) != 0) return NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), 0);
+    if (e) { dist_rpc__fork_del_locked(e, dist_rpc__mkid(x[2], x[3])); dist_rpc__settle_unlock(e); }
+    else pthread_mutex_unlock(&dist_rpc__lock);
+    return NULL;
+}
+
+/* Answers a fetch from a pinned entry whose value is there (or failed). */
+static void dist_rpc__answer_fetch(dist_rpc_call_t *c, dist_rref_t *e) {
+    if (e->state == DIST_RPC__READY) dist_rpc__answer(c, DIST_OK, e->value, NULL, 1);
+    else dist_rpc__answer(c, e->code, NULL, e->err, 0);
+}
+
+/* fetch [rid]: the value (a copy travels), once it is there. */
+static dist_value_t *dist_rpc__h_fetch(dist_rpc_call_t *c, const dist_value_t *args) {
+    int64_t x[2];
+    dist_rref_t *e;
+    if (dist_rpc__ids(c, args, 2, 0x1, x) != 0) return NULL;
+    dist_rpc_call_defer(c);
+    pthread_mutex_lock(&dist_rpc__lock);
+    e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), 1);
+    if (e && e->state == DIST_RPC__PENDING) {
+        c->wnext = e->waiters;                          /* answered by dist_rpc__fill */
+        e->waiters = c;
+        pthread_mutex_unlock(&dist_rpc__lock);
+        return NULL;
+    }
+    if (e) e->pins++;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (!e) { dist_rpc__answer(c, DIST_ERR_NOT_FOUND, NULL, "the value of this rref was already freed by its owner", 0); return NULL; }
+    dist_rpc__answer_fetch(c, e);
+    dist_rpc__unpin(e);
+    return NULL;
+}
+
+/* A remote()'s outcome: the value (taken over) or the error; the fetches
+   parked on it are answered. */
+static void dist_rpc__fill(dist_rref_t *e, dist_result code, dist_value_t *v, const char *text, const char *fn) {
+    dist_rpc_call_t *w;
+    pthread_mutex_lock(&dist_rpc__lock);
+    if (e->state != DIST_RPC__PENDING) {                /* (failed already: the agent shut down) */
+        pthread_mutex_unlock(&dist_rpc__lock);
+        dist_value_free(v);
+        return;
+    }
+    if (code == DIST_OK && !v) v = dist_value_none();
+    if (code == DIST_OK && v) {
+        e->state = DIST_RPC__READY;
+        e->value = v;
+    } else {
+        e->state = DIST_RPC__FAILED;
+        e->code = code == DIST_OK ? DIST_ERR_NOMEM : code;
+        snprintf(e->err, sizeof e->err, "remote() of '%.64s' failed: %.300s", fn,
+                 code == DIST_OK ? "out of memory" : text ? text : "");
+    }
+    w = e->waiters;
+    e->waiters = NULL;
+    e->pins++;
+    pthread_cond_broadcast(&dist_rpc__cond);            /* local_value, to_here on the owner */
+    pthread_mutex_unlock(&dist_rpc__lock);
+    if (code != DIST_OK) dist_value_free(v);
+    while (w) {
+        dist_rpc_call_t *next = w->wnext;
+        dist_rpc__answer_fetch(w, e);
+        w = next;
+    }
+    dist_rpc__unpin(e);
+}
+
+static void dist_rpc__created(dist_future_t *f, void *user) {
+    dist_rref_t *r = (dist_rref_t *)user;
+    if (r->is_owner) {
+        if (f->result != DIST_OK) dist_rpc__fill(r, f->result, NULL, f->err, f->fn);   /* (no-op when the handler filled it) */
+    } else {
+        pthread_mutex_lock(&dist_rpc__lock);
+        r->confirmed = 1;
+        if (f->result != DIST_OK && r->code == DIST_OK) { r->code = f->result; snprintf(r->err, sizeof r->err, "%s", f->err); }
+        pthread_cond_broadcast(&dist_rpc__cond);
+        pthread_mutex_unlock(&dist_rpc__lock);
+    }
+    dist_rref_free(r);                                  /* the reference this callback held */
+}
+
+DIST_API dist_result dist_remote_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_rref_t **out) {
+    dist_worker_info wi;
+    dist_future_t *f = NULL;
+    dist_rref_t *r;
+    dist_result res;
+    if (out) *out = NULL;
+    if ((res = dist_rpc__check_call("remote", to, fn, out, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    if (!(r = dist_rpc__rref_alloc(wi.rank == dist_rpc__g.rank, wi.rank))) {
+        dist_value_free(args);
+        return dist_rpc__fail(DIST_ERR_NOMEM, "remote '%s': out of memory", fn);
+    }
+    r->refs = 2;                                        /* yours, and the callback's below */
+    r->confirmed = r->is_owner;
+    r->owner_has = 1;
+    if ((res = dist_rpc__call(wi.rank, fn, NULL, args, timeout_ms, r, &f)) != DIST_OK) {
+        DIST_FREE(r);                                   /* (never tabled) */
+        return res;
+    }
+    dist_future_then(f, dist_rpc__created, r);
+    dist_future_free(f);
+    *out = r;
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_remote(const char *to, const char *fn, dist_value_t *args, dist_rref_t **rref) {
+    return dist_remote_timeout(to, fn, args, 0, rref);
+}
+
+DIST_API dist_result dist_rref_new(dist_value_t *value, dist_rref_t **out) {
+    dist_rref_t *e;
+    if (!out) { dist_value_free(value); return dist_rpc__fail(DIST_ERR_INVALID, "rref_new: NULL result pointer"); }
+    *out = NULL;
+    if (!value) return dist_rpc__fail(DIST_ERR_INVALID, "rref_new: NULL value (did building it fail?)");
+    if (!(e = dist_rpc__rref_alloc(1, dist_rpc__g.rank))) { dist_value_free(value); return dist_rpc__fail(DIST_ERR_NOMEM, "rref_new: out of memory"); }
+    pthread_mutex_lock(&dist_rpc__lock);
+    if (!dist_rpc__g.up || !dist_rpc__g.world) {
+        pthread_mutex_unlock(&dist_rpc__lock);
+        DIST_FREE(e); dist_value_free(value);
+        return dist_rpc__fail(DIST_ERR_INVALID, "rref_new: no agent (dist_rpc_init first)");
+    }
+    e->rid.rank = (uint32_t)dist_rpc__g.rank;
+    e->rid.id = dist_rpc__g.next_id++;
+    e->state = DIST_RPC__READY;
+    e->remote_seen = e->confirmed = 1;
+    e->value = value;
+    dist_rpc__table_add_locked(e);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    *out = e;
+    return DIST_OK;
+}
+
+DIST_API int dist_rref_is_owner(const dist_rref_t *r) { return r ? r->is_owner : 0; }
+
+DIST_API dist_result dist_rref_owner(const dist_rref_t *r, dist_worker_info *info) {
+    if (!r || !info) return dist_rpc__fail(DIST_ERR_INVALID, "rref_owner: NULL %s", r ? "info" : "rref");
+    memset(info, 0, sizeof *info);
+    info->rank = r->owner;
+    snprintf(info->name, sizeof info->name, "%s", dist_rpc__name_of(r->owner));
+    return DIST_OK;
+}
+
+DIST_API int dist_rref_confirmed_by_owner(const dist_rref_t *r) {
+    int c;
+    if (!r) return 0;
+    pthread_mutex_lock(&dist_rpc__lock);
+    c = r->is_owner || (r->confirmed && r->owner_has);
+    pthread_mutex_unlock(&dist_rpc__lock);
+    return c;
+}
+
+/* Waits (lock held) for an owner's value until `deadline_ns` (0: none);
+   DIST_OK when it is there, else the error, sentence set. */
+static dist_result dist_rpc__await_value_locked(dist_rref_t *e, int64_t deadline_ns, const char *what) {
+    while (e->state == DIST_RPC__PENDING && (!deadline_ns || dist_rpc__now_ns() < deadline_ns)) dist_rpc__cond_wait(deadline_ns);
+    if (e->state == DIST_RPC__READY) return DIST_OK;
+    if (e->state == DIST_RPC__FAILED)
+        return dist_rpc__fail(e->code, "%s on worker '%s' (rank %d): %s", what, dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank, e->err);
+    return dist_rpc__fail(DIST_ERR_TIMEOUT, "%s: the remote() that makes this value is not done yet (timed out)", what);
+}
+
+static int64_t dist_rpc__deadline(int timeout_ms) {
+    if (timeout_ms == 0) timeout_ms = dist_rpc__g.timeout_ms;
+    return timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0;
+}
+
+DIST_API dist_result dist_rref_local_value(dist_rref_t *r, const dist_value_t **out) {
+    dist_result res;
+    if (!r || !out) return dist_rpc__fail(DIST_ERR_INVALID, "rref_local_value: NULL %s", r ? "result pointer" : "rref");
+    *out = NULL;
+    if (!r->is_owner)
+        return dist_rpc__fail(DIST_ERR_INVALID, "rref_local_value: worker '%s' (rank %d) owns this value, not this worker (use dist_rref_to_here)",
+                              dist_rpc__name_of(r->owner), r->owner);
+    pthread_mutex_lock(&dist_rpc__lock);
+    res = dist_rpc__await_value_locked(r, dist_rpc__deadline(0), "rref_local_value");
+    if (res == DIST_OK) *out = r->value;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    return res;
+}
+
+DIST_API dist_result dist_rref_to_here(dist_rref_t *r, int timeout_ms, dist_value_t **out) {
+    dist_future_t *f = NULL;
+    dist_result res;
+    if (!r || !out) return dist_rpc__fail(DIST_ERR_INVALID, "rref_to_here: NULL %s", r ? "result pointer" : "rref");
+    *out = NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    if (r->is_owner) {
+        res = dist_rpc__await_value_locked(r, dist_rpc__deadline(timeout_ms), "rref_to_here");
+        if (res == DIST_OK) r->pins++;                  /* the copy is made without the lock */
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (res != DIST_OK) return res;
+        *out = dist_value_copy(r->value);
+        dist_rpc__unpin(r);
+        return *out ? DIST_OK : dist_rpc__fail(DIST_ERR_NOMEM, "rref_to_here: out of memory for the copy");
+    }
+    if (r->code != DIST_OK) {                           /* its remote() failed: the next use says so */
+        res = dist_rpc__fail(r->code, "%s", r->err);
+        pthread_mutex_unlock(&dist_rpc__lock);
+        return res;
+    }
+    pthread_mutex_unlock(&dist_rpc__lock);
+    res = dist_rpc__call(r->owner, DIST_RPC__RESERVED "fetch", "to_here", dist_value_pack("[II]", (int64_t)r->rid.rank, (int64_t)r->rid.id),
+                         timeout_ms, NULL, &f);
+    if (res != DIST_OK) return res;
+    res = dist_future_wait(f, 0);
+    if (res == DIST_OK) *out = dist_future_take(f);
+    dist_future_free(f);
+    return res;
+}
+
+DIST_API dist_rref_t *dist_rref_keep(dist_rref_t *r) {
+    if (!r) return NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    r->refs++;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    return r;
+}
+
+DIST_API void dist_rref_free(dist_rref_t *r) {
+    if (!r) return;
+    pthread_mutex_lock(&dist_rpc__lock);
+    r->refs--;
+    dist_rpc__settle_unlock(r);
+}
+
+DIST_API void dist_rpc_rref_counts(int *owned, int *users) {
+    pthread_mutex_lock(&dist_rpc__lock);
+    if (owned) *owned = dist_rpc__g.nowned;
+    if (users) *users = dist_rpc__g.nusers;
+    pthread_mutex_unlock(&dist_rpc__lock);
+}
+
+/* A worker is gone: the forks it held go with it, and references to what
+   it owned can never be confirmed or let go of (their next use fails). */
+static void dist_rpc__peer_gone(int rank, const char *why) {
+    for (;;) {                                          /* entries with forks it held */
+        dist_rref_t *e = NULL;
+        pthread_mutex_lock(&dist_rpc__lock);
+        for (int b = 0; b < DIST_RPC__BUCKETS && !e; b++)
+            for (e = dist_rpc__g.owned[b]; e; e = e->next) {
+                int hit = 0;
+                for (int i = 0; i < e->nforks; i++)
+                    if (e->forks[i].holder == rank) { dist_rpc__fork_del_locked(e, e->forks[i].fid); i--; hit = 1; }
+                if (hit) break;
+            }
+        if (!e) { pthread_mutex_unlock(&dist_rpc__lock); break; }
+        dist_rpc__settle_unlock(e);
+    }
+    for (;;) {                                          /* our forks of what it owned */
+        dist_rref_t *r = NULL;
+        pthread_mutex_lock(&dist_rpc__lock);
+        for (int b = 0; b < DIST_RPC__BUCKETS && !r; b++)
+            for (r = dist_rpc__g.users[b]; r && r->owner != rank; r = r->next) { }
+        if (!r) { pthread_mutex_unlock(&dist_rpc__lock); break; }
+        r->confirmed = 1; r->owner_has = 0; r->children = 0;
+        if (r->code == DIST_OK) {
+            r->code = DIST_ERR_PEER_LOST;
+            snprintf(r->err, sizeof r->err, "rref: its owner, worker '%s' (rank %d), is gone (%.300s)", dist_rpc__name_of(rank), rank, why);
+        }
+        if (r->refs > 0) { r->detached = 1; dist_rpc__table_del_locked(r); pthread_mutex_unlock(&dist_rpc__lock); continue; }
+        dist_rpc__settle_unlock(r);
+    }
+}
+
+/* Shutdown: lets go of every user fork here for the application (its
+   handles stay valid, detached); they leave as their owners confirm. */
+static void dist_rpc__release_users(void) {
+    for (;;) {
+        dist_rref_t *r = NULL;
+        pthread_mutex_lock(&dist_rpc__lock);
+        for (int b = 0; b < DIST_RPC__BUCKETS && !r; b++)
+            for (r = dist_rpc__g.users[b]; r && r->forced; r = r->next) { }
+        if (r) { r->forced = 1; r->refs++; }
+        pthread_mutex_unlock(&dist_rpc__lock);
+        if (!r) return;
+        dist_rref_free(r);                              /* settles it */
+    }
+}
+
+/* Teardown (the threads are gone): every entry and fork leaves the
+   tables; what nothing here holds is freed, the rest is detached and freed
+   when the application lets go. */
+static void dist_rpc__drop_tables(void) {
+    dist_rref_t *gone = NULL;
+    pthread_mutex_lock(&dist_rpc__lock);
+    for (int t = 0; t < 2; t++)
+        for (int b = 0; b < DIST_RPC__BUCKETS; b++) {
+            dist_rref_t **tab = t ? dist_rpc__g.users : dist_rpc__g.owned;
+            while (tab[b]) {
+                dist_rref_t *r = tab[b];
+                dist_rpc__table_del_locked(r);
+                r->detached = 1;
+                r->nforks = 0; r->pins = 0; r->waiters = NULL; r->children = 0;
+                if (r->is_owner && r->state == DIST_RPC__PENDING) {
+                    r->state = DIST_RPC__FAILED;
+                    r->code = DIST_ERR_ABORTED;
+                    snprintf(r->err, sizeof r->err, "the agent was shut down before the value was made");
+                }
+                if (r->refs == 0) { r->next = gone; gone = r; }
+            }
+        }
+    dist_rpc__g.nforks = 0;
+    pthread_mutex_unlock(&dist_rpc__lock);
+    while (gone) {
+        dist_rref_t *r = gone;
+        gone = r->next;
+        dist_value_free(r->value);
+        DIST_FREE(r->forks);
+        DIST_FREE(r);
+    }
 }
 
 #endif /* DIST_RPC_IMPLEMENTATION */

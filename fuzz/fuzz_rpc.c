@@ -8,7 +8,10 @@
    the listener would hand it over.  A value that decodes must be canonical
    (re-encoding gives the same bytes), equal to itself, and readable by
    every getter and by unpack without a crash (type mismatches answered
-   with a sentence); one that does not decode must say why. */
+   with a sentence); one that does not decode must say why.  A message's
+   body may also hold references (as in a job of 4 ranks): each one
+   decoded names ranks below 4 and, not taken in by an agent, answers
+   get_rref with a sentence. */
 #define FUZZ_TARGET
 #include "fuzz.h"
 #define DIST_IMPLEMENTATION
@@ -32,7 +35,24 @@ static void walk(const dist_value_t *v, int depth) {
         if (t.nbytes) { volatile uint8_t x = ((const uint8_t *)t.data)[t.nbytes - 1]; (void)x; }
     }
     if (dist_value_get_int(v, &i) != DIST_OK && !dist_rpc_error_message()[0]) __builtin_trap();
+    if (dist_value_kind(v) == DIST_VALUE_RREF) {
+        dist_rref_t *r = NULL;
+        if (v->u.r.owner >= 4 || v->u.r.rid.rank >= 4 || v->u.r.fid.rank >= 4 || v->u.r.pfid.rank >= 4) __builtin_trap();
+        if (dist_value_get_rref(v, &r) == DIST_OK || r || !dist_rpc_error_message()[0]) __builtin_trap();
+    }
     for (size_t k = 0; k < dist_value_len(v) && dist_value_kind(v) == DIST_VALUE_LIST; k++) walk(dist_value_item(v, k), depth + 1);
+}
+
+/* A message's body as the listener decodes it, before taking references
+   in: nothing may be read past the input, nothing leaks. */
+static void body(const uint8_t *b, size_t n) {
+    dist_value_t *v = NULL;
+    if (dist_rpc__decode_value(b, n, 4, &v) != DIST_OK) {
+        if (v || !strstr(dist_rpc_error_message(), "decode")) __builtin_trap();
+        return;
+    }
+    walk(v, 0);
+    dist_value_free(v);
 }
 
 static void value(const uint8_t *b, size_t n) {
@@ -54,6 +74,7 @@ static void value(const uint8_t *b, size_t n) {
         (void)dist_value_unpack(v, "[I[bt]v]", &I, &p, &bn, &t, &any);
         (void)dist_value_unpack(v, "[**[*]]");
         (void)dist_value_unpack(v, "t", &t);
+        { dist_rref_t *r; (void)dist_value_unpack(v, "[R]", &r); }
     }
     dist_value_free(v);
 }
@@ -67,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!k) return 0;
         if (m.body < data + 1 || m.body + m.blen > data + size) __builtin_trap();
         if (k == DIST_RPC__REQUEST && (strlen(m.name) == 0 || strlen(m.name) > DIST_RPC__MAX_NAME)) __builtin_trap();
-        if (k == DIST_RPC__REQUEST || k == DIST_RPC__REPLY) value(m.body, m.blen);
+        if (k == DIST_RPC__REQUEST || k == DIST_RPC__REPLY) { value(m.body, m.blen); body(m.body, m.blen); }
     }
     return 0;
 }

@@ -226,7 +226,8 @@ static void test_hostile(void) {
     expect_refused("non-zero padding", b, 9, "padding");
     b[5] = 0;
     { dist_value_t *v = NULL; CHECK_(dist_value_decode(b, 9, &v) == DIST_OK, "a scalar uint8 tensor with zero padding: %s", dist_rpc_error_message()); dist_value_free(v); }
-    expect_refused("unknown type 7", (const uint8_t *)"\x07", 1, "unknown value type");
+    expect_refused("unknown type 8", (const uint8_t *)"\x08", 1, "unknown value type");
+    expect_refused("an rref outside an RPC message", (const uint8_t *)"\x07", 1, "outside an RPC message");
     expect_refused("trailing byte", (const uint8_t *)"\x00\x00", 2, "after the value");
     expect_refused("empty input", b, 0, "needs 1");
     expect_refused("string with a NUL inside", (const uint8_t *)"\x03\x02\x00\x00\x00" "a\x00\x00", 8, "NUL");
