@@ -3,7 +3,8 @@
 
    Usage: rpc_bench [--reps N] [--iters N] [--threads N] [--quick]
                     [--transport tcp|auto]
-          rpc_bench --profile N [--depth D | --tensor K] [--threads N]
+          rpc_bench --profile N [--depth D | --tensor K | --remote]
+                    [--threads N]
    Environment: DIST_TRANSPORT=tcp|auto runs that transport only (default:
    both, tcp first); RPC_BENCH_REPS and RPC_BENCH_ITERS as --reps/--iters.
 
@@ -43,25 +44,34 @@
       Once with dist_value_tensor (the data copied into the value; the copy
       is part of the timed call) and once with dist_value_tensor_borrow.
       GB/s = tensor bytes / median time of one call.
+   7. Remote reference: dist_remote("w1", "inc", int i, &r) (w1 runs the
+      handler and keeps i + 1), then dist_rref_to_here(r, 0, &v) (checked:
+      v == i + 1), then v and r freed; all of it on w0's clock, as the
+      free of 4's result is (r's release is a message to w1 that w0 does
+      not wait for).  Warm-up, then N pairs, each timed: median, p10, p90
+      (us); pairs/s = N / time of the whole loop; getrusage per pair as
+      in 4.
    Every figure reported is the median over the repetitions of the
-   per-repetition figure, with the lowest and highest beside it.  The ratio
-   rpc_sync / raw TCP is taken per repetition (both from the same pair of
-   processes, minutes apart at most) and its median reported.  1 GB = 1e9
-   bytes.
+   per-repetition figure, with the lowest and highest beside it.  The
+   ratios rpc_sync / raw TCP and remote()+to_here() / raw TCP are taken
+   per repetition (both from the same pair of processes, minutes apart at
+   most) and their medians reported.  1 GB = 1e9 bytes.
 
    Targets (the issue; torch 1.13 TensorPipe measured here: 547 us,
    1,650 calls/s sequential, 2,800 calls/s with 64 in flight, 1 MiB at
-   1.5 GB/s): small rpc_sync median <= 2 x raw TCP's 8 B round trip;
-   >= 50,000 calls/s with 64 in flight; 16 MiB tensor argument >= 2 GB/s
-   over TCP.  The exit status is 0 unless a run failed.
+   1.5 GB/s, remote()+to_here() 900 us): small rpc_sync median <= 2 x raw
+   TCP's 8 B round trip; >= 50,000 calls/s with 64 in flight; 16 MiB
+   tensor argument >= 2 GB/s over TCP; remote()+to_here() median <= 3 x
+   raw TCP's 8 B round trip.  The exit status is 0 unless a run failed.
 
    --quick: 1 repetition, N = 2,000, fewer tensor calls: a smoke test.
    --profile N: one pair of workers, the chosen transport (default auto),
    only the small rpc_sync: 200 warm-up calls, then N timed (--depth D:
    rpc_async with D in flight instead; --tensor K: rpc_sync with tensor
-   row K = 1..4 of item 6 instead), and each worker's CPU time, context
-   switches and minor page faults per call (getrusage); each worker's pid
-   on stderr.  For strace -c and valgrind --tool=callgrind, run twice with
+   row K = 1..4 of item 6 instead; --remote: the remote()+to_here()
+   pairs of item 7 instead), and each worker's CPU time, context switches
+   and minor page faults per call (getrusage); each worker's pid on
+   stderr.  For strace -c and valgrind --tool=callgrind, run twice with
    different N and subtract (bench/rpc_bench.sh profile does), so init
    and shutdown cancel out. */
 
@@ -99,8 +109,11 @@ static const char *const tens_name[NTENS] = { "1 MiB, dist_value_tensor (copy)",
 static const size_t tens_bytes[NTENS] = { SMALL_T, SMALL_T, BIG_T, BIG_T };
 
 #define NRU 5
+enum { PH_SYNC, PH_ASYNC64, PH_REMOTE, NPHASE };     /* getrusage phases */
+static const char *const phase_name[NPHASE] = { "sequential rpc_sync, per call", "rpc_async, 64 in flight, per call",
+                                                "remote()+to_here(), per pair" };
 typedef struct opts {
-    int reps, iters, threads, quick, profile, depth, tensor;
+    int reps, iters, threads, quick, profile, depth, tensor, remote;
     int warm, async_iters, t1_iters, t16_iters, raw_bw_reps;
     int ntransports;
     const char *transports[2];
@@ -115,13 +128,15 @@ typedef struct rep_result {
     double rpc_p10, rpc_p50, rpc_p90; /* us, small rpc_sync */
     double ratio;                     /* rpc_p50 / raw_p50 */
     double seq_cps;                   /* calls/s */
+    double rem_p10, rem_p50, rem_p90; /* us, remote()+to_here() pair */
+    double rem_ratio;                 /* rem_p50 / raw_p50 */
+    double rem_pps;                   /* pairs/s */
     double async_cps[NDEPTH];
     double tens_us[NTENS];            /* us, median call */
     double tens_gbps[NTENS];
-    /* per call, over the timed loop: [phase: sync, 64 in flight][worker]
-       [user us, sys us, voluntary, involuntary context switches, minor
-       page faults] */
-    double ru[2][2][NRU];
+    /* per call, over the timed loop: [phase: PH_*][worker][user us, sys
+       us, voluntary, involuntary context switches, minor page faults] */
+    double ru[NPHASE][2][NRU];
     char err[512];
 } rep_result;
 
@@ -373,27 +388,64 @@ static int call_inc(int64_t i, rep_result *res) {
     return 0;
 }
 
-static int bench_sync(int n, int warm, rep_result *res) {
+/* One remote()+to_here() pair: w1 keeps inc(i), w0 fetches a copy; both
+   let go. */
+static int remote_inc(int64_t i, rep_result *res) {
+    dist_rref_t *rr = NULL;
+    dist_value_t *v = NULL;
+    int64_t y = -1;
+    const char *step = "remote";
+    dist_result r = dist_remote("w1", "inc", dist_value_int(i), &rr);
+    if (r == DIST_OK) { step = "to_here"; r = dist_rref_to_here(rr, 0, &v); }
+    if (r != DIST_OK || dist_value_get_int(v, &y) != DIST_OK || y != i + 1) {
+        fail(res, "remote inc(%lld) + to_here: %s: %s: %s (got %lld)", (long long)i, step, dist_result_name(r), dist_rpc_error_message(),
+             (long long)y);
+        dist_value_free(v);
+        dist_rref_free(rr);
+        return -1;
+    }
+    dist_value_free(v);
+    dist_rref_free(rr);
+    return 0;
+}
+
+/* Warm-up, then n calls of `one`, each timed: p10, p50, p90 (us) and
+   calls/s into q[0..3]; getrusage per call into res->ru[phase]. */
+static int timed_calls(int (*one)(int64_t, rep_result *), int n, int warm, int phase, rep_result *res, double q[4]) {
     int64_t *t = (int64_t *)malloc(sizeof *t * (size_t)n), t_all;
     double ru0[2][NRU], ru1[2][NRU];
     if (!t) { fail(res, "out of memory"); return -1; }
-    for (int i = 0; i < warm; i++) if (call_inc(i, res)) { free(t); return -1; }
+    for (int i = 0; i < warm; i++) if (one(i, res)) { free(t); return -1; }
     if (ru_both(ru0, res)) { free(t); return -1; }
     t_all = now_ns();
     for (int i = 0; i < n; i++) {
         int64_t t0 = now_ns();
-        if (call_inc(i, res)) { free(t); return -1; }
+        if (one(i, res)) { free(t); return -1; }
         t[i] = now_ns() - t0;
     }
     t_all = now_ns() - t_all;
     if (ru_both(ru1, res)) { free(t); return -1; }
-    ru_per_call(ru0, ru1, n, res, 0);
-    res->seq_cps = (double)n / ((double)t_all / 1e9);
+    ru_per_call(ru0, ru1, n, res, phase);
     qsort(t, (size_t)n, sizeof *t, cmp_i64);
-    res->rpc_p10 = (double)pct(t, n, 0.1) / 1e3;
-    res->rpc_p50 = (double)pct(t, n, 0.5) / 1e3;
-    res->rpc_p90 = (double)pct(t, n, 0.9) / 1e3;
+    q[0] = (double)pct(t, n, 0.1) / 1e3;
+    q[1] = (double)pct(t, n, 0.5) / 1e3;
+    q[2] = (double)pct(t, n, 0.9) / 1e3;
+    q[3] = (double)n / ((double)t_all / 1e9);
     free(t);
+    return 0;
+}
+
+static int bench_sync(int n, int warm, rep_result *res) {
+    double q[4];
+    if (timed_calls(call_inc, n, warm, PH_SYNC, res, q)) return -1;
+    res->rpc_p10 = q[0]; res->rpc_p50 = q[1]; res->rpc_p90 = q[2]; res->seq_cps = q[3];
+    return 0;
+}
+
+static int bench_remote(int n, int warm, int phase, rep_result *res) {
+    double q[4];
+    if (timed_calls(remote_inc, n, warm, phase, res, q)) return -1;
+    res->rem_p10 = q[0]; res->rem_p50 = q[1]; res->rem_p90 = q[2]; res->rem_pps = q[3];
     return 0;
 }
 
@@ -514,15 +566,17 @@ static int worker(int rank, const char *transport, int ls_raw, int raw_port, int
             if (!rc) rc = ru_both(ru0, res);
             if (!rc) rc = bench_tensor(o->tensor - 1, o->iters, data, res);
             if (!rc) rc = ru_both(ru1, res);
-            if (!rc) ru_per_call(ru0, ru1, o->iters, res, 0);
+            if (!rc) ru_per_call(ru0, ru1, o->iters, res, PH_SYNC);
             free(data);
+        } else if (o->profile && o->remote) {
+            rc = bench_remote(o->iters, o->warm, PH_SYNC, res);
         } else if (o->profile && o->depth > 0) {
             double warm_cps, ru0[2][NRU], ru1[2][NRU];
             rc = bench_async(o->depth, o->warm, res, &warm_cps);
             if (!rc) rc = ru_both(ru0, res);
             if (!rc) rc = bench_async(o->depth, o->iters, res, &res->seq_cps);
             if (!rc) rc = ru_both(ru1, res);
-            if (!rc) ru_per_call(ru0, ru1, o->iters, res, 0);
+            if (!rc) ru_per_call(ru0, ru1, o->iters, res, PH_SYNC);
         } else if (o->profile) {
             rc = bench_sync(o->iters, o->warm, res);
         } else {
@@ -536,12 +590,14 @@ static int worker(int rank, const char *transport, int ls_raw, int raw_port, int
                 if (!rc) rc = ru_both(ru0, res);
                 if (!rc) rc = bench_async(depths[d], o->async_iters, res, &res->async_cps[d]);
                 if (!rc) rc = ru_both(ru1, res);
-                if (!rc && depths[d] == 64) ru_per_call(ru0, ru1, o->async_iters, res, 1);
+                if (!rc && depths[d] == 64) ru_per_call(ru0, ru1, o->async_iters, res, PH_ASYNC64);
             }
             for (int k = 0; k < NTENS && !rc && data; k++)
                 rc = bench_tensor(k, tens_bytes[k] == BIG_T ? o->t16_iters : o->t1_iters, data, res);
             if (!data) { fail(res, "w0: out of memory"); rc = -1; }
             free(data);
+            if (!rc) rc = bench_remote(o->iters, o->warm, PH_REMOTE, res);
+            if (!rc) res->rem_ratio = res->rem_p50 / res->raw_p50;
         }
         full_write(done_pipe[1], &byte, 1);
         close(done_pipe[1]);
@@ -623,8 +679,8 @@ static void line(const char *metric, stat3 s, const char *fmt, const char *targe
 }
 
 static void usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--reps N (1..%d)] [--iters N] [--threads N] [--quick] [--transport tcp|auto] [--profile N [--depth D]]\n",
-            argv0, MAX_REPS);
+    fprintf(stderr, "usage: %s [--reps N (1..%d)] [--iters N] [--threads N] [--quick] [--transport tcp|auto]\n"
+                    "       [--profile N [--depth D | --tensor K | --remote]]\n", argv0, MAX_REPS);
 }
 
 static int env_int(const char *name, int dflt) {
@@ -649,6 +705,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--profile") && i + 1 < argc) o.profile = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--depth") && i + 1 < argc) o.depth = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tensor") && i + 1 < argc) o.tensor = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--remote")) o.remote = 1;
         else if (!strcmp(argv[i], "--transport") && i + 1 < argc) { o.transports[0] = argv[++i]; o.ntransports = 1; }
         else { usage(argv[0]); return 1; }
     }
@@ -661,7 +718,8 @@ int main(int argc, char **argv) {
     if (o.profile) { o.reps = 1; o.iters = o.profile; }
     if (o.reps < 0) o.reps = o.quick ? 1 : 5;
     if (o.iters < 0) o.iters = o.quick ? 2000 : 20000;
-    if (o.reps < 1 || o.reps > MAX_REPS || o.iters < 10 || o.profile < 0 || o.threads < 0 || o.depth < 0 || o.depth > 64 || o.tensor < 0 || o.tensor > NTENS) { usage(argv[0]); return 1; }
+    if (o.reps < 1 || o.reps > MAX_REPS || o.iters < 10 || o.profile < 0 || o.threads < 0 || o.depth < 0 || o.depth > 64 || o.tensor < 0 || o.tensor > NTENS ||
+        (o.remote && (!o.profile || o.depth || o.tensor))) { usage(argv[0]); return 1; }
     o.warm = o.profile ? 200 : o.iters / 10 > 100 ? o.iters / 10 : 100;
     o.async_iters = o.iters;
     o.t1_iters = o.iters / 100 > 10 ? o.iters / 100 : 10;
@@ -678,14 +736,17 @@ int main(int argc, char **argv) {
         if (o.tensor)
             printf("rpc_bench --profile: %d rpc_sync with a tensor of %s over %s, median %.0f us, %.2f GB/s\n", o.iters, tens_name[o.tensor - 1],
                    o.transports[0], q->tens_us[o.tensor - 1], q->tens_gbps[o.tensor - 1]);
+        else if (o.remote)
+            printf("rpc_bench --profile: %d remote()+to_here() pairs over %s, median %.2f us, p90 %.2f us, %.0f pairs/s\n", o.iters, o.transports[0],
+                   q->rem_p50, q->rem_p90, q->rem_pps);
         else if (o.depth)
             printf("rpc_bench --profile: %d rpc_async over %s, %d in flight, %.0f calls/s\n", o.iters, o.transports[0], o.depth, q->seq_cps);
         else
             printf("rpc_bench --profile: %d rpc_sync over %s, median %.2f us, p90 %.2f us, %.0f calls/s\n", o.iters, o.transports[0], q->rpc_p50,
                    q->rpc_p90, q->seq_cps);
         for (int w = 0; w < 2; w++)
-            printf("  w%d per call: CPU %.1f us user + %.1f us system; context switches %.2f voluntary + %.2f involuntary; %.1f minor faults\n",
-                   w, q->ru[0][w][0], q->ru[0][w][1], q->ru[0][w][2], q->ru[0][w][3], q->ru[0][w][4]);
+            printf("  w%d per %s: CPU %.1f us user + %.1f us system; context switches %.2f voluntary + %.2f involuntary; %.1f minor faults\n",
+                   w, o.remote ? "pair" : "call", q->ru[0][w][0], q->ru[0][w][1], q->ru[0][w][2], q->ru[0][w][3], q->ru[0][w][4]);
         return 0;
     }
 
@@ -738,8 +799,14 @@ int main(int argc, char **argv) {
             snprintf(buf, sizeof buf, "  one call, %s (us)", tens_name[k]);
             line(buf, over_reps(r, o.reps, offsetof(rep_result, tens_us) + sizeof(double) * (size_t)k), "%.0f", NULL, 0, 0);
         }
-        for (int ph = 0; ph < 2; ph++) {
-            printf("%s, per call (median over repetitions):\n", ph ? "rpc_async, 64 in flight" : "sequential rpc_sync");
+        line("remote()+to_here() small int, p10 (us)", OVER(r, o.reps, rem_p10), "%.2f", NULL, 0, 0);
+        line("remote()+to_here() small int, median (us)", OVER(r, o.reps, rem_p50), "%.2f", NULL, 0, 0);
+        line("remote()+to_here() small int, p90 (us)", OVER(r, o.reps, rem_p90), "%.2f", NULL, 0, 0);
+        s = OVER(r, o.reps, rem_ratio);
+        line("remote()+to_here() median / raw TCP median", s, "%.2fx", "<= 3.00x", 1, s.med <= 3.0);
+        line("sequential remote()+to_here() (pairs/s)", OVER(r, o.reps, rem_pps), "%.0f", NULL, 0, 0);
+        for (int ph = 0; ph < NPHASE; ph++) {
+            printf("%s (median over repetitions):\n", phase_name[ph]);
             for (int w = 0; w < 2; w++) {
                 double v[NRU];
                 for (int k = 0; k < NRU; k++)
@@ -748,10 +815,11 @@ int main(int argc, char **argv) {
                        w, w ? "callee" : "caller", v[0], v[1], v[2], v[3], v[4]);
             }
         }
-        printf("per repetition: raw TCP median (one CPU, two CPUs) / rpc_sync median (us), calls/s at 64 in flight, 16 MiB borrow GB/s:\n");
+        printf("per repetition: raw TCP median (one CPU, two CPUs) / rpc_sync median / remote()+to_here() median (us), calls/s at 64 in flight, "
+               "16 MiB borrow GB/s:\n");
         for (int i = 0; i < o.reps; i++)
-            printf("  %d: %.1f (%.1f, %.1f) / %.1f, %.0f, %.2f\n", i + 1, r[i].raw_p50, r[i].raw_same_p50, r[i].raw_split_p50, r[i].rpc_p50,
-                   r[i].async_cps[NDEPTH - 1], r[i].tens_gbps[TS_16M_BORROW]);
+            printf("  %d: %.1f (%.1f, %.1f) / %.1f / %.1f, %.0f, %.2f\n", i + 1, r[i].raw_p50, r[i].raw_same_p50, r[i].raw_split_p50, r[i].rpc_p50,
+                   r[i].rem_p50, r[i].async_cps[NDEPTH - 1], r[i].tens_gbps[TS_16M_BORROW]);
         fflush(stdout);
     }
     munmap(sh, sizeof *sh);
