@@ -65,6 +65,10 @@ COMPILE-TIME OPTIONS
    DIST_RPC_IMPLEMENTATION   where: one file.  Compile the implementation.
    DIST_RPC_MAX_MESSAGE      where: the implementation file.  Largest
                              encoded value accepted (default 1 GiB).
+   DIST_RPC_APART_BYTES      where: the implementation file.  A tensor of at
+                             least this many bytes (default 64 KiB) travels
+                             beside an RPC message, not inside it: sent from
+                             its own memory, received into its final place.
    DIST_RPC_MAX_ITEMS        where: the implementation file.  Most values
                              (list items at every depth) one decoded value
                              may hold (default 2^20), so a small message
@@ -375,7 +379,7 @@ DIST_API const char *dist_rpc_error_message(void) { return dist_rpc__error; }
    a decoded one is a single block (every node, the item arrays and a copy
    of the message) freed at once, so a decode costs one allocation and
    strings, bytes and inline tensors point into the message. */
-enum { DIST_RPC__OWN_NODE = 1, DIST_RPC__OWN_DATA = 2, DIST_RPC__OWN_BLOCK = 4, DIST_RPC__OWN_RREFS = 8 };
+enum { DIST_RPC__OWN_NODE = 1, DIST_RPC__OWN_DATA = 2, DIST_RPC__OWN_BLOCK = 4, DIST_RPC__OWN_RREFS = 8, DIST_RPC__OWN_PART = 16 };
 #define DIST_RPC__ERRLEN 400
 
 /* An RRef's id, and a fork's (one user's reference): the worker that made
@@ -863,7 +867,17 @@ static uint64_t dist_rpc__get64(const uint8_t *b) { uint64_t x = 0; for (int i =
 /* How an RRef travels to one receiver: the fork made for it (the ids
    written), in the order the encoder meets references. */
 typedef struct { dist_rref_t *r; uint32_t owner; dist_rpc__id rid, fid, pfid; int how; } dist_rpc__fork;
-typedef struct { dist_rpc__fork *f; size_t n, at; } dist_rpc__forks;
+typedef struct {
+    dist_rpc__fork *f; size_t n, at;
+    size_t apart;                        /* tensors sent apart, counted as the encoder meets them */
+} dist_rpc__forks;
+
+/* In an RPC message, a tensor of at least this many bytes travels apart:
+   sent from its own memory, received into its final place. */
+#ifndef DIST_RPC_APART_BYTES
+#  define DIST_RPC_APART_BYTES ((size_t)64 << 10)
+#endif
+#define DIST_RPC__CHUNK ((size_t)1 << 20)    /* ...in messages of this size */
 
 /* Writes (when `b` is not NULL and it fits in `cap`) the encoding of `v`
    at offset `off`; returns the offset after it.  Sizes are counted even
@@ -905,12 +919,18 @@ static size_t dist_rpc__encode(const dist_value_t *v, uint8_t *b, size_t cap, si
         return off + DIST_RPC__RREF_BYTES;
     case DIST_VALUE_TENSOR: {
         size_t head = 2 + 8 * (size_t)v->ndim + 1, pad;
+        int apart = fk && v->u.t.nbytes >= DIST_RPC_APART_BYTES;
         if (DIST_RPC__FITS(head)) {
             b[off] = v->dtype; b[off + 1] = v->ndim;
             for (int d = 0; d < v->ndim; d++) dist_rpc__put64(b + off + 2 + 8 * d, (uint64_t)v->u.t.shape[d]);
-            b[off + head - 1] = DIST_RPC__WHERE_INLINE;
+            b[off + head - 1] = apart ? DIST_RPC__WHERE_APART : DIST_RPC__WHERE_INLINE;
         }
         off += head;
+        if (apart) {                                     /* its index among the parts */
+            if (DIST_RPC__FITS(4)) dist_rpc__put32(b + off, (uint32_t)fk->apart);
+            fk->apart++;
+            return off + 4;
+        }
         pad = DIST_RPC__PAD(off);
         if (DIST_RPC__FITS(pad + v->u.t.nbytes)) {
             memset(b + off, 0, pad);
@@ -930,6 +950,18 @@ static size_t dist_rpc__collect_rrefs(const dist_value_t *v, dist_rpc__fork *out
         for (size_t i = 0; i < v->u.list.n; i++) n = dist_rpc__collect_rrefs(v->u.list.items[i], out, n);
     else if (v->type == DIST_VALUE_RREF) {
         if (out) { memset(&out[n], 0, sizeof out[n]); out[n].r = v->u.r.ref; }
+        n++;
+    }
+    return n;
+}
+
+/* The tensors of `v` that travel apart in an RPC message, in encoding
+   order, into out[0..] (NULL: only counted); how many. */
+static size_t dist_rpc__collect_apart(const dist_value_t *v, const dist_value_t **out, size_t n) {
+    if (v->type == DIST_VALUE_LIST)
+        for (size_t i = 0; i < v->u.list.n; i++) n = dist_rpc__collect_apart(v->u.list.items[i], out, n);
+    else if (v->type == DIST_VALUE_TENSOR && v->u.t.nbytes >= DIST_RPC_APART_BYTES) {
+        if (out) out[n] = v;
         n++;
     }
     return n;
@@ -958,8 +990,10 @@ typedef struct {
     dist_value_t *node_pool;
     dist_value_t **item_pool;
     int64_t *shape_pool; size_t shapes;
-    int world;                           /* 0: no references may appear (not an RPC message) */
+    int world;                           /* 0: no references nor parts may appear (not an RPC message) */
     size_t rrefs;
+    size_t parts, part_bytes;            /* tensors whose data travels apart, and their room (64-byte aligned) */
+    uint8_t *part_pool;
     char why[200];
 } dist_rpc__decoder;
 
@@ -1046,6 +1080,27 @@ static int dist_rpc__decode(dist_rpc__decoder *d, dist_value_t *out, int depth) 
         where = b[d->off++];
         if (dist_rpc__tensor_bytes((dist_dtype)dtype, ndim, shape, &nbytes) != 0)
             return dist_rpc__bad(d, "a tensor at byte %zu: %s", at, dist_rpc__error);
+        if (where == DIST_RPC__WHERE_APART && d->world) {
+            if (dist_rpc__need(d, 4, "a tensor's part index")) return -1;
+            if (dist_rpc__get32(b + d->off) != d->parts || nbytes < DIST_RPC_APART_BYTES)
+                return dist_rpc__bad(d, "a tensor at byte %zu is part %u (part %zu expected, of at least %zu bytes)", at, dist_rpc__get32(b + d->off),
+                                     d->parts, (size_t)DIST_RPC_APART_BYTES);
+            if (nbytes > DIST_RPC_MAX_MESSAGE - d->part_bytes)
+                return dist_rpc__bad(d, "the tensors sent apart add up to more than the limit of %zu bytes", (size_t)DIST_RPC_MAX_MESSAGE);
+            if (out) {
+                out->own = DIST_RPC__OWN_PART;
+                out->dtype = dtype; out->ndim = ndim;
+                out->u.t.shape = d->shape_pool + DIST_RPC_MAX_DIMS * d->shapes;
+                if (ndim) memcpy(out->u.t.shape, shape, sizeof(int64_t) * ndim);
+                out->u.t.data = d->part_pool + d->part_bytes;
+                out->u.t.nbytes = nbytes;
+            }
+            d->shapes++;
+            d->parts++;
+            d->part_bytes += (nbytes + 63) & ~(size_t)63;
+            d->off += 4;
+            return 0;
+        }
         if (where != DIST_RPC__WHERE_INLINE) return dist_rpc__bad(d, "a tensor at byte %zu says its data is elsewhere (%u)", at, where);
         pad = DIST_RPC__PAD(d->off);
         if (dist_rpc__need(d, pad + nbytes, "a tensor's data")) return -1;
@@ -1086,9 +1141,9 @@ static int dist_rpc__decode(dist_rpc__decoder *d, dist_value_t *out, int depth) 
 
 /* Decodes a value; `world` > 0 in RPC messages (references, naming ranks
    below it, may appear; the caller takes them in). */
-static dist_result dist_rpc__decode_value(const void *buf, size_t len, int world, dist_value_t **out) {
+static dist_result dist_rpc__decode_value(const void *buf, size_t len, int world, dist_value_t **out, size_t *parts) {
     dist_rpc__decoder d;
-    size_t nodes_sz, items_sz, shapes_sz, msg_off, total;
+    size_t nodes_sz, items_sz, shapes_sz, msg_off, parts_off, total;
     uint8_t *block;
     if (!out) return dist_rpc__fail(DIST_ERR_INVALID, "decode: NULL result pointer");
     *out = NULL;
@@ -1099,39 +1154,50 @@ static dist_result dist_rpc__decode_value(const void *buf, size_t len, int world
     d.nodes = 1;
     if (dist_rpc__decode(&d, NULL, 0) != 0) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %s", d.why);
     if (d.off != len) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %zu bytes after the value (of %zu)", len - d.off, len);
-    /* one block: nodes | item pointers | shapes | the message (8-aligned) */
+    /* one block: nodes | item pointers | shapes | the message (8-aligned)
+       | room for the tensors that travel apart (64-aligned) */
     nodes_sz = d.nodes * sizeof(dist_value_t);
     items_sz = d.items * sizeof(dist_value_t *);
     shapes_sz = d.shapes * sizeof(int64_t) * DIST_RPC_MAX_DIMS;
     msg_off = (nodes_sz + items_sz + shapes_sz + 15) & ~(size_t)15;
-    total = msg_off + len;
+    parts_off = (msg_off + len + 63) & ~(size_t)63;
+    total = parts_off + d.part_bytes;
+    if (parts) *parts = d.parts;
     block = (uint8_t *)DIST_MALLOC(total ? total : 1);
-    if (!block) return dist_rpc__fail(DIST_ERR_NOMEM, "decode: out of memory for a value of %zu bytes", len);
+    if (!block) return dist_rpc__fail(DIST_ERR_NOMEM, "decode: out of memory for a value of %zu bytes", total);
+    d.part_pool = block + parts_off;
     if (len) memcpy(block + msg_off, buf, len);
     d.b = block + msg_off; d.off = 0;
     d.node_pool = (dist_value_t *)block;
     d.item_pool = (dist_value_t **)(block + nodes_sz);
     d.shape_pool = (int64_t *)(block + nodes_sz + items_sz);
-    d.nodes = 1; d.items = 0; d.shapes = 0;
+    d.nodes = 1; d.items = 0; d.shapes = 0; d.parts = 0; d.part_bytes = 0;
     dist_rpc__decode(&d, d.node_pool, 0);      /* cannot fail: the same bytes passed above */
-    d.node_pool[0].own = DIST_RPC__OWN_BLOCK | (d.rrefs ? DIST_RPC__OWN_RREFS : 0);
+    d.node_pool[0].own |= DIST_RPC__OWN_BLOCK | (d.rrefs ? DIST_RPC__OWN_RREFS : 0);
     *out = d.node_pool;
     return DIST_OK;
 }
 
 DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t **out) {
-    return dist_rpc__decode_value(buf, len, 0, out);
+    return dist_rpc__decode_value(buf, len, 0, out, NULL);
 }
 
 
 /* [SECTION] RPC: design notes
    Transport.  dist_rpc_init makes a dist.h world of its own; every RPC
    message is one dist.h message (uint8) with tag DIST_RPC__TAG:
-      0 kind u8 (request, reply, error, wake) | 1 u8 0 | 2 name length u16 |
+      0 kind u8 (request, reply, error, wake) | 1 flags u8 (a request's:
+      1 remote(), 2 one-way notice) | 2 name length u16 |
       4 status i32 (an error's dist_result) | 8 call id u64 |
-     16 body length u32 | 20 u32 0 | 24 the function's name | the body
+     16 body length u32 | 20 tag u32 of the first tensor sent apart (0:
+      none) | 24 the function's name | the body
    (a request's arguments or a reply's result as an encoded value; an
-   error's sentence).  Receivers size their buffer with dist_probe.  Every
+   error's sentence).  A tensor of DIST_RPC_APART_BYTES or more travels
+   apart: the value says so (where 1, its index k), and its data follows
+   the message as its own dist.h messages of up to 1 MiB with tag
+   first + k, sent from the tensor's memory and received into the decoded
+   value's block, where the receiver posts them as soon as it has read the
+   message (so only what arrives before that is copied on the way).  Receivers size their buffer with dist_probe.  Every
    field is checked before use; a malformed message is dropped (and, when
    its call id can be trusted, answered with an error).
    Threads.  A listener thread receives everything: requests go to a queue
@@ -1148,6 +1214,8 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
 /* [SECTION] RPC: registry and agent state */
 #define DIST_RPC__TAG        0x5250
 #define DIST_RPC__TAG_NEVER  0x5251          /* nothing is ever sent with it */
+#define DIST_RPC__TAG_PARTS  0x10000000      /* tensors sent apart: one tag each, from here... */
+#define DIST_RPC__TAG_SPAN   0x04000000      /* ...within this span (reused round-robin) */
 #define DIST_RPC__HDR        24
 #define DIST_RPC__MAX_NAME   255
 enum { DIST_RPC__REQUEST = 1, DIST_RPC__REPLY = 2, DIST_RPC__ERROR = 3, DIST_RPC__WAKE = 4 };
@@ -1246,6 +1314,7 @@ static struct {
     int nowned, nusers, nforks;      /* entries, user forks held here, forks of users held by our entries */
     char *gone;                      /* the listener's: workers found gone */
     int probe_at;
+    uint32_t next_part;              /* the next tag for a tensor sent apart (offset in the span) */
 } dist_rpc__g;
 
 static dist_result dist_rpc__call(int to, const char *fn, const char *label, dist_value_t *args, int timeout_ms, dist_rref_t *rr,
@@ -1337,22 +1406,44 @@ static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n);
 static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, uint64_t id, const char *name, const dist_value_t *v,
                                   const char *text) {
     size_t nlen = name ? strlen(name) : 0, blen = 0, total, nr = v ? dist_rpc__collect_rrefs(v, NULL, 0) : 0;
+    size_t nparts = v ? dist_rpc__collect_apart(v, NULL, 0) : 0;
     dist_rpc__fork few[4], *fk = few;
     dist_rpc__forks forks;
+    const dist_value_t *few_parts[4], **parts = few_parts;
+    uint32_t tag0 = 0;
     uint8_t *b;
     dist_result r;
-    if (v) blen = dist_rpc__encode(v, NULL, 0, 0, NULL);      /* its size (no error sentence made) */
+    memset(&forks, 0, sizeof forks);
+    if (v) blen = dist_rpc__encode(v, NULL, 0, 0, &forks);    /* its size (no error sentence made) */
     else if (text) blen = strlen(text);
+    if (nparts > DIST_RPC__TAG_SPAN / 4) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value with %zu large tensors (at most %d)", nparts, DIST_RPC__TAG_SPAN / 4);
+    if (nparts > 4 && !(parts = (const dist_value_t **)DIST_MALLOC(nparts * sizeof *parts)))
+        return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu tensors", nparts);
+    if (nparts) {
+        dist_rpc__collect_apart(v, parts, 0);
+        pthread_mutex_lock(&dist_rpc__lock);
+        if (dist_rpc__g.next_part + nparts > DIST_RPC__TAG_SPAN) dist_rpc__g.next_part = 0;
+        tag0 = DIST_RPC__TAG_PARTS + dist_rpc__g.next_part;
+        dist_rpc__g.next_part += (uint32_t)nparts;
+        pthread_mutex_unlock(&dist_rpc__lock);
+    }
     if (blen > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value of %zu bytes exceeds the limit of %zu", blen, (size_t)DIST_RPC_MAX_MESSAGE);
     if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
     total = DIST_RPC__HDR + nlen + blen;
-    if (nr > 4 && !(fk = (dist_rpc__fork *)DIST_MALLOC(nr * sizeof *fk)))
+    if (nr > 4 && !(fk = (dist_rpc__fork *)DIST_MALLOC(nr * sizeof *fk))) {
+        if (parts != few_parts) DIST_FREE(parts);
         return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu rrefs", nr);
+    }
     if (nr) dist_rpc__collect_rrefs(v, fk, 0);
-    if (nr && dist_rpc__forks_make(fk, nr, to) != 0) { if (fk != few) DIST_FREE(fk); return DIST_ERR_INVALID; }
+    if (nr && dist_rpc__forks_make(fk, nr, to) != 0) {
+        if (fk != few) DIST_FREE(fk);
+        if (parts != few_parts) DIST_FREE(parts);
+        return DIST_ERR_INVALID;
+    }
     if (!(b = (uint8_t *)DIST_MALLOC(total))) {
         dist_rpc__forks_undo(fk, nr);
         if (fk != few) DIST_FREE(fk);
+        if (parts != few_parts) DIST_FREE(parts);
         return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total);
     }
     memset(b, 0, DIST_RPC__HDR);
@@ -1362,8 +1453,9 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     dist_rpc__put32(b + 4, (uint32_t)status);
     dist_rpc__put64(b + 8, id);
     dist_rpc__put32(b + 16, (uint32_t)blen);
+    dist_rpc__put32(b + 20, tag0);
     if (nlen) memcpy(b + DIST_RPC__HDR, name, nlen);
-    forks.f = fk; forks.n = nr; forks.at = 0;
+    forks.f = fk; forks.n = nr; forks.at = 0; forks.apart = 0;
     if (v) dist_rpc__encode(v, b + DIST_RPC__HDR + nlen, blen, 0, &forks);
     else if (blen) memcpy(b + DIST_RPC__HDR + nlen, text, blen);
     r = dist_send(dist_rpc__g.world, b, total, DIST_UINT8, to, DIST_RPC__TAG);
@@ -1371,7 +1463,19 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
         dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(dist_rpc__g.world));
         dist_rpc__forks_undo(fk, nr);
     }
+    /* the large tensors, each from its own memory, in chunks (the receiver
+       posts its receives once it has read the message: all but the first
+       chunks land in place) */
+    for (size_t k = 0; k < nparts && r == DIST_OK; k++)
+        for (size_t off = 0; off < parts[k]->u.t.nbytes && r == DIST_OK; off += DIST_RPC__CHUNK) {
+            size_t n = parts[k]->u.t.nbytes - off < DIST_RPC__CHUNK ? parts[k]->u.t.nbytes - off : DIST_RPC__CHUNK;
+            r = dist_send(dist_rpc__g.world, parts[k]->u.t.data + off, n, DIST_UINT8, to, (int)(tag0 + k));
+            if (r != DIST_OK)
+                dist_rpc__fail(r, "rpc: sending a tensor of %zu bytes to worker '%s' (rank %d): %s", parts[k]->u.t.nbytes, dist_rpc__name_of(to), to,
+                               dist_error_message(dist_rpc__g.world));
+        }
     if (fk != few) DIST_FREE(fk);
+    if (parts != few_parts) DIST_FREE(parts);
     DIST_FREE(b);
     return r;
 }
@@ -1433,23 +1537,73 @@ static void dist_rpc__finish(dist_future_t *f, dist_rpc__cb *cbs) {
 
 static void dist_rpc__take_in(dist_value_t *v, int from);
 
-/* Decodes a message's value (none when the body is empty) and takes in
-   the references it holds. */
-static dist_result dist_rpc__take(const uint8_t *body, size_t blen, int from, dist_value_t **out) {
-    dist_result r;
-    if (blen == 0) return (*out = dist_value_none()) ? DIST_OK : DIST_ERR_NOMEM;
-    if ((r = dist_rpc__decode_value(body, blen, dist_rpc__g.size, out)) == DIST_OK) dist_rpc__take_in(*out, from);
+/* The tensors of a decoded value whose data travels apart, in order. */
+static size_t dist_rpc__part_nodes(dist_value_t *v, dist_value_t **out, size_t n) {
+    if (v->type == DIST_VALUE_LIST)
+        for (size_t i = 0; i < v->u.list.n; i++) n = dist_rpc__part_nodes(v->u.list.items[i], out, n);
+    else if (v->type == DIST_VALUE_TENSOR && (v->own & DIST_RPC__OWN_PART))
+        out[n++] = v;
+    return n;
+}
+
+/* Receives the `n` tensors of `v` that travel apart (tags tag0..) into
+   their places: every chunk's receive posted at once, then all waited for
+   within the world's timeout. */
+static dist_result dist_rpc__recv_parts(dist_value_t *v, size_t n, int from, uint32_t tag0) {
+    dist_value_t **nodes;
+    dist_req_t **reqs;
+    size_t nreq = 0, chunks = 0;
+    dist_result r = DIST_OK;
+    if (tag0 < DIST_RPC__TAG_PARTS || tag0 - DIST_RPC__TAG_PARTS > DIST_RPC__TAG_SPAN - n)
+        return dist_rpc__fail(DIST_ERR_PROTOCOL, "rpc: %zu tensors sent apart under tag %u, outside the span", n, tag0);
+    if (!(nodes = (dist_value_t **)DIST_MALLOC(n * sizeof *nodes))) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory");
+    dist_rpc__part_nodes(v, nodes, 0);
+    for (size_t k = 0; k < n; k++) chunks += (nodes[k]->u.t.nbytes + DIST_RPC__CHUNK - 1) / DIST_RPC__CHUNK;
+    if (!(reqs = (dist_req_t **)DIST_MALLOC((chunks ? chunks : 1) * sizeof *reqs))) { DIST_FREE(nodes); return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory"); }
+    for (size_t k = 0; k < n && r == DIST_OK; k++)
+        for (size_t off = 0; off < nodes[k]->u.t.nbytes && r == DIST_OK; off += DIST_RPC__CHUNK) {
+            size_t len = nodes[k]->u.t.nbytes - off < DIST_RPC__CHUNK ? nodes[k]->u.t.nbytes - off : DIST_RPC__CHUNK;
+            r = dist_irecv(dist_rpc__g.world, nodes[k]->u.t.data + off, len, DIST_UINT8, from, (int)(tag0 + k), &reqs[nreq]);
+            if (r == DIST_OK) nreq++;
+        }
+    if (r != DIST_OK) dist_rpc__fail(r, "rpc: receiving a tensor from worker '%s' (rank %d): %s", dist_rpc__name_of(from), from,
+                                     dist_error_message(dist_rpc__g.world));
+    {
+        dist_result w = dist_wait_all((int)nreq, reqs);
+        if (w != DIST_OK && r == DIST_OK)
+            r = dist_rpc__fail(w, "rpc: receiving %zu tensor(s) sent apart from worker '%s' (rank %d): %s", n, dist_rpc__name_of(from), from,
+                               dist_error_message(dist_rpc__g.world));
+    }
+    DIST_FREE(reqs);
+    DIST_FREE(nodes);
     return r;
 }
 
+/* Decodes a message's value (none when the body is empty), receives the
+   tensors that travel apart and takes in the references it holds. */
+static dist_result dist_rpc__take(const uint8_t *body, size_t blen, int from, uint32_t tag0, dist_value_t **out) {
+    dist_result r;
+    size_t parts = 0;
+    *out = NULL;
+    if (blen == 0) return (*out = dist_value_none()) ? DIST_OK : DIST_ERR_NOMEM;
+    if ((r = dist_rpc__decode_value(body, blen, dist_rpc__g.size, out, &parts)) != DIST_OK) return r;
+    if (parts && (r = dist_rpc__recv_parts(*out, parts, from, tag0)) != DIST_OK) {
+        dist_value_free(*out);               /* (before any reference is taken in) */
+        *out = NULL;
+        return r;
+    }
+    dist_rpc__take_in(*out, from);
+    return DIST_OK;
+}
+
 /* A reply (or an error) for call `id` from `from`. */
-static void dist_rpc__on_reply(int kind, int from, uint64_t id, int32_t status, const uint8_t *body, size_t blen) {
+static void dist_rpc__on_reply(int kind, int from, uint64_t id, int32_t status, uint32_t tag0, const uint8_t *body, size_t blen) {
     dist_future_t *f;
     dist_value_t *v = NULL;
     dist_result dr = DIST_OK;
     dist_rpc__cb *cbs;
     char why[DIST_RPC__ERRLEN] = "";
-    if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(body, blen, from, &v)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+    if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(body, blen, from, tag0, &v)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
     pthread_mutex_lock(&dist_rpc__lock);
     for (f = dist_rpc__g.pending; f; f = f->next)
         if (f->id == id && f->to == from) break;
@@ -1484,7 +1638,7 @@ static void dist_rpc__unpin(dist_rref_t *e);
    agent's quick ones), or answered at once when it cannot run.  A
    remote()'s RRef is made (or found, when a message about it came first)
    before anything else from its caller is read. */
-static void dist_rpc__on_request(int from, int flags, uint64_t id, const char *name, const uint8_t *body, size_t blen) {
+static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0, const char *name, const uint8_t *body, size_t blen) {
     int on_listener = 0;
     dist_rpc_fn fn = dist_rpc__lookup(name, &on_listener);
     dist_rpc_call_t *c;
@@ -1507,13 +1661,14 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, const char *n
             return;
         }
     }
-    if (!fn || (e && on_listener)) {
+    if (dist_rpc__take(body, blen, from, tag0, &args) != DIST_OK) {    /* (first: what travels apart is received either way) */
+        code = DIST_ERR_PROTOCOL;
+        snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
+    } else if (!fn || (e && on_listener)) {
+        dist_value_free(args);
         code = DIST_ERR_UNKNOWN_FUNCTION;
         snprintf(why, sizeof why, "worker '%s' (rank %d) has no function '%s' (dist_rpc_register it on every worker)",
                  dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank, name);
-    } else if (dist_rpc__take(body, blen, from, &args) != DIST_OK) {
-        code = DIST_ERR_PROTOCOL;
-        snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
     } else if (!(c = (dist_rpc_call_t *)DIST_MALLOC(sizeof *c))) {
         dist_value_free(args);
         code = DIST_ERR_NOMEM;
@@ -1544,6 +1699,7 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, const char *n
    name (NUL-terminated copy in `name`) and the body are. */
 typedef struct {
     int kind, flags;
+    uint32_t tag0;                       /* the first tag of the tensors sent apart (0: none) */
     int32_t status;
     uint64_t id;
     char name[DIST_RPC__MAX_NAME + 1];
@@ -1558,7 +1714,7 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
     nlen = (size_t)b[2] | ((size_t)b[3] << 8);
     blen = dist_rpc__get32(b + 16);
     if ((b[1] & ~(DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY)) || b[1] == (DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY) ||
-        (b[1] && b[0] != DIST_RPC__REQUEST) || dist_rpc__get32(b + 20) != 0 ||
+        (b[1] && b[0] != DIST_RPC__REQUEST) || (dist_rpc__get32(b + 20) != 0 && dist_rpc__get32(b + 20) - DIST_RPC__TAG_PARTS >= DIST_RPC__TAG_SPAN) ||
         nlen > DIST_RPC__MAX_NAME || DIST_RPC__HDR + nlen + blen != n)
         return 0;
     if (b[0] == DIST_RPC__REQUEST) {
@@ -1573,6 +1729,7 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
     }
     m->kind = b[0];
     m->flags = b[1];
+    m->tag0 = dist_rpc__get32(b + 20);
     m->status = (int32_t)dist_rpc__get32(b + 4);
     m->id = dist_rpc__get64(b + 8);
     m->body = b + DIST_RPC__HDR + nlen;
@@ -1586,8 +1743,8 @@ static int dist_rpc__on_message(const uint8_t *b, size_t n, int from) {
     dist_rpc__msg m;
     switch (dist_rpc__parse(b, n, &m)) {
     case DIST_RPC__WAKE: return from == dist_rpc__g.rank;
-    case DIST_RPC__REQUEST: dist_rpc__on_request(from, m.flags, m.id, m.name, m.body, m.blen); return 0;
-    case DIST_RPC__REPLY: case DIST_RPC__ERROR: dist_rpc__on_reply(m.kind, from, m.id, m.status, m.body, m.blen); return 0;
+    case DIST_RPC__REQUEST: dist_rpc__on_request(from, m.flags, m.id, m.tag0, m.name, m.body, m.blen); return 0;
+    case DIST_RPC__REPLY: case DIST_RPC__ERROR: dist_rpc__on_reply(m.kind, from, m.id, m.status, m.tag0, m.body, m.blen); return 0;
     default: return 0;
     }
 }

@@ -47,7 +47,7 @@ static void walk(const dist_value_t *v, int depth) {
    in: nothing may be read past the input, nothing leaks. */
 static void body(const uint8_t *b, size_t n) {
     dist_value_t *v = NULL;
-    if (dist_rpc__decode_value(b, n, 4, &v) != DIST_OK) {
+    if (dist_rpc__decode_value(b, n, 4, &v, NULL) != DIST_OK) {
         if (v || !strstr(dist_rpc_error_message(), "decode")) __builtin_trap();
         return;
     }

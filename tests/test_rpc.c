@@ -6,8 +6,10 @@
    parent prints one line per case and judges the exit statuses.
 
    1. n=3, 2 handler threads: sync add (ints), async echo of 64 values in
-      flight to both other workers (strings, bytes, tensors, nested lists)
-      each checked against what was sent, then-callbacks (each runs once),
+      flight to both other workers (strings, bytes, tensors, nested lists;
+      every eighth with tensors of 64 KiB to 1 MiB + 17 B that travel apart,
+      and one of 64 KiB - 1 B inline), each checked against what was sent,
+      and one such value echoed by the caller itself; then-callbacks (each runs once),
       wait_all; unknown function -> DIST_ERR_UNKNOWN_FUNCTION naming the
       function and the worker; a handler that fails -> DIST_ERR_REMOTE with
       the worker, the function and the handler's own words; a call slower
@@ -215,13 +217,33 @@ static void then_cb(dist_future_t *f, void *user) {
     __atomic_add_fetch((int *)user, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Value k; every eighth also holds tensors large enough to travel apart
+   (exactly the threshold, one past a 1 MiB chunk, a 3-d float64 one) and
+   one just below it, which travels inline. */
 static dist_value_t *make_value(int k) {
     float t[12];
     int64_t shape[2] = { 3, 4 };
     char s[40];
     for (int i = 0; i < 12; i++) t[i] = (float)(k * 100 + i);
     snprintf(s, sizeof s, "value %d", k);
-    return dist_value_pack("[Is[bt]]", (int64_t)k, s, s, (size_t)(k % 7), DIST_FLOAT32, 2, shape, t);
+    dist_value_t *v = dist_value_pack("[Is[bt]]", (int64_t)k, s, s, (size_t)(k % 7), DIST_FLOAT32, 2, shape, t);
+    if (k % 8 == 3) {
+        size_t n[3] = { DIST_RPC_APART_BYTES, ((size_t)1 << 20) + 17 + (size_t)k, DIST_RPC_APART_BYTES - 1 };
+        for (int j = 0; j < 3; j++) {
+            uint8_t *b = malloc(n[j]);
+            int64_t sh1[1] = { (int64_t)n[j] };
+            for (size_t i = 0; i < n[j]; i++) b[i] = (uint8_t)(i * 31 + (size_t)k * 7 + (size_t)j);
+            dist_value_append(v, dist_value_tensor(DIST_UINT8, 1, sh1, b));
+            free(b);
+        }
+        int64_t sh3[3] = { 3, 128, 257 };
+        dist_value_t *d = dist_value_tensor(DIST_FLOAT64, 3, sh3, NULL);
+        dist_tensor_view tv;
+        dist_value_get_tensor(d, &tv);
+        for (size_t i = 0; i < tv.nbytes / 8; i++) ((double *)tv.data)[i] = (double)i * 0.25 - k;
+        dist_value_append(v, dist_value_pack("[vi]", d, k));
+    }
+    return v;
 }
 
 static int fn_basic(int rank, int n) {
@@ -247,6 +269,14 @@ static int fn_basic(int rank, int n) {
         dist_future_free(fs[k]);
     }
     if (__atomic_load_n(&cbs, __ATOMIC_SEQ_CST) != 64) return WFAIL("%d then-callbacks ran for 64 futures", cbs);
+    /* large tensors to this worker itself, there and back */
+    {
+        dist_value_t *want = make_value(11);
+        if (dist_rpc_sync("w0", "echo", make_value(11), &r) != DIST_OK || !dist_value_equal(r, want))
+            return WFAIL("echo to itself of large tensors: %s", r ? "came back different" : dist_rpc_error_message());
+        dist_value_free(want);
+        dist_value_free(r);
+    }
     /* unknown function */
     dist_result res = dist_rpc_sync("w2", "no_such_fn", NULL, &r);
     if (res != DIST_ERR_UNKNOWN_FUNCTION || !strstr(dist_rpc_error_message(), "no_such_fn") || !strstr(dist_rpc_error_message(), "'w2'"))
