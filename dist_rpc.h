@@ -1,6 +1,6 @@
-/* dist_rpc.h - v0.1.0 - torch.distributed.rpc for C: typed values that
-   travel between workers (this release), then RPC, futures and remote
-   references on top of dist.h.
+/* dist_rpc.h - v0.1.0 - torch.distributed.rpc for C: calls between named
+   workers, futures, remote references, and the typed values they carry,
+   on top of dist.h.
    Public domain or MIT; see the end of this file.
 
    Do this:
@@ -9,6 +9,46 @@
    in ONE C or C++ file (usually the one that defines DIST_IMPLEMENTATION
    too; dist_rpc.h includes dist.h itself); include "dist_rpc.h" without
    the define everywhere else.
+
+QUICK START: RPC
+   Every worker registers the same functions by name, joins (rank, world
+   size and rendezvous as for dist_init: {0} reads the environment, e.g.
+   under distrun), calls, and leaves:
+
+      static dist_value_t *add(dist_rpc_call_t *call, const dist_value_t *args) {
+          int64_t a, b;
+          if (dist_value_unpack(args, "[II]", &a, &b) != DIST_OK) {
+              dist_rpc_call_fail(call, "%s", dist_rpc_error_message());
+              return NULL;
+          }
+          return dist_value_int(a + b);
+      }
+      ...
+      dist_rpc_register("add", add);
+      dist_rpc_config cfg = {0};
+      cfg.name = rank == 0 ? "agent" : NULL;            // NULL: "worker<rank>"
+      if (dist_rpc_init(&cfg) != DIST_OK) { puts(dist_rpc_error_message()); return 1; }
+      dist_value_t *sum = NULL;
+      if (dist_rpc_sync("worker1", "add", dist_value_pack("[II]", (int64_t)2, (int64_t)3), &sum) == DIST_OK)
+          ...                                            // 5; a failure names worker, function and why
+      dist_value_free(sum);
+      dist_rpc_shutdown(1);                             // waits for everyone's calls and references
+
+   dist_rpc_async gives a future (wait, test, then, wait_all).  A handler
+   may wait on calls of its own, or defer and answer later from anywhere.
+
+QUICK START: REMOTE REFERENCES
+   dist_remote runs a function on a worker that keeps the result (the
+   owner); you hold a reference, pass it on in arguments and results (pack
+   'R'), and fetch a copy when you need one:
+
+      dist_rref_t *param;
+      dist_remote("ps", "make_weights", dist_value_pack("[ii]", 64, 32), &param);
+      dist_rpc_sync("trainer1", "train", dist_value_pack("[R]", param), NULL);
+      dist_value_t *w;
+      if (dist_rref_to_here(param, 0, &w) == DIST_OK) ... ;   // a failed remote() says so here
+      dist_value_free(w);
+      dist_rref_free(param);        // the owner frees the value once nobody holds it
 
 QUICK START: VALUES
    An RPC's arguments and result are one value: an int, a float, a string,
