@@ -11,7 +11,10 @@
    object was released exactly once, by its owner.  Every case ends the
    same way on every worker (after all have done their part): the counts
    of owned values and user references fall to 0/0 (polled, deletes are
-   asynchronous), then a graceful shutdown returns DIST_OK.
+   asynchronous), then a graceful shutdown returns DIST_OK; except case 7,
+   where a worker is killed: the survivors check their counts and shut
+   down themselves (not gracefully), and the parent accepts the victim's
+   SIGKILL, in that case only.
 
    1. n=2: remote() + to_here() of an int and of a tensor, exact values; a
       user reference is not the owner, confirmed_by_owner becomes 1, owner
@@ -57,7 +60,31 @@
       remote() still running): every shutdown returns DIST_OK, the counts
       are 0/0 after it, every object a worker owns was released exactly
       once when its shutdown returned; freeing the application's (now
-      detached) handles after the shutdown releases nothing more. */
+      detached) handles after the shutdown releases nothing more.
+   7. n=3, w2 killed (SIGKILL, from its own main thread, once the others
+      are set up); the agents' default timeout is 30 s, so nothing below
+      can pass by timing out.  The survivors go on once w2's process has
+      ended (/proc) and measure from just before its raise(SIGKILL).
+      (a) the owner dies: w0 holds a remote() reference to object 40 owned
+          by w2 (to_here exact before the death) and has passed a copy to
+          w1, which keeps it (confirmed by w2 before the death).  After the
+          death w0's to_here (at once) and w1's (after (b)'s release, when
+          its agent has noticed the death by itself), timeout 0 (the
+          agent's), fail with DIST_ERR_PEER_LOST naming 'w2' within 1.5 s
+          of the death; a remote() onto w2 made after it fails at once or
+          reports DIST_ERR_PEER_LOST (naming 'w2') on its to_here within
+          1.5 s; freeing these references returns at once, and w0's and
+          w1's user counts fall to 0 within 1.5 s (polled).
+      (b) a user dies: w2 makes object 41 on w1 by remote() and passes a
+          copy to w0, which to_here's it, frees it and waits until it
+          counts no user reference to it; w2 never frees its own.  Not
+          released before the death; after it w1 (the owner) drops the
+          forks w2 held and releases the object exactly once, within 1.5 s
+          of the death; w1's owned count falls to 0.
+      Then w0 and w1 shut down NOT gracefully (a graceful shutdown waits
+      for every worker, the dead one too): DIST_OK within 2 s.  Object 40
+      died with w2 (made there, never released); nothing else was made
+      (object 42, the remote() after the death, never). */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
 #include "dist_rpc.h"
@@ -90,10 +117,16 @@ typedef struct {
     int done;                    /* workers done with their part of the case */
     int bar;                     /* barrier arrivals */
     uint64_t seed;
+    int dead;                    /* case 7: the victim is about to die (death_ns set) */
+    int64_t death_ns;            /* case 7: when, just before its SIGKILL */
+    int victim_pid;              /* case 7: the victim's process */
     char note[MAXW][800];
 } shared_t;
 static shared_t *sh;
 static int g_rank;
+/* The rank the case kills (SIGKILL), or -1: set by the parent before the
+   fork (case 7 only); the workers of such a case end themselves. */
+static int g_victim = -1;
 
 DEFINE_FAIL_AT(MAXW, &sh->claimed[rank], sh->fail[rank])
 #define WFAIL(...) fail_at(g_rank, __LINE__, __VA_ARGS__)
@@ -328,6 +361,17 @@ static dist_value_t *h_check_in(dist_rpc_call_t *call, const dist_value_t *args)
     return dist_value_int(1);
 }
 
+/* [id]: the kept reference to object id is confirmed by its owner
+   (bounded) -> 1 */
+static dist_value_t *h_confirm_in(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t id = -1;
+    int k;
+    if (dist_value_unpack(args, "[I]", &id) != DIST_OK) { dist_rpc_call_fail(call, "confirm_in: %s", MSG); return NULL; }
+    if ((k = find_held((int)id)) < 0) { dist_rpc_call_fail(call, "confirm_in: w%d holds no reference to object %lld", g_rank, (long long)id); return NULL; }
+    if (wait_confirmed(g_in[k].r, scaled(5000)) != 0) { dist_rpc_call_fail(call, "confirm_in: object %lld: not confirmed by its owner after 5 s", (long long)id); return NULL; }
+    return dist_value_int(1);
+}
+
 static void register_all(void) {
     dist_rpc_register("add", h_add);
     dist_rpc_register("make", h_make);
@@ -338,6 +382,7 @@ static void register_all(void) {
     dist_rpc_register("new_owned", h_new_owned);
     dist_rpc_register("take", h_take);
     dist_rpc_register("check_in", h_check_in);
+    dist_rpc_register("confirm_in", h_confirm_in);
 }
 
 /* ---- the launcher ---- */
@@ -351,7 +396,7 @@ static int worker_init(int rank, int n, int port, int lfd, int threads) {
     snprintf(nm, sizeof nm, "w%d", rank);
     cfg.name = nm;
     cfg.num_threads = threads;
-    cfg.timeout_ms = scaled(10000);
+    cfg.timeout_ms = g_victim >= 0 ? scaled(30000) : scaled(10000);   /* case 7: far beyond what it checks */
     return dist_rpc_init(&cfg);
 }
 
@@ -371,6 +416,10 @@ static int worker_main(int r, int port, int lfd, void *p) {
     res = (dist_result)worker_init(r, a->n, port, lfd, a->threads);
     if (res != DIST_OK) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), MSG); return 1; }
     bad = a->fn(r, a->n);
+    if (g_victim >= 0) {                 /* a worker is killed: the case ends itself (no graceful shutdown can succeed) */
+        if (dist_rpc_world_size() > 0) dist_rpc_shutdown(0);   /* (it failed before its own shutdown) */
+        return bad ? 1 : 0;
+    }
     __atomic_add_fetch(&sh->done, 1, __ATOMIC_SEQ_CST);
     if (await_flag(&sh->done, a->n, scaled(20000)) != 0)
         bad |= WFAIL("only %d of %d workers finished their part in 20 s", __atomic_load_n(&sh->done, __ATOMIC_SEQ_CST), a->n);
@@ -408,6 +457,10 @@ static double run_job(int n, int threads, worker_fn fn, int held) {
         if (pid[r] < 0) continue;
         if (reaped[r] == 2) case_bad("worker %d hung: killed", r);
         if (st[r] == -1) case_bad("waitpid for worker %d failed", r);
+        else if (r == g_victim && !(WIFSIGNALED(st[r]) && WTERMSIG(st[r]) == SIGKILL && sh->dead))
+            case_bad("worker %d was to be killed (SIGKILL) by the case, but %s %d", r, WIFSIGNALED(st[r]) ? "died by signal" : "exited with",
+                     WIFSIGNALED(st[r]) ? WTERMSIG(st[r]) : WEXITSTATUS(st[r]));
+        else if (r == g_victim) { }       /* killed, as the case meant */
         else if (WIFSIGNALED(st[r])) case_bad("worker %d died by signal %d%s", r, WTERMSIG(st[r]), WTERMSIG(st[r]) == SIGALRM ? " (its alarm: it hung)" : "");
         else if (WIFEXITED(st[r]) && WEXITSTATUS(st[r]) != 0) case_bad("worker %d exited with %d", r, WEXITSTATUS(st[r]));
     }
@@ -800,6 +853,230 @@ static int fn_held(int rank, int n) {
     return 0;    /* nothing freed: worker_main shuts down gracefully */
 }
 
+/* ---- 7 ---- */
+#define K_A 40     /* (a) owned by w2, the victim: w0's remote(), a copy on w1 */
+#define K_B 41     /* (b) owned by w1: w2's remote(), a copy passed to w0 */
+#define K_C 42     /* a remote() onto w2 after its death: never made */
+
+/* Seconds since the victim's death. */
+static double since_death(void) { return (double)(now_ns() - __atomic_load_n(&sh->death_ns, __ATOMIC_SEQ_CST)) / 1e9; }
+
+/* Waits (bounded) until the victim's process has really ended (a zombie,
+   or reaped: its threads are gone and its sockets closed), so that nothing
+   after can reach it alive: 0, or -1. */
+static int victim_ended(int ms) {
+    int64_t t0 = now_ns();
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", __atomic_load_n(&sh->victim_pid, __ATOMIC_SEQ_CST));
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        size_t len;
+        const char *p;
+        if (!f) return 0;                                   /* reaped */
+        len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        if ((p = strrchr(buf, ')')) != NULL && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X')) return 0;
+        if (secs_since(t0) * 1000 > ms) return -1;
+        sleep_us(200);
+    }
+}
+
+/* Polls this worker's counts until owned <= o and users <= u (bounded, ms
+   from now): the seconds since the death when they did, or -1 (failed). */
+static double counts_fall(int o_want, int u_want, int ms, const char *what) {
+    int64_t t0 = now_ns();
+    int o = -1, u = -1;
+    for (;;) {
+        dist_rpc_rref_counts(&o, &u);
+        if (o <= o_want && u <= u_want) return since_death();
+        if (secs_since(t0) * 1000 > ms) {
+            WFAIL("%s: still %d owned value(s) and %d user reference(s) %.2f s after the death (want at most %d and %d)", what, o, u,
+                  since_death(), o_want, u_want);
+            return -1;
+        }
+        sleep_ms(2);
+    }
+}
+
+/* A to_here after the death: DIST_ERR_PEER_LOST naming 'w2' within 1.5 s
+   of it; 0, or a failure. */
+static int lost_to_here(dist_rref_t *r, const char *what, double *after) {
+    dist_value_t *v = NULL;
+    int64_t t1 = now_ns();
+    dist_result res = dist_rref_to_here(r, 0, &v);
+    double el = secs_since(t1);
+    *after = since_death();
+    if (res != DIST_ERR_PEER_LOST || !strstr(MSG, "'w2'") || *after > scaled_s(1.5) || v)
+        return WFAIL("%s: %s after %.2f s (%.2f s after w2's death), \"%s\"%s; want DIST_ERR_PEER_LOST naming 'w2' within 1.5 s of the death", what,
+                     dist_result_name(res), el, *after, res == DIST_OK ? "" : MSG, v ? ", a value set" : "");
+    dist_value_free(v);
+    return 0;
+}
+
+/* The non-graceful shutdown of a survivor: DIST_OK within 2 s, counts
+   0/0 after. */
+static int quick_shutdown(double *took) {
+    int o = -1, u = -1;
+    int64_t t1 = now_ns();
+    dist_result res = dist_rpc_shutdown(0);
+    *took = secs_since(t1);
+    if (res != DIST_OK || *took > scaled_s(2.0))
+        return WFAIL("non-graceful shutdown with w2 dead: %s after %.2f s \"%s\" (want DIST_OK within 2 s)", dist_result_name(res), *took,
+                     res == DIST_OK ? "" : MSG);
+    dist_rpc_rref_counts(&o, &u);
+    if (o || u) return WFAIL("after the shutdown: %d owned, %d users", o, u);
+    return 0;
+}
+
+static int fn_kill(int rank, int n) {
+    dist_rref_t *r = NULL;
+    dist_value_t *v = NULL;
+    dist_result res;
+    char why[300];
+    int k;
+    if (rank == 2) {
+        __atomic_store_n(&sh->victim_pid, (int)getpid(), __ATOMIC_SEQ_CST);
+        /* (b): object 41 on w1, a copy to w0; ours is never freed */
+        if ((res = dist_remote("w1", "make", dist_value_pack("[I]", (int64_t)K_B), &r)) != DIST_OK || !r) return WFAIL("(b) remote onto w1: %s: %s", dist_result_name(res), MSG);
+        if (wait_confirmed(r, scaled(5000)) != 0) return WFAIL("(b) our remote() reference was not confirmed in 5 s");
+        dist_value_t *items = dist_value_list();
+        if (!items || dist_value_append(items, dist_value_pack("[RII]", r, (int64_t)K_B, (int64_t)1)) != DIST_OK) return WFAIL("(b) building the arguments: %s", MSG);
+        if ((res = dist_rpc_sync("w0", "take", dist_value_pack("[Iv]", (int64_t)0, items), &v)) != DIST_OK || !is_int(v, 1))
+            return WFAIL("(b) take on w0: %s: %s", dist_result_name(res), MSG);
+        dist_value_free(v); v = NULL;
+        if (barrier(n, 1)) return 1;
+        if (barrier(n, 2)) return 1;       /* w0 has freed its copy; w1 still holds w2's value */
+        if ((k = __atomic_load_n(&sh->released[K_B], __ATOMIC_SEQ_CST)) != 0)
+            WFAIL("(b) object %d released %d time(s) before its creator w2 died holding a reference", K_B, k);
+        __atomic_store_n(&sh->death_ns, now_ns(), __ATOMIC_SEQ_CST);
+        __atomic_store_n(&sh->dead, 1, __ATOMIC_SEQ_CST);
+        raise(SIGKILL);
+        return WFAIL("still alive after raise(SIGKILL)");
+    }
+    if (rank == 0) {
+        double after, t_users, t_free, t_remote;
+        dist_rref_t *rc = NULL;
+        int o = -1, u = -1;
+        /* (a): object 40 on w2, exact; a copy to w1, confirmed there */
+        if ((res = dist_remote("w2", "make", dist_value_pack("[I]", (int64_t)K_A), &r)) != DIST_OK || !r) return WFAIL("(a) remote onto w2: %s: %s", dist_result_name(res), MSG);
+        if ((res = dist_rref_to_here(r, 0, &v)) != DIST_OK) return WFAIL("(a) to_here before the death: %s: %s", dist_result_name(res), MSG);
+        if (obj_bad(v, K_A, why, sizeof why)) return WFAIL("(a) to_here before the death: %s", why);
+        dist_value_free(v); v = NULL;
+        dist_value_t *items = dist_value_list();
+        if (!items || dist_value_append(items, dist_value_pack("[RII]", r, (int64_t)K_A, (int64_t)2)) != DIST_OK) return WFAIL("(a) building the arguments: %s", MSG);
+        if ((res = dist_rpc_sync("w1", "take", dist_value_pack("[Iv]", (int64_t)0, items), &v)) != DIST_OK || !is_int(v, 1))
+            return WFAIL("(a) take on w1: %s: %s", dist_result_name(res), MSG);
+        dist_value_free(v); v = NULL;
+        if ((res = dist_rpc_sync("w1", "confirm_in", dist_value_pack("[I]", (int64_t)K_A), &v)) != DIST_OK || !is_int(v, 1))
+            return WFAIL("(a) confirm_in on w1: %s: %s", dist_result_name(res), MSG);
+        dist_value_free(v); v = NULL;
+        if (barrier(n, 1)) return 1;
+        /* (b): w2's copy of object 41: exact, then freed; the owner hears */
+        if ((k = find_held(K_B)) < 0) return WFAIL("(b) w0 holds no reference to object %d", K_B);
+        if ((res = dist_rref_to_here(g_in[k].r, 0, &v)) != DIST_OK) return WFAIL("(b) to_here: %s: %s", dist_result_name(res), MSG);
+        if (obj_bad(v, K_B, why, sizeof why)) return WFAIL("(b) to_here: %s", why);
+        dist_value_free(v); v = NULL;
+        if (wait_confirmed(g_in[k].r, scaled(5000)) != 0) return WFAIL("(b) the copy from w2 was not confirmed by w1 in 5 s");
+        dist_rref_free(g_in[k].r); g_in[k].r = NULL;
+        {
+            int64_t t1 = now_ns();
+            for (;;) {
+                dist_rpc_rref_counts(&o, &u);
+                if (o == 0 && u == 1) break;        /* only object 40's reference */
+                if (secs_since(t1) > scaled_s(5.0)) return WFAIL("(b) after freeing w2's copy: %d owned, %d users after 5 s; want 0, 1", o, u);
+                sleep_ms(2);
+            }
+        }
+        if (__atomic_load_n(&sh->released[K_B], __ATOMIC_SEQ_CST)) return WFAIL("(b) object %d released while its creator w2 still holds a reference", K_B);
+        if (barrier(n, 2)) return 1;
+        if (await_flag(&sh->dead, 1, scaled(15000)) != 0) return WFAIL("w2 was not killed within 15 s");
+        if (victim_ended(scaled(5000)) != 0) return WFAIL("w2's process (pid %d) still runs 5 s after its raise(SIGKILL)", sh->victim_pid);
+        /* (a) after the death: our own reference */
+        if (lost_to_here(r, "(a) w0's to_here of w2's object", &after)) return 1;
+        snprintf(sh->note[0], sizeof sh->note[0], "w0 to_here %.0f ms after the death: \"%s\"", after * 1e3, MSG);
+        /* a remote() onto the dead worker */
+        {
+            int64_t t1 = now_ns();
+            res = dist_remote("w2", "make", dist_value_pack("[I]", (int64_t)K_C), &rc);
+            t_remote = secs_since(t1);
+            if (res != DIST_OK) {
+                if (rc || t_remote > scaled_s(1.0) || !strstr(MSG, "'w2'"))
+                    return WFAIL("remote() onto the dead w2: %s after %.2f s \"%s\"%s; want a failure at once naming 'w2'", dist_result_name(res), t_remote, MSG,
+                                 rc ? " with a reference set" : "");
+                snprintf(sh->note[2], sizeof sh->note[2], "; remote() after the death failed at once: %s \"%s\"", dist_result_name(res), MSG);
+            } else {
+                if (!rc) return WFAIL("remote() onto the dead w2: DIST_OK without a reference");
+                dist_value_t *cv = NULL;
+                int64_t t2 = now_ns();
+                res = dist_rref_to_here(rc, 0, &cv);
+                double el = secs_since(t2), tot = secs_since(t1);
+                if (res != DIST_ERR_PEER_LOST || !strstr(MSG, "'w2'") || tot > scaled_s(1.5) || cv)
+                    return WFAIL("to_here of a remote() onto the dead w2: %s after %.2f s (%.2f s after the remote), \"%s\"; want DIST_ERR_PEER_LOST naming 'w2' within 1.5 s",
+                                 dist_result_name(res), el, tot, res == DIST_OK ? "" : MSG);
+                snprintf(sh->note[2], sizeof sh->note[2], "; remote() after the death: DIST_OK, its to_here %s after %.0f ms \"%s\"", dist_result_name(res),
+                         tot * 1e3, MSG);
+            }
+        }
+        /* freeing them returns at once; the counts fall to 0/0 */
+        {
+            int64_t t1 = now_ns();
+            dist_rref_free(r); r = NULL;
+            dist_rref_free(rc); rc = NULL;
+            t_free = secs_since(t1);
+            if (t_free > scaled_s(0.5)) return WFAIL("freeing the references to w2's values took %.2f s", t_free);
+        }
+        if ((t_users = counts_fall(0, 0, scaled(1500), "w0 after freeing its references to w2's values")) < 0) return 1;
+        if ((k = __atomic_load_n(&sh->made[K_C], __ATOMIC_SEQ_CST)) != 0) return WFAIL("object %d (remote() onto the dead w2) was made, by rank %d", K_C, k - 1);
+        /* w1 is done with its part when its counts are 0/0 (or it failed): then we both go */
+        {
+            int64_t t1 = now_ns();
+            while (!__atomic_load_n(&sh->done, __ATOMIC_SEQ_CST) && !atomic_load(&sh->claimed[1])) {
+                if (secs_since(t1) > scaled_s(10.0)) return WFAIL("w1 did not finish its part in 10 s");
+                sleep_ms(1);
+            }
+        }
+        double took;
+        if (quick_shutdown(&took)) return 1;
+        size_t len = strlen(sh->note[0]);
+        snprintf(sh->note[0] + len, sizeof sh->note[0] - len, "; counts 0/0 %.0f ms after; shutdown(0) %.0f ms", t_users * 1e3, took * 1e3);
+        return 0;
+    }
+    /* rank 1: owner of 41, user of 40 (kept by h_take) */
+    {
+        double after, t_rel, t_users, took;
+        if (barrier(n, 1)) return 1;
+        if (barrier(n, 2)) return 1;
+        if (await_flag(&sh->dead, 1, scaled(15000)) != 0) return WFAIL("w2 was not killed within 15 s");
+        if (victim_ended(scaled(5000)) != 0) return WFAIL("w2's process (pid %d) still runs 5 s after its raise(SIGKILL)", sh->victim_pid);
+        /* (b): the forks w2 held go; our object 41 is released once */
+        while (!__atomic_load_n(&sh->released[K_B], __ATOMIC_SEQ_CST) && since_death() < scaled_s(3.0)) sleep_ms(1);
+        t_rel = since_death();
+        if ((k = __atomic_load_n(&sh->released[K_B], __ATOMIC_SEQ_CST)) != 1 || t_rel > scaled_s(1.5))
+            return WFAIL("(b) object %d (owned here, its creator w2 died holding a reference): released %d time(s) %.2f s after the death; want once within 1.5 s",
+                         K_B, k, t_rel);
+        /* (a): our copy of w2's object; by now this agent has (most likely)
+           noticed the death itself, where w0 asked at once */
+        if ((k = find_held(K_A)) < 0) return WFAIL("(a) w1 holds no reference to object %d", K_A);
+        if (lost_to_here(g_in[k].r, "(a) w1's to_here of its copy of w2's object", &after)) return 1;
+        snprintf(sh->note[1], sizeof sh->note[1], "w1 to_here %.0f ms after the death: \"%s\"", after * 1e3, MSG);
+        if (counts_fall(0, 1, scaled(1500), "(b) w1 after the object w2 held was released") < 0) return 1;
+        {
+            int64_t t1 = now_ns();
+            dist_rref_free(g_in[k].r); g_in[k].r = NULL;
+            if (secs_since(t1) > scaled_s(0.5)) return WFAIL("(a) freeing w1's copy of w2's object took %.2f s", secs_since(t1));
+        }
+        if ((t_users = counts_fall(0, 0, scaled(1500), "w1 after freeing its copy of w2's object")) < 0) return 1;
+        __atomic_add_fetch(&sh->done, 1, __ATOMIC_SEQ_CST);
+        if (quick_shutdown(&took)) return 1;
+        if ((k = __atomic_load_n(&sh->released[K_B], __ATOMIC_SEQ_CST)) != 1) return WFAIL("(b) object %d released %d times after the shutdown, want once", K_B, k);
+        size_t len = strlen(sh->note[1]);
+        snprintf(sh->note[1] + len, sizeof sh->note[1] - len, "; object %d released %.0f ms after; counts 0/0 %.0f ms after; shutdown(0) %.0f ms", K_B,
+                 t_rel * 1e3, t_users * 1e3, took * 1e3);
+        return 0;
+    }
+}
+
 int main(void) {
     int owner[MAXOBJ];
     test_start();
@@ -858,6 +1135,25 @@ int main(void) {
     for (int r = 0; r < 3; r++) { owner[r * 4 + 0] = (r + 1) % 3; owner[r * 4 + 1] = (r + 2) % 3; owner[r * 4 + 2] = r; owner[r * 4 + 3] = (r + 1) % 3; }
     check_objects(owner);
     case_end(el, NULL);
+
+    begin("n=3, w2 killed (SIGKILL): (a) the owner dies: w0's and w1's to_here of its value fail with PEER_LOST naming it within 1.5 s, a later remote() onto it too, counts 0/0; (b) a user dies: the value it held on w1 is released once within 1.5 s; non-graceful shutdowns within 2 s");
+    g_victim = 2;
+    el = run_job(3, 4, fn_kill, 0);
+    g_victim = -1;
+    {
+        char extra[2600];
+        int failed = 0;
+        for (int r = 0; r < MAXW; r++) if (sh->fail[r][0]) failed = 1;
+        /* object 40 died with its owner: made by w2, never released */
+        if (!failed && (sh->made[K_A] != 3 || sh->released[K_A] != 0))
+            case_bad("object %d (owned by the killed w2): made by rank %d, released %d time(s); want made by 2, never released", K_A, sh->made[K_A] - 1, sh->released[K_A]);
+        if (sh->released[K_A] > 1) case_bad("object %d: released %d times", K_A, sh->released[K_A]);
+        sh->made[K_A] = sh->released[K_A] = sh->released_by[K_A] = 0;   /* (checked) */
+        no_objects(owner); owner[K_B] = 1;
+        check_objects(owner);
+        snprintf(extra, sizeof extra, "%s; %s%s", sh->note[0], sh->note[1], sh->note[2]);
+        case_end(el, extra);
+    }
 
     printf("%d failed, %.1f s\n", g_failed, secs_since(t0));
     return g_failed ? 1 : 0;
