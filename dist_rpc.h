@@ -50,6 +50,36 @@ QUICK START: REMOTE REFERENCES
       dist_value_free(w);
       dist_rref_free(param);        // the owner frees the value once nobody holds it
 
+QUICK START: TENSORS AND DISTRIBUTED AUTOGRAD
+   dist_tensor_t is a float32 tensor (up to 4-D) with reverse-mode
+   autograd: the ops of an MLP policy or classifier, backward, no_grad,
+   SGD and Adam.  Across workers, parameters live on their owners; the
+   forward pass sends tensors by RPC inside a context, and backward and the
+   optimizer step reach every worker the pass touched (torch's
+   dist_autograd and DistributedOptimizer):
+
+      // on "ps": a layer's weights, and a handler that runs it
+      w = dist_tensor_randn(2, (int64_t[]){16, 8}, 0.3f, seed);
+      dist_tensor_set_requires_grad(w, 1);
+      static dist_value_t *forward(dist_rpc_call_t *call, const dist_value_t *args) {
+          dist_tensor_t *x = dist_tensor_from_value(dist_value_item(args, 0));
+          dist_tensor_t *y = dist_tensor_tanh(...linear(x, w, NULL)...);
+          ...return dist_value_from_tensor(y);           // (release x and y: the value holds y)
+      }
+      // "params" returns dist_rref_params(1, &w): the weights' RRefs
+
+      // on the trainer
+      dist_dist_optim_t *opt;                         // once, over the RRefs from "params"
+      dist_dist_optim_sgd(n, params, 0.1f, 0.9f, 0.0f, &opt);
+      int64_t ctx;
+      dist_autograd_context_begin(&ctx);
+      dist_rpc_sync("ps", "forward", dist_value_pack("[v]", dist_value_from_tensor(x)), &ret);
+      dist_tensor_t *y = dist_tensor_from_value(ret);  // requires grad: linked to ps
+      dist_tensor_t *loss = dist_tensor_cross_entropy(y, targets);
+      dist_autograd_backward(ctx, loss);               // gradients land on ps, in the context
+      dist_dist_optim_step(opt, ctx);                  // ps updates w
+      dist_autograd_context_end(ctx);
+
 QUICK START: VALUES
    An RPC's arguments and result are one value: an int, a float, a string,
    bytes, a tensor (dtype, shape, data) or a list of values.  Build one with
@@ -350,6 +380,168 @@ DIST_API void dist_rref_free(dist_rref_t *r);
    has heard).  NULL pointers are fine. */
 DIST_API void dist_rpc_rref_counts(int *owned, int *users);
 
+/* ---- Tensors and autograd ----
+   A float32 tensor of 0 to 4 dimensions, row-major, reference counted:
+   every function that returns one gives you a reference, released with
+   dist_tensor_release (NULL is fine).  Operations build a graph when an
+   input requires a gradient (and no_grad is off on this thread);
+   dist_tensor_backward runs it in reverse and adds the gradients into the
+   leaves that require one (dist_tensor_grad).  An operation returns NULL
+   on bad shapes or out of memory, with a sentence in
+   dist_rpc_error_message; passing NULL in gives NULL out, so a chain of
+   operations needs one check at its end.  A tensor is for one thread at a
+   time (a reference may cross threads). */
+typedef struct dist_tensor dist_tensor_t;
+#define DIST_TENSOR_MAX_DIMS 4
+
+/* data NULL: zeros.  Copied. */
+DIST_API dist_tensor_t *dist_tensor_new(int ndim, const int64_t *shape, const float *data);
+DIST_API dist_tensor_t *dist_tensor_full(int ndim, const int64_t *shape, float x);
+DIST_API dist_tensor_t *dist_tensor_scalar(float x);
+/* Normal(0, stddev) or uniform [lo, hi), from a seed (same seed, same tensor
+   on every machine). */
+DIST_API dist_tensor_t *dist_tensor_randn(int ndim, const int64_t *shape, float stddev, uint64_t seed);
+DIST_API dist_tensor_t *dist_tensor_uniform(int ndim, const int64_t *shape, float lo, float hi, uint64_t seed);
+DIST_API dist_tensor_t *dist_tensor_retain(dist_tensor_t *t);
+DIST_API void dist_tensor_release(dist_tensor_t *t);
+DIST_API int dist_tensor_ndim(const dist_tensor_t *t);
+DIST_API int64_t dist_tensor_dim(const dist_tensor_t *t, int i);    /* i < 0 counts from the end */
+DIST_API size_t dist_tensor_numel(const dist_tensor_t *t);
+DIST_API float *dist_tensor_data(dist_tensor_t *t);                  /* numel floats, row-major */
+DIST_API float dist_tensor_item(const dist_tensor_t *t);             /* element 0 (a loss) */
+/* A leaf that requires a gradient (a parameter). */
+DIST_API void dist_tensor_set_requires_grad(dist_tensor_t *t, int on);
+DIST_API int dist_tensor_requires_grad(const dist_tensor_t *t);
+/* The gradient backward accumulated (borrowed; NULL before any). */
+DIST_API dist_tensor_t *dist_tensor_grad(const dist_tensor_t *t);
+DIST_API void dist_tensor_zero_grad(dist_tensor_t *t);
+/* d(root)/d(leaf) for every leaf below `root`, added to the leaves'
+   gradients.  root must hold one element (a loss) unless `grad` (its
+   gradient, the shape of root) is given. */
+DIST_API dist_result dist_tensor_backward(dist_tensor_t *root, const dist_tensor_t *grad);
+/* A copy that is a leaf (no graph, no gradient). */
+DIST_API dist_tensor_t *dist_tensor_detach(const dist_tensor_t *t);
+/* Until the matching exit, this thread's operations build no graph. */
+DIST_API void dist_no_grad_enter(void);
+DIST_API void dist_no_grad_exit(void);
+
+/* Elementwise, with broadcasting (numpy's rules: shapes aligned at the
+   end, a dimension of 1 stretches): a [N,C] + a bias [C]. */
+DIST_API dist_tensor_t *dist_tensor_add(dist_tensor_t *a, dist_tensor_t *b);
+DIST_API dist_tensor_t *dist_tensor_sub(dist_tensor_t *a, dist_tensor_t *b);
+DIST_API dist_tensor_t *dist_tensor_mul(dist_tensor_t *a, dist_tensor_t *b);
+DIST_API dist_tensor_t *dist_tensor_div(dist_tensor_t *a, dist_tensor_t *b);
+DIST_API dist_tensor_t *dist_tensor_neg(dist_tensor_t *a);
+DIST_API dist_tensor_t *dist_tensor_scale(dist_tensor_t *a, float s);
+DIST_API dist_tensor_t *dist_tensor_relu(dist_tensor_t *a);
+DIST_API dist_tensor_t *dist_tensor_tanh(dist_tensor_t *a);
+DIST_API dist_tensor_t *dist_tensor_sigmoid(dist_tensor_t *a);
+DIST_API dist_tensor_t *dist_tensor_exp(dist_tensor_t *a);
+DIST_API dist_tensor_t *dist_tensor_log(dist_tensor_t *a);
+/* [M,K] x [K,N]. */
+DIST_API dist_tensor_t *dist_tensor_matmul(dist_tensor_t *a, dist_tensor_t *b);
+/* Of every element: a 0-dimensional tensor. */
+DIST_API dist_tensor_t *dist_tensor_sum(dist_tensor_t *a);
+DIST_API dist_tensor_t *dist_tensor_mean(dist_tensor_t *a);
+/* Over the last dimension. */
+DIST_API dist_tensor_t *dist_tensor_softmax(dist_tensor_t *a);
+DIST_API dist_tensor_t *dist_tensor_log_softmax(dist_tensor_t *a);
+/* Mean over the N rows of -logp[i, target[i]]; logp is [N,C]. */
+DIST_API dist_tensor_t *dist_tensor_nll_loss(dist_tensor_t *logp, const int64_t *target);
+/* nll_loss(log_softmax(logits), target). */
+DIST_API dist_tensor_t *dist_tensor_cross_entropy(dist_tensor_t *logits, const int64_t *target);
+/* Training: each element zeroed with probability p (from `seed`), the rest
+   scaled by 1/(1-p); not training: `a` itself (another reference). */
+DIST_API dist_tensor_t *dist_tensor_dropout(dist_tensor_t *a, float p, uint64_t seed, int training);
+/* x [N,in], w [out,in], b [out] or NULL: x w^T + b (torch's nn.Linear). */
+DIST_API dist_tensor_t *dist_tensor_linear(dist_tensor_t *x, dist_tensor_t *w, dist_tensor_t *b);
+
+/* Local optimizers over n parameters (references kept). */
+typedef struct dist_optim dist_optim_t;
+DIST_API dist_optim_t *dist_optim_sgd(int n, dist_tensor_t *const *params, float lr, float momentum, float weight_decay);
+DIST_API dist_optim_t *dist_optim_adam(int n, dist_tensor_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay);
+/* One update from each parameter's gradient (a parameter without one is
+   left alone). */
+DIST_API dist_result dist_optim_step(dist_optim_t *o);
+DIST_API void dist_optim_zero_grad(dist_optim_t *o);
+DIST_API void dist_optim_free(dist_optim_t *o);
+
+/* Tensors as values: a float32 tensor value that holds a reference to `t`
+   (no copy: it carries the data as they are when it is sent), and a new
+   tensor (a leaf, copied) from a float32 or float64 tensor value of at
+   most 4 dimensions (NULL and a sentence otherwise). */
+DIST_API dist_value_t *dist_value_from_tensor(dist_tensor_t *t);
+DIST_API dist_tensor_t *dist_tensor_from_value(const dist_value_t *v);
+/* The tensor a value made by dist_value_from_tensor holds (borrowed, no
+   copy), or NULL for any other value: on an owner, the parameter itself. */
+DIST_API dist_tensor_t *dist_value_as_tensor(const dist_value_t *v);
+
+/* ---- Distributed autograd ----
+   A context (torch's dist_autograd.context) gathers what one forward and
+   backward pass did across workers.  While a context is current on a
+   thread, every RPC it makes carries the context's id; a tensor sent in
+   it that requires a gradient (a dist_value_from_tensor of one) records a
+   send here, and the receiver's dist_tensor_from_value of it is a tensor
+   that requires a gradient, linked to that send.  Handlers run in the
+   caller's context, so calls they make, and their results, are recorded
+   too, as is a to_here.  dist_autograd_backward runs the graph below the
+   loss, sends each received tensor's gradient back to its sender, which
+   goes on from there, and so on across every worker the pass touched
+   (torch's FAST mode); it returns when all are done.  Gradients add up
+   in the context, per tensor, on the worker that holds the tensor (not
+   in the tensors' own grad).  Ending a context frees it here and on every
+   worker it touched. */
+
+/* Begins a context, current on this thread until it ends (one at a time
+   per thread); its id is unique across the workers. */
+DIST_API dist_result dist_autograd_context_begin(int64_t *ctx_id);
+/* Ends it here and (notices, without waiting) on every worker it touched. */
+DIST_API dist_result dist_autograd_context_end(int64_t ctx_id);
+/* The context current on this thread (in a handler: the caller's), or 0. */
+DIST_API int64_t dist_autograd_current_context(void);
+/* Makes `ctx_id` current on this thread (0: none), e.g. in a thread of
+   your own that works for the pass. */
+DIST_API void dist_autograd_set_context(int64_t ctx_id);
+/* The contexts this worker holds (its own and those others reached it
+   with). */
+DIST_API int dist_autograd_num_contexts(void);
+/* Backward from `loss` (one element) across the workers, within the
+   agent's default timeout per hop.  A worker that died or failed on the
+   way fails it, with a sentence naming the worker. */
+DIST_API dist_result dist_autograd_backward(int64_t ctx_id, dist_tensor_t *loss);
+/* The gradients context `ctx_id` accumulated on this worker for tensors
+   [0, n): grads[i] a reference to release (the context's own, which a
+   later backward adds to), or NULL when tensor i got none. */
+DIST_API dist_result dist_autograd_get_gradients(int64_t ctx_id, int n, dist_tensor_t *const *tensors, dist_tensor_t **grads);
+
+/* ---- Distributed optimizer ----
+   Over parameters that live on their owners (RRefs whose value is a
+   dist_value_from_tensor): one local optimizer per owner, made there;
+   step runs each with the gradients a context accumulated on that owner,
+   all owners in parallel, and returns when all are done. */
+typedef struct dist_dist_optim dist_dist_optim_t;
+DIST_API dist_result dist_dist_optim_sgd(int n, dist_rref_t *const *params, float lr, float momentum, float weight_decay, dist_dist_optim_t **out);
+DIST_API dist_result dist_dist_optim_adam(int n, dist_rref_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                          dist_dist_optim_t **out);
+DIST_API dist_result dist_dist_optim_step(dist_dist_optim_t *o, int64_t ctx_id);
+/* Frees it here and (notices) on the owners. */
+DIST_API void dist_dist_optim_free(dist_dist_optim_t *o);
+
+/* ---- RRef helpers (the tutorials' idioms) ----
+   Calls `fn` on r's owner with the arguments [r, args...] (args: a list,
+   whose items follow r; another value, which follows it; or NULL): in the
+   handler, item 0 is the owner's reference, dist_rref_local_value or
+   dist_rref_local_tensor give the object (torch's _remote_method). */
+DIST_API dist_result dist_rref_rpc_sync(dist_rref_t *r, const char *fn, dist_value_t *args, dist_value_t **ret);
+DIST_API dist_result dist_rref_rpc_async(dist_rref_t *r, const char *fn, dist_value_t *args, dist_future_t **fut);
+DIST_API dist_result dist_rref_remote(dist_rref_t *r, const char *fn, dist_value_t *args, dist_rref_t **out);
+/* Owner only: the tensor r's value holds (dist_value_as_tensor), or NULL. */
+DIST_API dist_tensor_t *dist_rref_local_tensor(dist_rref_t *r);
+/* A list of new RRefs, owned here, one per parameter (each value a
+   dist_value_from_tensor): a module's parameter RRefs, to return from a
+   handler (torch's _parameter_rrefs).  NULL and a sentence on failure. */
+DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params);
+
 #ifdef __cplusplus
 }
 #endif
@@ -363,8 +555,18 @@ DIST_API void dist_rpc_rref_counts(int *owned, int *users);
 /* Index:
    [SECTION] configuration and errors
    [SECTION] values: nodes, building, reading
+   [SECTION] RPC: remote references
    [SECTION] values: format strings
    [SECTION] values: the wire format
+   [SECTION] RPC: design notes
+   [SECTION] RPC: registry and agent state
+   [SECTION] RPC: messages
+   [SECTION] RPC: threads
+   [SECTION] RPC: init and shutdown
+   [SECTION] RPC: calls and futures
+   [SECTION] RPC: inside a handler
+   [SECTION] tensors and autograd
+   [SECTION] distributed autograd
 */
 
 /* [SECTION] configuration and errors */
@@ -375,6 +577,7 @@ DIST_API void dist_rpc_rref_counts(int *owned, int *users);
 #include <limits.h>
 #include <pthread.h>
 #include <time.h>
+#include <math.h>
 
 #if defined(DIST_MALLOC) && defined(DIST_FREE) && defined(DIST_REALLOC)
 #elif !defined(DIST_MALLOC) && !defined(DIST_FREE) && !defined(DIST_REALLOC)
@@ -438,7 +641,10 @@ struct dist_value {
         double f;
         struct { uint8_t *p; size_t n; } s;                  /* string (NUL after n), bytes */
         struct { dist_value_t **items; size_t n, cap; } list;
-        struct { uint8_t *data; size_t nbytes; int64_t *shape; void (*release)(void *, void *); void *user; } t;
+        struct {
+            uint8_t *data; size_t nbytes; int64_t *shape; void (*release)(void *, void *); void *user;
+            int64_t ag_ctx; uint64_t ag_msg; uint32_t ag_slot;   /* received in an autograd context (ag_ctx != 0): which send it came from */
+        } t;
         struct { dist_rref_t *ref; uint32_t owner; dist_rpc__id rid, fid, pfid; } r;   /* ids as decoded, until taken in */
     } u;
 };
@@ -1227,7 +1433,8 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
    Transport.  dist_rpc_init makes a dist.h world of its own; every RPC
    message is one dist.h message (uint8) with tag DIST_RPC__TAG:
       0 kind u8 (request, reply, error, wake) | 1 flags u8 (a request's:
-      1 remote(), 2 one-way notice) | 2 name length u16 |
+      1 remote(), 2 one-way notice; a request's or a reply's: 4 the body
+      begins with an autograd context, see that section) | 2 name length u16 |
       4 status i32 (an error's dist_result) | 8 call id u64 |
      16 body length u32 | 20 tag u32 of the first tensor sent apart (0:
       none) | 24 the function's name | the body
@@ -1261,6 +1468,7 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
 enum { DIST_RPC__REQUEST = 1, DIST_RPC__REPLY = 2, DIST_RPC__ERROR = 3, DIST_RPC__WAKE = 4 };
 #define DIST_RPC__FLAG_REMOTE 1              /* a request's flag: the callee keeps the result as an RRef */
 #define DIST_RPC__FLAG_ONEWAY 2              /* a request's flag: nobody waits for an answer (the protocol's notices) */
+#define DIST_RPC__FLAG_AUTOGRAD 4            /* a request's or a reply's: the body begins with an autograd context (see there) */
 #define DIST_RPC__RESERVED "dist_rpc."       /* the agent's own functions */
 #define DIST_RPC__BUCKETS 256
 
@@ -1298,6 +1506,7 @@ struct dist_rpc_call {
     dist_rpc_fn fn;
     dist_value_t *args;
     int deferred, failed;
+    int64_t ag_ctx;                  /* the caller's autograd context (0: none): the handler's, and its result's */
     char fn_name[DIST_RPC__MAX_NAME + 1];
     char err[DIST_RPC__ERRLEN];
 };
@@ -1363,6 +1572,7 @@ static void dist_rpc__notify(int to, const char *fn, dist_value_t *args);
 static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text, int borrowed);
 
 static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
+static DIST_RPC__TLS int64_t dist_rpc__ag_cur;  /* the autograd context current on this thread (0: none) */
 
 /* dist.h's clock: this file needs no POSIX feature macros of its own (the
    only other clock it reads is C11's timespec_get). */
@@ -1407,6 +1617,12 @@ static dist_value_t *dist_rpc__h_fork(dist_rpc_call_t *c, const dist_value_t *ar
 static dist_value_t *dist_rpc__h_accept(dist_rpc_call_t *c, const dist_value_t *args);
 static dist_value_t *dist_rpc__h_delete(dist_rpc_call_t *c, const dist_value_t *args);
 static void dist_rpc__drop_tables(void);
+static void dist_rpc__ag_clear(void);
+static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_ag_end(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_optim_new(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_optim_free(dist_rpc_call_t *c, const dist_value_t *args);
 static void dist_rpc__release_users(void);
 static void dist_rpc__peer_gone(int rank, const char *why);
 
@@ -1417,6 +1633,11 @@ static const struct { const char *name; dist_rpc_fn fn; int on_listener; } dist_
     { DIST_RPC__RESERVED "fork", dist_rpc__h_fork, 1 },
     { DIST_RPC__RESERVED "accept", dist_rpc__h_accept, 1 },
     { DIST_RPC__RESERVED "delete", dist_rpc__h_delete, 1 },
+    { DIST_RPC__RESERVED "ag_grads", dist_rpc__h_ag_grads, 0 },     /* distributed autograd: gradients for a send */
+    { DIST_RPC__RESERVED "ag_end", dist_rpc__h_ag_end, 1 },         /* ...a context ended */
+    { DIST_RPC__RESERVED "optim_new", dist_rpc__h_optim_new, 0 },   /* distributed optimizer: made on an owner */
+    { DIST_RPC__RESERVED "optim_step", dist_rpc__h_optim_step, 0 },
+    { DIST_RPC__RESERVED "optim_free", dist_rpc__h_optim_free, 1 },
 };
 
 static dist_rpc_fn dist_rpc__lookup(const char *name, int *on_listener) {
@@ -1439,13 +1660,19 @@ static const char *dist_rpc__name_of(int rank) {
 
 static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to);
 static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n);
+static int dist_rpc__ag_out(int to, const dist_value_t *v, int64_t ctx, uint64_t *msg, size_t *plen);
+static void dist_rpc__ag_prefix(const dist_value_t *v, int64_t ctx, uint64_t msg, uint8_t *p, size_t plen);
+typedef struct { int64_t ctx; uint64_t msg; uint32_t n; const uint8_t *ord; } dist_rpc__agin;
+static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist_rpc__agin *a);
+static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a);
 
 /* Sends one message: the header, the name, then the body (an encoded
    value, or `text`).  Each reference in the value travels as a new fork
    for the receiver, made here and undone when the send fails. */
 static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, uint64_t id, const char *name, const dist_value_t *v,
-                                  const char *text) {
-    size_t nlen = name ? strlen(name) : 0, blen = 0, total, nr = v ? dist_rpc__collect_rrefs(v, NULL, 0) : 0;
+                                  const char *text, int64_t ctx) {
+    size_t nlen = name ? strlen(name) : 0, blen = 0, total, nr = v ? dist_rpc__collect_rrefs(v, NULL, 0) : 0, plen = 0;
+    uint64_t agmsg = 0;
     size_t nparts = v ? dist_rpc__collect_apart(v, NULL, 0) : 0;
     dist_rpc__fork few[4], *fk = few;
     dist_rpc__forks forks;
@@ -1456,6 +1683,11 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     memset(&forks, 0, sizeof forks);
     if (v) blen = dist_rpc__encode(v, NULL, 0, 0, &forks);    /* its size (no error sentence made) */
     else if (text) blen = strlen(text);
+    if (ctx && (kind == DIST_RPC__REQUEST || kind == DIST_RPC__REPLY)) {   /* in an autograd context: the prefix, the send recorded */
+        if (dist_rpc__ag_out(to, v, ctx, &agmsg, &plen) != 0) return DIST_ERR_NOMEM;
+        flags |= DIST_RPC__FLAG_AUTOGRAD;
+        blen += plen;
+    }
     if (nparts > DIST_RPC__TAG_SPAN / 4) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value with %zu large tensors (at most %d)", nparts, DIST_RPC__TAG_SPAN / 4);
     if (nparts > 4 && !(parts = (const dist_value_t **)DIST_MALLOC(nparts * sizeof *parts)))
         return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu tensors", nparts);
@@ -1496,8 +1728,9 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     dist_rpc__put32(b + 20, tag0);
     if (nlen) memcpy(b + DIST_RPC__HDR, name, nlen);
     forks.f = fk; forks.n = nr; forks.at = 0; forks.apart = 0;
-    if (v) dist_rpc__encode(v, b + DIST_RPC__HDR + nlen, blen, 0, &forks);
-    else if (blen) memcpy(b + DIST_RPC__HDR + nlen, text, blen);
+    if (plen) dist_rpc__ag_prefix(v, ctx, agmsg, b + DIST_RPC__HDR + nlen, plen);
+    if (v) dist_rpc__encode(v, b + DIST_RPC__HDR + nlen + plen, blen - plen, 0, &forks);
+    else if (blen > plen) memcpy(b + DIST_RPC__HDR + nlen + plen, text, blen - plen);
     r = dist_send(dist_rpc__g.world, b, total, DIST_UINT8, to, DIST_RPC__TAG);
     if (r != DIST_OK) {
         dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(dist_rpc__g.world));
@@ -1621,13 +1854,20 @@ static dist_result dist_rpc__recv_parts(dist_value_t *v, size_t n, int from, uin
 
 /* Decodes a message's value (none when the body is empty), receives the
    tensors that travel apart and takes in the references it holds. */
-static dist_result dist_rpc__take(const uint8_t *body, size_t blen, int from, uint32_t tag0, dist_value_t **out) {
+static dist_result dist_rpc__take(const uint8_t *body, size_t blen, int from, uint32_t tag0, int flags, dist_value_t **out, int64_t *ctx) {
     dist_result r;
     size_t parts = 0;
+    dist_rpc__agin ag;
     *out = NULL;
-    if (blen == 0) return (*out = dist_value_none()) ? DIST_OK : DIST_ERR_NOMEM;
-    if ((r = dist_rpc__decode_value(body, blen, dist_rpc__g.size, out, &parts)) != DIST_OK) return r;
-    if (parts && (r = dist_rpc__recv_parts(*out, parts, from, tag0)) != DIST_OK) {
+    memset(&ag, 0, sizeof ag);
+    if ((flags & DIST_RPC__FLAG_AUTOGRAD) && dist_rpc__ag_strip(&body, &blen, from, &ag) != 0)
+        return dist_rpc__fail(DIST_ERR_PROTOCOL, "rpc: a malformed autograd context from worker '%s' (rank %d)", dist_rpc__name_of(from), from);
+    if (ctx) *ctx = ag.ctx;
+    if (blen == 0) r = (*out = dist_value_none()) ? DIST_OK : DIST_ERR_NOMEM;
+    else if ((r = dist_rpc__decode_value(body, blen, dist_rpc__g.size, out, &parts)) != DIST_OK) return r;
+    if (r == DIST_OK && parts) r = dist_rpc__recv_parts(*out, parts, from, tag0);
+    if (r == DIST_OK && ag.ctx && dist_rpc__ag_in(*out, from, &ag) != 0) r = DIST_ERR_PROTOCOL;
+    if (r != DIST_OK) {
         dist_value_free(*out);               /* (before any reference is taken in) */
         *out = NULL;
         return r;
@@ -1637,13 +1877,13 @@ static dist_result dist_rpc__take(const uint8_t *body, size_t blen, int from, ui
 }
 
 /* A reply (or an error) for call `id` from `from`. */
-static void dist_rpc__on_reply(int kind, int from, uint64_t id, int32_t status, uint32_t tag0, const uint8_t *body, size_t blen) {
+static void dist_rpc__on_reply(int kind, int flags, int from, uint64_t id, int32_t status, uint32_t tag0, const uint8_t *body, size_t blen) {
     dist_future_t *f;
     dist_value_t *v = NULL;
     dist_result dr = DIST_OK;
     dist_rpc__cb *cbs;
     char why[DIST_RPC__ERRLEN] = "";
-    if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(body, blen, from, tag0, &v)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+    if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(body, blen, from, tag0, flags, &v, NULL)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
     pthread_mutex_lock(&dist_rpc__lock);
     for (f = dist_rpc__g.pending; f; f = f->next)
         if (f->id == id && f->to == from) break;
@@ -1685,6 +1925,7 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
     dist_value_t *args = NULL;
     dist_rref_t *e = NULL;
     dist_result code = DIST_OK;
+    int64_t ctx = 0;
     char why[DIST_RPC__ERRLEN];
     if (flags & DIST_RPC__FLAG_REMOTE) {
         dist_rpc__id rid;
@@ -1697,11 +1938,11 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
         else { e->remote_seen = 1; e->pins++; }
         pthread_mutex_unlock(&dist_rpc__lock);
         if (code != DIST_OK) {
-            dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, code == DIST_ERR_NOMEM ? "the owner ran out of memory" : "a remote() with an id already used");
+            dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, code == DIST_ERR_NOMEM ? "the owner ran out of memory" : "a remote() with an id already used", 0);
             return;
         }
     }
-    if (dist_rpc__take(body, blen, from, tag0, &args) != DIST_OK) {    /* (first: what travels apart is received either way) */
+    if (dist_rpc__take(body, blen, from, tag0, flags, &args, &ctx) != DIST_OK) {    /* (first: what travels apart is received either way) */
         code = DIST_ERR_PROTOCOL;
         snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
     } else if (!fn || (e && on_listener)) {
@@ -1719,12 +1960,13 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
             dist_rpc__fill(e, code, NULL, why, name);
             dist_rpc__unpin(e);
         }
-        dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, why);
+        dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, why, 0);
         return;
     }
     memset(c, 0, sizeof *c);
     c->from = from; c->id = id; c->fn = fn; c->args = args; c->rref = e; c->refs = 1;
     c->oneway = (flags & DIST_RPC__FLAG_ONEWAY) != 0;
+    c->ag_ctx = ctx;
     snprintf(c->fn_name, sizeof c->fn_name, "%s", name);
     if (on_listener) { dist_rpc__run_call(c); return; }
     pthread_mutex_lock(&dist_rpc__lock);
@@ -1753,8 +1995,10 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
     if (n < DIST_RPC__HDR) return 0;
     nlen = (size_t)b[2] | ((size_t)b[3] << 8);
     blen = dist_rpc__get32(b + 16);
-    if ((b[1] & ~(DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY)) || b[1] == (DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY) ||
-        (b[1] && b[0] != DIST_RPC__REQUEST) || (dist_rpc__get32(b + 20) != 0 && dist_rpc__get32(b + 20) - DIST_RPC__TAG_PARTS >= DIST_RPC__TAG_SPAN) ||
+    if ((b[1] & ~(DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY | DIST_RPC__FLAG_AUTOGRAD)) ||
+        (b[1] & (DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY)) == (DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY) ||
+        ((b[1] & ~DIST_RPC__FLAG_AUTOGRAD) && b[0] != DIST_RPC__REQUEST) ||
+        ((b[1] & DIST_RPC__FLAG_AUTOGRAD) && b[0] != DIST_RPC__REQUEST && b[0] != DIST_RPC__REPLY) || (dist_rpc__get32(b + 20) != 0 && dist_rpc__get32(b + 20) - DIST_RPC__TAG_PARTS >= DIST_RPC__TAG_SPAN) ||
         nlen > DIST_RPC__MAX_NAME || DIST_RPC__HDR + nlen + blen != n)
         return 0;
     if (b[0] == DIST_RPC__REQUEST) {
@@ -1784,7 +2028,7 @@ static int dist_rpc__on_message(const uint8_t *b, size_t n, int from) {
     switch (dist_rpc__parse(b, n, &m)) {
     case DIST_RPC__WAKE: return from == dist_rpc__g.rank;
     case DIST_RPC__REQUEST: dist_rpc__on_request(from, m.flags, m.id, m.tag0, m.name, m.body, m.blen); return 0;
-    case DIST_RPC__REPLY: case DIST_RPC__ERROR: dist_rpc__on_reply(m.kind, from, m.id, m.status, m.tag0, m.body, m.blen); return 0;
+    case DIST_RPC__REPLY: case DIST_RPC__ERROR: dist_rpc__on_reply(m.kind, m.flags, from, m.id, m.status, m.tag0, m.body, m.blen); return 0;
     default: return 0;
     }
 }
@@ -1915,15 +2159,15 @@ static dist_result dist_rpc__deliver(dist_rpc_call_t *c, dist_result code, dist_
         c->rref = NULL;
         dist_rpc__fill(e, code, borrowed ? NULL : res, text, c->fn_name);
         res = NULL;
-        if (code == DIST_OK) r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, NULL, NULL);
-        else r = dist_rpc__send(c->from, DIST_RPC__ERROR, 0, code, c->id, NULL, NULL, text);
+        if (code == DIST_OK) r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, NULL, NULL, 0);
+        else r = dist_rpc__send(c->from, DIST_RPC__ERROR, 0, code, c->id, NULL, NULL, text, 0);
         dist_rpc__unpin(e);
     } else if (c->oneway) {
         r = DIST_OK;
     } else if (code == DIST_OK) {
-        r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, res, NULL);   /* NULL: an empty body, none */
+        r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, res, NULL, c->ag_ctx);   /* NULL: an empty body, none */
     } else {
-        r = dist_rpc__send(c->from, DIST_RPC__ERROR, 0, code, c->id, NULL, NULL, text);
+        r = dist_rpc__send(c->from, DIST_RPC__ERROR, 0, code, c->id, NULL, NULL, text, 0);
     }
     if (!borrowed) dist_value_free(res);
     dist_rpc__call_unref(c);
@@ -1932,8 +2176,12 @@ static dist_result dist_rpc__deliver(dist_rpc_call_t *c, dist_result code, dist_
 
 /* Runs one call on this thread and answers it, unless it was deferred. */
 static void dist_rpc__run_call(dist_rpc_call_t *c) {
-    dist_value_t *res = c->fn(c, c->args);
+    int64_t outer = dist_rpc__ag_cur;
+    dist_value_t *res;
     int deferred;
+    dist_rpc__ag_cur = c->ag_ctx;                   /* the handler runs in its caller's autograd context */
+    res = c->fn(c, c->args);
+    dist_rpc__ag_cur = outer;
     pthread_mutex_lock(&dist_rpc__lock);
     deferred = c->deferred;
     pthread_mutex_unlock(&dist_rpc__lock);
@@ -1981,7 +2229,7 @@ static void dist_rpc__stop_threads(int started_pool) {
     pthread_cond_broadcast(&dist_rpc__cond);
     pthread_cond_broadcast(&dist_rpc__qcond);
     pthread_mutex_unlock(&dist_rpc__lock);
-    dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, 0, NULL, NULL, NULL);
+    dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, 0, NULL, NULL, NULL, 0);
     pthread_join(dist_rpc__g.listener, NULL);
     for (int i = 0; i < started_pool; i++) pthread_join(dist_rpc__g.pool[i], NULL);
 }
@@ -2011,6 +2259,7 @@ static void dist_rpc__drain(const char *why) {
         dist_rpc__call_free(c);
     }
     dist_rpc__drop_tables();
+    dist_rpc__ag_clear();
 }
 
 static void dist_rpc__teardown(int started_pool, int graceful_destroy) {
@@ -2197,6 +2446,9 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
                                   dist_future_t **out) {
     dist_future_t *f;
     dist_result r;
+    /* the autograd context current here travels with the application's
+       calls, remote()s and to_here, not with the agent's other messages */
+    int64_t ctx = strncmp(fn, DIST_RPC__RESERVED, strlen(DIST_RPC__RESERVED)) != 0 || strcmp(fn, DIST_RPC__RESERVED "fetch") == 0 ? dist_rpc__ag_cur : 0;
     *out = NULL;
     if (!args && !(args = dist_value_none())) return DIST_ERR_NOMEM;
     if (!(f = (dist_future_t *)DIST_MALLOC(sizeof *f))) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_NOMEM, "rpc '%s': out of memory", fn); }
@@ -2225,7 +2477,7 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
         dist_rpc__table_add_locked(rr);
     }
     pthread_mutex_unlock(&dist_rpc__lock);
-    r = dist_rpc__send(to, DIST_RPC__REQUEST, rr ? DIST_RPC__FLAG_REMOTE : 0, 0, f->id, fn, args, NULL);
+    r = dist_rpc__send(to, DIST_RPC__REQUEST, rr ? DIST_RPC__FLAG_REMOTE : 0, 0, f->id, fn, args, NULL, ctx);
     dist_value_free(args);
     if (r != DIST_OK) {
         char why[DIST_RPC__ERRLEN];
@@ -2633,7 +2885,7 @@ static void dist_rpc__notify(int to, const char *fn, dist_value_t *args) {
     pthread_mutex_lock(&dist_rpc__lock);
     open_ = dist_rpc__g.up && dist_rpc__g.world && !dist_rpc__g.stopping;
     pthread_mutex_unlock(&dist_rpc__lock);
-    if (open_) dist_rpc__send(to, DIST_RPC__REQUEST, DIST_RPC__FLAG_ONEWAY, 0, 0, fn, args, NULL);
+    if (open_) dist_rpc__send(to, DIST_RPC__REQUEST, DIST_RPC__FLAG_ONEWAY, 0, 0, fn, args, NULL, 0);
     dist_value_free(args);
 }
 
@@ -3113,6 +3365,1510 @@ static void dist_rpc__drop_tables(void) {
         DIST_FREE(r->forks);
         DIST_FREE(r);
     }
+}
+
+/* [SECTION] tensors and autograd
+   A tensor is its shape, its data and, when an operation made it with an
+   input that requires a gradient, that operation (op, inputs, what the
+   backward pass needs).  backward sorts the graph below the root (depth
+   first, post-order), gives every node a gradient buffer, walks it in
+   reverse calling each operation's backward, and adds what reaches the
+   leaves into their gradients.  Elementwise operations broadcast through
+   one loop over the output with per-operand strides (0 where an operand's
+   dimension stretches); matmul is one cache-blocked kernel for A B and
+   A^T B (A B^T transposes B first). */
+enum {
+    DIST_T__LEAF = 0, DIST_T__ADD, DIST_T__SUB, DIST_T__MUL, DIST_T__DIV, DIST_T__NEG, DIST_T__SCALE, DIST_T__RELU, DIST_T__TANH,
+    DIST_T__SIGMOID, DIST_T__EXP, DIST_T__LOG, DIST_T__MATMUL, DIST_T__SUM, DIST_T__MEAN, DIST_T__SOFTMAX, DIST_T__LOG_SOFTMAX,
+    DIST_T__NLL, DIST_T__DROPOUT, DIST_T__LINEAR,
+    DIST_T__RECV                     /* received by RPC in an autograd context: its gradient goes back to the sender */
+};
+
+struct dist_tensor {
+    int refs;
+    int ndim;
+    int64_t shape[DIST_TENSOR_MAX_DIMS];
+    size_t numel;
+    float *data;
+    int requires_grad;               /* a leaf's flag, or: an input of its operation needs one */
+    dist_tensor_t *grad;             /* a leaf's accumulated gradient */
+    int op;                          /* DIST_T__LEAF: made by the user (or no graph) */
+    dist_tensor_t *in[3];
+    float s;                         /* scale, dropout's 1/(1-p) */
+    void *aux;                       /* nll's targets (int64), dropout's mask (float) */
+    float *g;                        /* during backward: this node's gradient */
+    unsigned mark;                   /* during backward: visited */
+};
+
+static DIST_RPC__TLS int dist_rpc__no_grad;
+/* A received tensor's link to its send (its aux). */
+typedef struct { int64_t ctx; uint64_t msg; uint32_t slot; } dist_rpc__agtag;
+
+DIST_API void dist_no_grad_enter(void) { dist_rpc__no_grad++; }
+DIST_API void dist_no_grad_exit(void) { if (dist_rpc__no_grad > 0) dist_rpc__no_grad--; }
+
+static const char *dist_rpc__shape_str(const dist_tensor_t *t, char *buf, size_t cap) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (int d = 0; d < t->ndim && o < cap; d++) o += (size_t)snprintf(buf + o, cap - o, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+    return buf;
+}
+
+/* A tensor of `shape` (data uninitialised unless `zero`). */
+static dist_tensor_t *dist_rpc__tensor_make(int ndim, const int64_t *shape, int zero) {
+    dist_tensor_t *t;
+    size_t n = 1;
+    if (ndim < 0 || ndim > DIST_TENSOR_MAX_DIMS) { dist_rpc__fail(DIST_ERR_INVALID, "tensor: %d dimensions (0 to %d)", ndim, DIST_TENSOR_MAX_DIMS); return NULL; }
+    if (ndim && !shape) { dist_rpc__fail(DIST_ERR_INVALID, "tensor: NULL shape"); return NULL; }
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || (shape[d] && n > (SIZE_MAX / 8) / (size_t)shape[d])) {
+            dist_rpc__fail(DIST_ERR_INVALID, "tensor: dimension %d is %lld", d, (long long)shape[d]);
+            return NULL;
+        }
+        n *= (size_t)shape[d];
+    }
+    if (!(t = (dist_tensor_t *)DIST_MALLOC(sizeof *t))) { dist_rpc__fail(DIST_ERR_NOMEM, "tensor: out of memory"); return NULL; }
+    memset(t, 0, sizeof *t);
+    t->data = (float *)DIST_MALLOC((n ? n : 1) * sizeof(float));
+    if (!t->data) { DIST_FREE(t); dist_rpc__fail(DIST_ERR_NOMEM, "tensor: out of memory for %zu floats", n); return NULL; }
+    if (zero) memset(t->data, 0, (n ? n : 1) * sizeof(float));
+    t->refs = 1;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+    t->numel = n;
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_new(int ndim, const int64_t *shape, const float *data) {
+    dist_tensor_t *t = dist_rpc__tensor_make(ndim, shape, data == NULL);
+    if (t && data) memcpy(t->data, data, t->numel * sizeof(float));
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_full(int ndim, const int64_t *shape, float x) {
+    dist_tensor_t *t = dist_rpc__tensor_make(ndim, shape, 0);
+    for (size_t i = 0; t && i < t->numel; i++) t->data[i] = x;
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_scalar(float x) { return dist_tensor_full(0, NULL, x); }
+
+/* splitmix64: the seeded generator of randn, uniform and dropout. */
+static uint64_t dist_rpc__mix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double dist_rpc__unit(uint64_t *s) { return (double)(dist_rpc__mix(s) >> 11) * (1.0 / 9007199254740992.0); }   /* [0, 1) */
+
+DIST_API dist_tensor_t *dist_tensor_uniform(int ndim, const int64_t *shape, float lo, float hi, uint64_t seed) {
+    dist_tensor_t *t = dist_rpc__tensor_make(ndim, shape, 0);
+    for (size_t i = 0; t && i < t->numel; i++) t->data[i] = (float)(lo + (hi - lo) * dist_rpc__unit(&seed));
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_randn(int ndim, const int64_t *shape, float stddev, uint64_t seed) {
+    dist_tensor_t *t = dist_rpc__tensor_make(ndim, shape, 0);
+    for (size_t i = 0; t && i < t->numel; i += 2) {             /* Box-Muller, two at a time */
+        double u = 1.0 - dist_rpc__unit(&seed), v = dist_rpc__unit(&seed), r = sqrt(-2.0 * log(u));
+        t->data[i] = (float)(stddev * r * cos(6.283185307179586 * v));
+        if (i + 1 < t->numel) t->data[i + 1] = (float)(stddev * r * sin(6.283185307179586 * v));
+    }
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_retain(dist_tensor_t *t) {
+    if (t) __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+    return t;
+}
+
+DIST_API void dist_tensor_release(dist_tensor_t *t) {
+    while (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        dist_tensor_t *next = NULL;                  /* a chain of operations is released without recursion on its first input */
+        for (int i = 0; i < 3; i++) {
+            if (!t->in[i]) continue;
+            if (!next) next = t->in[i];
+            else dist_tensor_release(t->in[i]);
+        }
+        dist_tensor_release(t->grad);
+        DIST_FREE(t->aux);
+        DIST_FREE(t->data);
+        DIST_FREE(t);
+        t = next;
+    }
+}
+
+DIST_API int dist_tensor_ndim(const dist_tensor_t *t) { return t ? t->ndim : 0; }
+DIST_API int64_t dist_tensor_dim(const dist_tensor_t *t, int i) {
+    if (!t) return 0;
+    if (i < 0) i += t->ndim;
+    return i >= 0 && i < t->ndim ? t->shape[i] : 0;
+}
+DIST_API size_t dist_tensor_numel(const dist_tensor_t *t) { return t ? t->numel : 0; }
+DIST_API float *dist_tensor_data(dist_tensor_t *t) { return t ? t->data : NULL; }
+DIST_API float dist_tensor_item(const dist_tensor_t *t) { return t && t->numel ? t->data[0] : 0.0f; }
+DIST_API void dist_tensor_set_requires_grad(dist_tensor_t *t, int on) { if (t && t->op == DIST_T__LEAF) t->requires_grad = on != 0; }
+DIST_API int dist_tensor_requires_grad(const dist_tensor_t *t) { return t ? t->requires_grad : 0; }
+DIST_API dist_tensor_t *dist_tensor_grad(const dist_tensor_t *t) { return t ? t->grad : NULL; }
+DIST_API void dist_tensor_zero_grad(dist_tensor_t *t) { if (t && t->grad) memset(t->grad->data, 0, t->grad->numel * sizeof(float)); }
+
+DIST_API dist_tensor_t *dist_tensor_detach(const dist_tensor_t *t) {
+    if (!t) { dist_rpc__fail(DIST_ERR_INVALID, "detach: NULL tensor"); return NULL; }
+    return dist_tensor_new(t->ndim, t->shape, t->data);
+}
+
+/* The result of an operation: its graph node when an input needs a
+   gradient (inputs retained). */
+static dist_tensor_t *dist_rpc__result(int op, int ndim, const int64_t *shape, dist_tensor_t *a, dist_tensor_t *b, dist_tensor_t *c) {
+    dist_tensor_t *t = dist_rpc__tensor_make(ndim, shape, 0);
+    if (!t) return NULL;
+    if (!dist_rpc__no_grad && ((a && a->requires_grad) || (b && b->requires_grad) || (c && c->requires_grad))) {
+        t->requires_grad = 1;
+        t->op = op;
+        t->in[0] = dist_tensor_retain(a); t->in[1] = dist_tensor_retain(b); t->in[2] = dist_tensor_retain(c);
+    }
+    return t;
+}
+
+/* ---- broadcasting ---- */
+typedef struct { int64_t n[4]; int64_t sa[4], sb[4]; } dist_rpc__bc;
+
+/* The output shape of a op b, and both operands' strides over it. */
+static int dist_rpc__broadcast(const char *what, const dist_tensor_t *a, const dist_tensor_t *b, dist_rpc__bc *bc, int *ndim, int64_t *shape) {
+    int64_t as[4], bs[4], sta = 1, stb = 1;
+    char x[64], y[64];
+    *ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int d = 0; d < 4; d++) {                   /* aligned at the end, padded with 1s */
+        as[d] = d < 4 - a->ndim ? 1 : a->shape[d - (4 - a->ndim)];
+        bs[d] = d < 4 - b->ndim ? 1 : b->shape[d - (4 - b->ndim)];
+        if (as[d] != bs[d] && as[d] != 1 && bs[d] != 1) {
+            dist_rpc__fail(DIST_ERR_INVALID, "%s: shapes %s and %s do not broadcast", what, dist_rpc__shape_str(a, x, sizeof x), dist_rpc__shape_str(b, y, sizeof y));
+            return -1;
+        }
+        bc->n[d] = as[d] == 1 ? bs[d] : as[d];       /* (an empty dimension stays empty against 1) */
+    }
+    for (int d = 3; d >= 0; d--) {
+        bc->sa[d] = as[d] == 1 ? 0 : sta; sta *= as[d];
+        bc->sb[d] = bs[d] == 1 ? 0 : stb; stb *= bs[d];
+    }
+    for (int d = 0; d < *ndim; d++) shape[d] = bc->n[4 - *ndim + d];
+    return 0;
+}
+
+/* Runs `body` over every output element with ia, ib, io its offsets in a,
+   b and the output (the inner loop has constant strides, so the compiler
+   vectorises it). */
+#define DIST_RPC__BC_LOOP(bc, body)                                                                       \
+    do {                                                                                                   \
+        int64_t io_ = 0;                                                                                   \
+        for (int64_t i0 = 0; i0 < (bc).n[0]; i0++)                                                         \
+            for (int64_t i1 = 0; i1 < (bc).n[1]; i1++)                                                     \
+                for (int64_t i2 = 0; i2 < (bc).n[2]; i2++) {                                               \
+                    int64_t ba_ = i0 * (bc).sa[0] + i1 * (bc).sa[1] + i2 * (bc).sa[2];                     \
+                    int64_t bb_ = i0 * (bc).sb[0] + i1 * (bc).sb[1] + i2 * (bc).sb[2];                     \
+                    int64_t sa3_ = (bc).sa[3], sb3_ = (bc).sb[3];                                          \
+                    for (int64_t i3 = 0; i3 < (bc).n[3]; i3++, io_++) {                                    \
+                        int64_t ia = ba_ + i3 * sa3_, ib = bb_ + i3 * sb3_, io = io_;                      \
+                        body;                                                                              \
+                    }                                                                                      \
+                }                                                                                          \
+    } while (0)
+
+static dist_tensor_t *dist_rpc__binary(int op, const char *what, dist_tensor_t *a, dist_tensor_t *b) {
+    dist_rpc__bc bc;
+    int ndim;
+    int64_t shape[4];
+    dist_tensor_t *t;
+    const float *x, *y;
+    float *o;
+    if (!a || !b) { dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL tensor (did an operation before fail?)", what); return NULL; }
+    if (dist_rpc__broadcast(what, a, b, &bc, &ndim, shape) != 0 || !(t = dist_rpc__result(op, ndim, shape, a, b, NULL))) return NULL;
+    x = a->data; y = b->data; o = t->data;
+    switch (op) {
+    case DIST_T__ADD: DIST_RPC__BC_LOOP(bc, o[io] = x[ia] + y[ib]); break;
+    case DIST_T__SUB: DIST_RPC__BC_LOOP(bc, o[io] = x[ia] - y[ib]); break;
+    case DIST_T__MUL: DIST_RPC__BC_LOOP(bc, o[io] = x[ia] * y[ib]); break;
+    default: DIST_RPC__BC_LOOP(bc, o[io] = x[ia] / y[ib]); break;
+    }
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_add(dist_tensor_t *a, dist_tensor_t *b) { return dist_rpc__binary(DIST_T__ADD, "add", a, b); }
+DIST_API dist_tensor_t *dist_tensor_sub(dist_tensor_t *a, dist_tensor_t *b) { return dist_rpc__binary(DIST_T__SUB, "sub", a, b); }
+DIST_API dist_tensor_t *dist_tensor_mul(dist_tensor_t *a, dist_tensor_t *b) { return dist_rpc__binary(DIST_T__MUL, "mul", a, b); }
+DIST_API dist_tensor_t *dist_tensor_div(dist_tensor_t *a, dist_tensor_t *b) { return dist_rpc__binary(DIST_T__DIV, "div", a, b); }
+
+/* ---- elementwise, one input ---- */
+static dist_tensor_t *dist_rpc__unary(int op, const char *what, dist_tensor_t *a, float s) {
+    dist_tensor_t *t;
+    const float *x;
+    float *o;
+    size_t n;
+    if (!a) { dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL tensor (did an operation before fail?)", what); return NULL; }
+    if (!(t = dist_rpc__result(op, a->ndim, a->shape, a, NULL, NULL))) return NULL;
+    t->s = s;
+    x = a->data; o = t->data; n = a->numel;
+    switch (op) {
+    case DIST_T__NEG: for (size_t i = 0; i < n; i++) o[i] = -x[i]; break;
+    case DIST_T__SCALE: for (size_t i = 0; i < n; i++) o[i] = s * x[i]; break;
+    case DIST_T__RELU: for (size_t i = 0; i < n; i++) o[i] = x[i] > 0 ? x[i] : 0.0f; break;
+    case DIST_T__TANH: for (size_t i = 0; i < n; i++) o[i] = tanhf(x[i]); break;
+    case DIST_T__SIGMOID: for (size_t i = 0; i < n; i++) o[i] = 1.0f / (1.0f + expf(-x[i])); break;
+    case DIST_T__EXP: for (size_t i = 0; i < n; i++) o[i] = expf(x[i]); break;
+    default: for (size_t i = 0; i < n; i++) o[i] = logf(x[i]); break;
+    }
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_neg(dist_tensor_t *a) { return dist_rpc__unary(DIST_T__NEG, "neg", a, 0); }
+DIST_API dist_tensor_t *dist_tensor_scale(dist_tensor_t *a, float s) { return dist_rpc__unary(DIST_T__SCALE, "scale", a, s); }
+DIST_API dist_tensor_t *dist_tensor_relu(dist_tensor_t *a) { return dist_rpc__unary(DIST_T__RELU, "relu", a, 0); }
+DIST_API dist_tensor_t *dist_tensor_tanh(dist_tensor_t *a) { return dist_rpc__unary(DIST_T__TANH, "tanh", a, 0); }
+DIST_API dist_tensor_t *dist_tensor_sigmoid(dist_tensor_t *a) { return dist_rpc__unary(DIST_T__SIGMOID, "sigmoid", a, 0); }
+DIST_API dist_tensor_t *dist_tensor_exp(dist_tensor_t *a) { return dist_rpc__unary(DIST_T__EXP, "exp", a, 0); }
+DIST_API dist_tensor_t *dist_tensor_log(dist_tensor_t *a) { return dist_rpc__unary(DIST_T__LOG, "log", a, 0); }
+
+/* ---- matmul ----
+   C[m,n] += op(A) B with op(A) = A [m,k] (ta 0) or A^T, A being [k,m]
+   (ta 1); B [k,n] row-major.  Blocked over k and n so a panel of B stays
+   in cache while the rows of A stream; the innermost loop runs along a row
+   of B and of C (vectorised). */
+static void dist_rpc__gemm(int ta, int64_t m, int64_t n, int64_t k, const float *A, const float *B, float *C) {
+    enum { KB = 128, NB = 512 };
+    for (int64_t p0 = 0; p0 < k; p0 += KB) {
+        int64_t p1 = p0 + KB < k ? p0 + KB : k;
+        for (int64_t j0 = 0; j0 < n; j0 += NB) {
+            int64_t j1 = j0 + NB < n ? j0 + NB : n;
+            for (int64_t i = 0; i < m; i++) {
+                float *c = C + i * n;
+                for (int64_t p = p0; p < p1; p++) {
+                    float av = ta ? A[p * m + i] : A[i * k + p];
+                    const float *b = B + p * n;
+                    if (av == 0.0f) continue;
+                    for (int64_t j = j0; j < j1; j++) c[j] += av * b[j];
+                }
+            }
+        }
+    }
+}
+
+/* C[m,n] += A [m,k] B^T, B being [n,k]: B transposed into `scratch`
+   (k*n floats) first. */
+static void dist_rpc__gemm_nt(int64_t m, int64_t n, int64_t k, const float *A, const float *B, float *C, float *scratch) {
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t p = 0; p < k; p++) scratch[p * n + j] = B[j * k + p];
+    dist_rpc__gemm(0, m, n, k, A, scratch, C);
+}
+
+DIST_API dist_tensor_t *dist_tensor_matmul(dist_tensor_t *a, dist_tensor_t *b) {
+    dist_tensor_t *t;
+    int64_t shape[2];
+    char x[64], y[64];
+    if (!a || !b) { dist_rpc__fail(DIST_ERR_INVALID, "matmul: NULL tensor (did an operation before fail?)"); return NULL; }
+    if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != b->shape[0]) {
+        dist_rpc__fail(DIST_ERR_INVALID, "matmul: %s x %s (needs [M,K] x [K,N])", dist_rpc__shape_str(a, x, sizeof x), dist_rpc__shape_str(b, y, sizeof y));
+        return NULL;
+    }
+    shape[0] = a->shape[0]; shape[1] = b->shape[1];
+    if (!(t = dist_rpc__result(DIST_T__MATMUL, 2, shape, a, b, NULL))) return NULL;
+    memset(t->data, 0, t->numel * sizeof(float));
+    dist_rpc__gemm(0, shape[0], shape[1], a->shape[1], a->data, b->data, t->data);
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_linear(dist_tensor_t *x, dist_tensor_t *w, dist_tensor_t *b) {
+    dist_tensor_t *t;
+    int64_t shape[2];
+    float *scratch;
+    char s1[64], s2[64], s3[64];
+    if (!x || !w) { dist_rpc__fail(DIST_ERR_INVALID, "linear: NULL tensor (did an operation before fail?)"); return NULL; }
+    if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1] || (b && (b->numel != (size_t)w->shape[0] || b->ndim != 1))) {
+        dist_rpc__fail(DIST_ERR_INVALID, "linear: x %s, w %s, b %s (needs x [N,in], w [out,in], b [out])", dist_rpc__shape_str(x, s1, sizeof s1),
+                       dist_rpc__shape_str(w, s2, sizeof s2), b ? dist_rpc__shape_str(b, s3, sizeof s3) : "none");
+        return NULL;
+    }
+    shape[0] = x->shape[0]; shape[1] = w->shape[0];
+    if (!(scratch = (float *)DIST_MALLOC((w->numel ? w->numel : 1) * sizeof(float)))) { dist_rpc__fail(DIST_ERR_NOMEM, "linear: out of memory"); return NULL; }
+    if (!(t = dist_rpc__result(DIST_T__LINEAR, 2, shape, x, w, b))) { DIST_FREE(scratch); return NULL; }
+    for (int64_t i = 0; i < shape[0]; i++)
+        for (int64_t j = 0; j < shape[1]; j++) t->data[i * shape[1] + j] = b ? b->data[j] : 0.0f;
+    dist_rpc__gemm_nt(shape[0], shape[1], x->shape[1], x->data, w->data, t->data, scratch);
+    DIST_FREE(scratch);
+    return t;
+}
+
+/* ---- reductions, softmax, losses ---- */
+static dist_tensor_t *dist_rpc__reduce(int op, const char *what, dist_tensor_t *a) {
+    dist_tensor_t *t;
+    double acc = 0;
+    if (!a) { dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL tensor (did an operation before fail?)", what); return NULL; }
+    if (!(t = dist_rpc__result(op, 0, NULL, a, NULL, NULL))) return NULL;
+    for (size_t i = 0; i < a->numel; i++) acc += a->data[i];
+    t->data[0] = (float)(op == DIST_T__MEAN ? (a->numel ? acc / (double)a->numel : 0.0) : acc);
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_sum(dist_tensor_t *a) { return dist_rpc__reduce(DIST_T__SUM, "sum", a); }
+DIST_API dist_tensor_t *dist_tensor_mean(dist_tensor_t *a) { return dist_rpc__reduce(DIST_T__MEAN, "mean", a); }
+
+static dist_tensor_t *dist_rpc__softmax(int op, const char *what, dist_tensor_t *a) {
+    dist_tensor_t *t;
+    int64_t c, rows;
+    if (!a) { dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL tensor (did an operation before fail?)", what); return NULL; }
+    if (a->ndim < 1 || a->shape[a->ndim - 1] == 0) { dist_rpc__fail(DIST_ERR_INVALID, "%s: needs at least one dimension, not empty", what); return NULL; }
+    if (!(t = dist_rpc__result(op, a->ndim, a->shape, a, NULL, NULL))) return NULL;
+    c = a->shape[a->ndim - 1];
+    rows = (int64_t)(a->numel / (size_t)c);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = a->data + r * c;
+        float *o = t->data + r * c, mx = x[0];
+        double z = 0;
+        for (int64_t j = 1; j < c; j++) if (x[j] > mx) mx = x[j];
+        for (int64_t j = 0; j < c; j++) z += exp((double)x[j] - mx);
+        for (int64_t j = 0; j < c; j++)
+            o[j] = op == DIST_T__SOFTMAX ? (float)(exp((double)x[j] - mx) / z) : (float)((double)x[j] - mx - log(z));
+    }
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_softmax(dist_tensor_t *a) { return dist_rpc__softmax(DIST_T__SOFTMAX, "softmax", a); }
+DIST_API dist_tensor_t *dist_tensor_log_softmax(dist_tensor_t *a) { return dist_rpc__softmax(DIST_T__LOG_SOFTMAX, "log_softmax", a); }
+
+DIST_API dist_tensor_t *dist_tensor_nll_loss(dist_tensor_t *logp, const int64_t *target) {
+    dist_tensor_t *t;
+    int64_t n, c;
+    double acc = 0;
+    char x[64];
+    if (!logp || !target) { dist_rpc__fail(DIST_ERR_INVALID, "nll_loss: NULL %s", logp ? "targets" : "tensor (did an operation before fail?)"); return NULL; }
+    if (logp->ndim != 2 || logp->shape[0] == 0) {
+        dist_rpc__fail(DIST_ERR_INVALID, "nll_loss: log-probabilities %s (needs [N,C], N > 0)", dist_rpc__shape_str(logp, x, sizeof x));
+        return NULL;
+    }
+    n = logp->shape[0]; c = logp->shape[1];
+    for (int64_t i = 0; i < n; i++)
+        if (target[i] < 0 || target[i] >= c) { dist_rpc__fail(DIST_ERR_INVALID, "nll_loss: target %lld of row %lld is not a class 0..%lld", (long long)target[i], (long long)i, (long long)c - 1); return NULL; }
+    if (!(t = dist_rpc__result(DIST_T__NLL, 0, NULL, logp, NULL, NULL))) return NULL;
+    for (int64_t i = 0; i < n; i++) acc -= logp->data[i * c + target[i]];
+    t->data[0] = (float)(acc / (double)n);
+    if (t->op == DIST_T__NLL) {
+        if (!(t->aux = DIST_MALLOC((size_t)n * sizeof(int64_t)))) { dist_tensor_release(t); dist_rpc__fail(DIST_ERR_NOMEM, "nll_loss: out of memory"); return NULL; }
+        memcpy(t->aux, target, (size_t)n * sizeof(int64_t));
+    }
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_cross_entropy(dist_tensor_t *logits, const int64_t *target) {
+    dist_tensor_t *lp = dist_tensor_log_softmax(logits), *t = dist_tensor_nll_loss(lp, target);
+    dist_tensor_release(lp);
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_dropout(dist_tensor_t *a, float p, uint64_t seed, int training) {
+    dist_tensor_t *t;
+    float *mask, keep;
+    if (!a) { dist_rpc__fail(DIST_ERR_INVALID, "dropout: NULL tensor (did an operation before fail?)"); return NULL; }
+    if (!(p >= 0.0f && p < 1.0f)) { dist_rpc__fail(DIST_ERR_INVALID, "dropout: p = %g (0 <= p < 1)", p); return NULL; }
+    if (!training || p == 0.0f) return dist_tensor_retain(a);
+    if (!(mask = (float *)DIST_MALLOC((a->numel ? a->numel : 1) * sizeof(float)))) { dist_rpc__fail(DIST_ERR_NOMEM, "dropout: out of memory"); return NULL; }
+    if (!(t = dist_rpc__result(DIST_T__DROPOUT, a->ndim, a->shape, a, NULL, NULL))) { DIST_FREE(mask); return NULL; }
+    keep = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < a->numel; i++) {
+        mask[i] = dist_rpc__unit(&seed) < p ? 0.0f : keep;
+        t->data[i] = a->data[i] * mask[i];
+    }
+    if (t->op == DIST_T__DROPOUT) t->aux = mask; else DIST_FREE(mask);
+    return t;
+}
+
+/* ---- backward ---- */
+
+/* Adds what node `t` (its gradient t->g) gives each input that needs one
+   (into in->g).  -1 when out of memory. */
+static int dist_rpc__backward_op(dist_tensor_t *t) {
+    dist_tensor_t *a = t->in[0], *b = t->in[1], *c = t->in[2];
+    const float *g = t->g, *y = t->data;
+    float *ga = a && a->g ? a->g : NULL, *gb = b && b->g ? b->g : NULL, *gc = c && c->g ? c->g : NULL;
+    size_t n = t->numel;
+    if (!ga && !gb && !gc) return 0;                /* no input wants one (a leaf's flag turned off after the graph was built) */
+    switch (t->op) {
+    case DIST_T__ADD: case DIST_T__SUB: case DIST_T__MUL: case DIST_T__DIV: {
+        dist_rpc__bc bc;
+        int nd;
+        int64_t sh[4];
+        const float *x = a->data, *z = b->data;
+        dist_rpc__broadcast("backward", a, b, &bc, &nd, sh);
+        if (t->op == DIST_T__ADD) DIST_RPC__BC_LOOP(bc, { if (ga) ga[ia] += g[io]; if (gb) gb[ib] += g[io]; });
+        else if (t->op == DIST_T__SUB) DIST_RPC__BC_LOOP(bc, { if (ga) ga[ia] += g[io]; if (gb) gb[ib] -= g[io]; });
+        else if (t->op == DIST_T__MUL) DIST_RPC__BC_LOOP(bc, { if (ga) ga[ia] += g[io] * z[ib]; if (gb) gb[ib] += g[io] * x[ia]; });
+        else DIST_RPC__BC_LOOP(bc, { if (ga) ga[ia] += g[io] / z[ib]; if (gb) gb[ib] -= g[io] * x[ia] / (z[ib] * z[ib]); });
+        return 0;
+    }
+    case DIST_T__NEG: for (size_t i = 0; i < n; i++) ga[i] -= g[i]; return 0;
+    case DIST_T__SCALE: for (size_t i = 0; i < n; i++) ga[i] += t->s * g[i]; return 0;
+    case DIST_T__RELU: for (size_t i = 0; i < n; i++) ga[i] += y[i] > 0 ? g[i] : 0.0f; return 0;
+    case DIST_T__TANH: for (size_t i = 0; i < n; i++) ga[i] += g[i] * (1.0f - y[i] * y[i]); return 0;
+    case DIST_T__SIGMOID: for (size_t i = 0; i < n; i++) ga[i] += g[i] * y[i] * (1.0f - y[i]); return 0;
+    case DIST_T__EXP: for (size_t i = 0; i < n; i++) ga[i] += g[i] * y[i]; return 0;
+    case DIST_T__LOG: for (size_t i = 0; i < n; i++) ga[i] += g[i] / a->data[i]; return 0;
+    case DIST_T__SUM: case DIST_T__MEAN: {
+        float v = t->op == DIST_T__MEAN && a->numel ? g[0] / (float)a->numel : g[0];
+        for (size_t i = 0; i < a->numel; i++) ga[i] += v;
+        return 0;
+    }
+    case DIST_T__SOFTMAX: case DIST_T__LOG_SOFTMAX: {
+        int64_t cols = a->shape[a->ndim - 1], rows = (int64_t)(a->numel / (size_t)cols);
+        for (int64_t r = 0; r < rows; r++) {
+            const float *gr = g + r * cols, *yr = y + r * cols;
+            float *o = ga + r * cols;
+            double dot = 0;
+            if (t->op == DIST_T__SOFTMAX) {
+                for (int64_t j = 0; j < cols; j++) dot += (double)gr[j] * yr[j];
+                for (int64_t j = 0; j < cols; j++) o[j] += (float)(yr[j] * (gr[j] - dot));
+            } else {
+                for (int64_t j = 0; j < cols; j++) dot += gr[j];
+                for (int64_t j = 0; j < cols; j++) o[j] += (float)(gr[j] - exp((double)yr[j]) * dot);
+            }
+        }
+        return 0;
+    }
+    case DIST_T__NLL: {
+        const int64_t *tg = (const int64_t *)t->aux;
+        int64_t rows = a->shape[0], cols = a->shape[1];
+        for (int64_t i = 0; i < rows; i++) ga[i * cols + tg[i]] -= g[0] / (float)rows;
+        return 0;
+    }
+    case DIST_T__DROPOUT: {
+        const float *mask = (const float *)t->aux;
+        for (size_t i = 0; i < n; i++) ga[i] += g[i] * mask[i];
+        return 0;
+    }
+    case DIST_T__MATMUL: {                              /* C = A B: dA += dC B^T, dB += A^T dC */
+        int64_t m = a->shape[0], k = a->shape[1], nn = b->shape[1];
+        if (ga) {
+            float *scratch = (float *)DIST_MALLOC((b->numel ? b->numel : 1) * sizeof(float));
+            if (!scratch) return -1;
+            dist_rpc__gemm_nt(m, k, nn, g, b->data, ga, scratch);
+            DIST_FREE(scratch);
+        }
+        if (gb) dist_rpc__gemm(1, k, nn, m, a->data, g, gb);
+        return 0;
+    }
+    case DIST_T__LINEAR: {                              /* y = x w^T + b: dx += dy w, dw += dy^T x, db += rows of dy */
+        int64_t rows = a->shape[0], in = a->shape[1], out = b->shape[0];
+        if (ga) dist_rpc__gemm(0, rows, in, out, g, b->data, ga);
+        if (gb) dist_rpc__gemm(1, out, in, rows, g, a->data, gb);
+        if (gc) for (int64_t i = 0; i < rows; i++) for (int64_t j = 0; j < out; j++) gc[j] += g[i * out + j];
+        return 0;
+    }
+    default: return 0;
+    }
+}
+
+typedef struct { dist_tensor_t *t; int next; } dist_rpc__frame;
+
+/* The nodes below roots[0..n) that need a gradient, inputs before
+   outputs. */
+static int dist_rpc__topo(int nroots, dist_tensor_t *const *roots, dist_tensor_t ***out, size_t *nout) {
+    static unsigned gen;             /* (under the autograd lock) */
+    unsigned mark = ++gen;
+    size_t n = 0, cap = 64, sp = 0, scap = 64;
+    dist_tensor_t **list = (dist_tensor_t **)DIST_MALLOC(cap * sizeof *list);
+    dist_rpc__frame *st = (dist_rpc__frame *)DIST_MALLOC(scap * sizeof *st);
+    if (!list || !st) goto nomem;
+    for (int r = 0; r < nroots; r++) {
+        if (!roots[r]->requires_grad || roots[r]->mark == mark) continue;
+        roots[r]->mark = mark;
+        st[sp].t = roots[r]; st[sp++].next = 0;
+        while (sp) {                                /* depth first, iteratively: a deep graph does not overflow the stack */
+            dist_tensor_t *t = st[sp - 1].t;
+            if (st[sp - 1].next < 3) {
+                dist_tensor_t *in = t->in[st[sp - 1].next++];
+                if (!in || !in->requires_grad || in->mark == mark) continue;
+                in->mark = mark;
+                if (sp == scap) {
+                    dist_rpc__frame *ns = (dist_rpc__frame *)DIST_REALLOC(st, 2 * scap * sizeof *st);
+                    if (!ns) goto nomem;
+                    st = ns;
+                    scap *= 2;
+                }
+                st[sp].t = in; st[sp++].next = 0;
+                continue;
+            }
+            sp--;
+            if (n == cap) {
+                dist_tensor_t **nl = (dist_tensor_t **)DIST_REALLOC(list, 2 * cap * sizeof *list);
+                if (!nl) goto nomem;
+                list = nl; cap *= 2;
+            }
+            list[n++] = t;
+        }
+    }
+    DIST_FREE(st);
+    *out = list; *nout = n;
+    return 0;
+nomem:
+    DIST_FREE(list); DIST_FREE(st);
+    return -1;
+}
+
+/* Every backward pass on this worker holds it (they share the nodes'
+   scratch fields), and it guards the autograd contexts. */
+static pthread_mutex_t dist_rpc__ag_lock = PTHREAD_MUTEX_INITIALIZER;
+typedef struct dist_rpc__actx dist_rpc__actx;
+static dist_result dist_rpc__ag_leaf(dist_rpc__actx *cx, dist_tensor_t *t, const float *g);
+static dist_result dist_rpc__ag_recv_grad(dist_rpc__actx *cx, dist_tensor_t *t, const char *what);
+
+/* The engine (autograd lock held): backward from roots[0..n), each with
+   its gradient rg[i] (NULL: 1, for a root of one element), into context
+   `cx` (leaves' gradients there, received tensors' gradients in their
+   records) or, without one, into the leaves' own gradients. */
+static dist_result dist_rpc__engine(int nroots, dist_tensor_t *const *roots, const float *const *rg, dist_rpc__actx *cx, const char *what) {
+    dist_tensor_t **list = NULL;
+    size_t n = 0, i;
+    dist_result res = DIST_OK;
+    if (dist_rpc__topo(nroots, roots, &list, &n) != 0) return dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what);
+    for (i = 0; i < n; i++)                        /* a received tensor needs its context: checked before anything changes */
+        if (list[i]->op == DIST_T__RECV && (res = dist_rpc__ag_recv_grad(cx, list[i], what)) != DIST_OK) { DIST_FREE(list); return res; }
+    for (i = 0; i < n; i++)
+        if (!(list[i]->g = (float *)DIST_MALLOC((list[i]->numel ? list[i]->numel : 1) * sizeof(float)))) break;
+        else memset(list[i]->g, 0, (list[i]->numel ? list[i]->numel : 1) * sizeof(float));
+    if (i < n) { res = dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory for the gradients", what); n = i; goto out; }
+    for (int r = 0; r < nroots; r++) {
+        dist_tensor_t *t = roots[r];
+        if (!t->requires_grad) continue;
+        if (rg && rg[r]) for (size_t k = 0; k < t->numel; k++) t->g[k] += rg[r][k];
+        else t->g[0] += 1.0f;
+    }
+    for (i = n; i-- > 0;) {
+        dist_tensor_t *t = list[i];
+        if (t->op == DIST_T__RECV) res = dist_rpc__ag_recv_grad(cx, t, NULL);
+        else if (t->op != DIST_T__LEAF) res = dist_rpc__backward_op(t) != 0 ? dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what) : DIST_OK;
+        else if (cx) res = dist_rpc__ag_leaf(cx, t, t->g);
+        else if (!t->grad && !(t->grad = dist_tensor_new(t->ndim, t->shape, NULL))) res = DIST_ERR_NOMEM;
+        else for (size_t k = 0; k < t->numel; k++) t->grad->data[k] += t->g[k];
+        if (res != DIST_OK) break;
+    }
+out:
+    for (i = 0; i < n; i++) { DIST_FREE(list[i]->g); list[i]->g = NULL; }
+    DIST_FREE(list);
+    return res;
+}
+
+DIST_API dist_result dist_tensor_backward(dist_tensor_t *root, const dist_tensor_t *grad) {
+    dist_result res;
+    char x[64], y[64];
+    const float *rg;
+    if (!root) return dist_rpc__fail(DIST_ERR_INVALID, "backward: NULL tensor (did an operation before fail?)");
+    if (!grad && root->numel != 1)
+        return dist_rpc__fail(DIST_ERR_INVALID, "backward: the root %s is not a single value: pass its gradient", dist_rpc__shape_str(root, x, sizeof x));
+    if (grad && (grad->ndim != root->ndim || memcmp(grad->shape, root->shape, (size_t)root->ndim * sizeof root->shape[0]) != 0))
+        return dist_rpc__fail(DIST_ERR_INVALID, "backward: a gradient %s for a root %s", dist_rpc__shape_str(grad, x, sizeof x), dist_rpc__shape_str(root, y, sizeof y));
+    if (!root->requires_grad) return dist_rpc__fail(DIST_ERR_INVALID, "backward: nothing below this tensor requires a gradient");
+    rg = grad ? grad->data : NULL;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    res = dist_rpc__engine(1, &root, &rg, NULL, "backward");
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    return res;
+}
+
+/* ---- optimizers ---- */
+struct dist_optim {
+    int n, adam;
+    dist_tensor_t **p;
+    float **state;                   /* per parameter: momentum (SGD), or m then v (Adam) */
+    int64_t *steps;                  /* per parameter: the updates it had (torch counts from a parameter's first gradient) */
+    float lr, momentum, wd, b1, b2, eps;
+};
+
+static dist_optim_t *dist_rpc__optim(int n, dist_tensor_t *const *params, int adam) {
+    dist_optim_t *o;
+    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "optimizer: %d parameters at %p", n, (const void *)params); return NULL; }
+    for (int i = 0; i < n; i++)
+        if (!params[i]) { dist_rpc__fail(DIST_ERR_INVALID, "optimizer: parameter %d is NULL", i); return NULL; }
+    if (!(o = (dist_optim_t *)DIST_MALLOC(sizeof *o))) { dist_rpc__fail(DIST_ERR_NOMEM, "optimizer: out of memory"); return NULL; }
+    memset(o, 0, sizeof *o);
+    o->p = (dist_tensor_t **)DIST_MALLOC((size_t)(n ? n : 1) * sizeof *o->p);
+    o->state = (float **)DIST_MALLOC((size_t)(n ? n : 1) * sizeof *o->state);
+    o->steps = (int64_t *)DIST_MALLOC((size_t)(n ? n : 1) * sizeof *o->steps);
+    if (!o->p || !o->state || !o->steps) { DIST_FREE(o->p); DIST_FREE(o->state); DIST_FREE(o->steps); DIST_FREE(o); dist_rpc__fail(DIST_ERR_NOMEM, "optimizer: out of memory"); return NULL; }
+    memset(o->state, 0, (size_t)(n ? n : 1) * sizeof *o->state);
+    memset(o->steps, 0, (size_t)(n ? n : 1) * sizeof *o->steps);
+    o->n = n;
+    o->adam = adam;
+    for (int i = 0; i < n; i++) o->p[i] = dist_tensor_retain(params[i]);
+    return o;
+}
+
+DIST_API dist_optim_t *dist_optim_sgd(int n, dist_tensor_t *const *params, float lr, float momentum, float weight_decay) {
+    dist_optim_t *o = dist_rpc__optim(n, params, 0);
+    if (o) { o->lr = lr; o->momentum = momentum; o->wd = weight_decay; }
+    return o;
+}
+
+DIST_API dist_optim_t *dist_optim_adam(int n, dist_tensor_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay) {
+    dist_optim_t *o = dist_rpc__optim(n, params, 1);
+    if (o) { o->lr = lr; o->b1 = beta1; o->b2 = beta2; o->eps = eps; o->wd = weight_decay; }
+    return o;
+}
+
+/* One update of parameter i from gradient `g` (torch's SGD and Adam). */
+static int dist_rpc__optim_update(dist_optim_t *o, int i, const float *g) {
+    dist_tensor_t *p = o->p[i];
+    size_t n = p->numel;
+    float *w = p->data;
+    int64_t step = ++o->steps[i];
+    if (!o->state[i] && (o->adam || o->momentum != 0.0f)) {
+        size_t bytes = (n ? n : 1) * (o->adam ? 2 : 1) * sizeof(float);
+        if (!(o->state[i] = (float *)DIST_MALLOC(bytes))) return -1;
+        memset(o->state[i], 0, bytes);
+    }
+    if (!o->adam) {
+        float *buf = o->state[i];
+        for (size_t k = 0; k < n; k++) {
+            float d = g[k] + o->wd * w[k];
+            if (buf) { buf[k] = step == 1 ? d : o->momentum * buf[k] + d; d = buf[k]; }
+            w[k] -= o->lr * d;
+        }
+    } else {
+        float *m = o->state[i], *v = m + n;
+        double c1 = 1.0 - pow(o->b1, (double)step), c2 = 1.0 - pow(o->b2, (double)step);
+        for (size_t k = 0; k < n; k++) {
+            float d = g[k] + o->wd * w[k];
+            m[k] = o->b1 * m[k] + (1.0f - o->b1) * d;
+            v[k] = o->b2 * v[k] + (1.0f - o->b2) * d * d;
+            w[k] -= (float)(o->lr * (m[k] / c1) / (sqrt(v[k] / c2) + o->eps));
+        }
+    }
+    return 0;
+}
+
+DIST_API dist_result dist_optim_step(dist_optim_t *o) {
+    if (!o) return dist_rpc__fail(DIST_ERR_INVALID, "optim_step: NULL optimizer");
+    for (int i = 0; i < o->n; i++)
+        if (o->p[i]->grad && dist_rpc__optim_update(o, i, o->p[i]->grad->data) != 0)
+            return dist_rpc__fail(DIST_ERR_NOMEM, "optim_step: out of memory for parameter %d's state", i);
+    return DIST_OK;
+}
+
+DIST_API void dist_optim_zero_grad(dist_optim_t *o) {
+    for (int i = 0; o && i < o->n; i++) dist_tensor_zero_grad(o->p[i]);
+}
+
+DIST_API void dist_optim_free(dist_optim_t *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) { dist_tensor_release(o->p[i]); DIST_FREE(o->state[i]); }
+    DIST_FREE(o->p);
+    DIST_FREE(o->state);
+    DIST_FREE(o->steps);
+    DIST_FREE(o);
+}
+
+/* ---- tensors as values ---- */
+static void dist_rpc__tensor_value_release(void *data, void *user) { (void)data; dist_tensor_release((dist_tensor_t *)user); }
+
+DIST_API dist_value_t *dist_value_from_tensor(dist_tensor_t *t) {
+    dist_value_t *v;
+    if (!t) { dist_rpc__fail(DIST_ERR_INVALID, "value_from_tensor: NULL tensor"); return NULL; }
+    v = dist_value_tensor_wrap(DIST_FLOAT32, t->ndim, t->shape, t->data, dist_rpc__tensor_value_release, t);
+    if (v) dist_tensor_retain(t);
+    return v;
+}
+
+DIST_API dist_tensor_t *dist_tensor_from_value(const dist_value_t *v) {
+    dist_tensor_view tv;
+    dist_tensor_t *t;
+    if (dist_value_get_tensor(v, &tv) != DIST_OK) return NULL;
+    if ((tv.dtype != DIST_FLOAT32 && tv.dtype != DIST_FLOAT64) || tv.ndim > DIST_TENSOR_MAX_DIMS) {
+        dist_rpc__fail(DIST_ERR_TYPE, "tensor_from_value: a %s tensor of %d dimensions (float32 or float64, at most %d)", dist_dtype_name(tv.dtype), tv.ndim,
+                       DIST_TENSOR_MAX_DIMS);
+        return NULL;
+    }
+    if (!(t = dist_rpc__tensor_make(tv.ndim, tv.shape, 0))) return NULL;
+    if (tv.dtype == DIST_FLOAT32) memcpy(t->data, tv.data, t->numel * sizeof(float));
+    else for (size_t i = 0; i < t->numel; i++) t->data[i] = (float)((const double *)tv.data)[i];
+    if (v->u.t.ag_ctx && !dist_rpc__no_grad) {     /* received in an autograd context: linked to its send */
+        dist_rpc__agtag *tag = (dist_rpc__agtag *)DIST_MALLOC(sizeof *tag);
+        if (!tag) { dist_tensor_release(t); dist_rpc__fail(DIST_ERR_NOMEM, "tensor_from_value: out of memory"); return NULL; }
+        tag->ctx = v->u.t.ag_ctx; tag->msg = v->u.t.ag_msg; tag->slot = v->u.t.ag_slot;
+        t->aux = tag;
+        t->op = DIST_T__RECV;
+        t->requires_grad = 1;
+    }
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_value_as_tensor(const dist_value_t *v) {
+    return v && v->type == DIST_VALUE_TENSOR && v->u.t.release == dist_rpc__tensor_value_release ? (dist_tensor_t *)v->u.t.user : NULL;
+}
+
+
+/* [SECTION] distributed autograd
+   A request or a reply made in an autograd context has flag
+   DIST_RPC__FLAG_AUTOGRAD, and its body begins with
+      0 context id u64 | 8 message id u64 (0 when no tensor in it needs a
+      gradient) | 16 n u32 | 20 n x u32: the ordinals, increasing, of
+      those tensors among the value's tensors (counted depth first)
+   then the value.  The sender records a send (message id -> the tensors,
+   retained); the receiver a recv (message id -> each tensor's size) and
+   marks those tensor nodes, so that dist_tensor_from_value makes them
+   DIST_T__RECV nodes.  Both note the other worker as touched.  A context
+   id is (creator rank + 1) << 48 | its counter there; a message id the
+   same with the sender's rank, so (context, message) names one send.
+   Backward: the engine runs the local graph; a RECV node's gradient adds
+   into its recv record; then each recv touched goes back to its sender as
+   "ag_grads" [context, message, [gradient or none per tensor]], where the
+   engine runs from the send's tensors, and so on.  Each "ag_grads" is
+   answered once everything it set off is done (deferred, no thread
+   waits), so the root's backward returns when the whole pass is.
+   Contexts end with "ag_end" notices to the touched workers, which pass
+   them on (a context they no longer hold stops it). */
+#define DIST_RPC__AG_HDR 20
+
+typedef struct { uint64_t msg; int to, n; dist_tensor_t **t; } dist_rpc__ag_send;
+typedef struct { uint64_t msg; int from, n, touched; size_t *numel; float **g; } dist_rpc__ag_recv;
+typedef struct { dist_tensor_t *t, *g; } dist_rpc__ag_grad;
+struct dist_rpc__actx {
+    int64_t id;
+    dist_rpc__actx *next;
+    int *known; int nknown, capknown;                  /* the workers it touched */
+    dist_rpc__ag_send *sends; int nsends, capsends;
+    dist_rpc__ag_recv *recvs; int nrecvs, caprecvs;
+    dist_rpc__ag_grad *grads; int ngrads, capgrads;    /* the gradients of the tensors here */
+};
+typedef struct { int64_t id; dist_optim_t *o; } dist_rpc__ag_opt;
+static struct {                                         /* under dist_rpc__ag_lock */
+    dist_rpc__actx *ctxs;
+    int nctxs;
+    uint64_t next_ctx, next_msg;
+    dist_rpc__ag_opt *opts; int nopts, capopts;         /* distributed optimizers' parts owned here */
+    int64_t next_opt;
+} dist_rpc__ag;
+
+/* Room for `need` elements of `size` bytes in *p (capacity *cap): 0, or
+   -1 when out of memory (nothing changed). */
+static int dist_rpc__reserve(void *p, int *cap, int need, size_t size) {
+    void **pp = (void **)p, *np;
+    int c = *cap ? *cap : 4;
+    if (need <= *cap) return 0;
+    while (c < need) c *= 2;
+    if (!(np = DIST_REALLOC(*pp, (size_t)c * size))) return -1;
+    *pp = np;
+    *cap = c;
+    return 0;
+}
+
+static int dist_rpc__my_rank(void) { return dist_rpc__g.up ? dist_rpc__g.rank : 0; }
+
+static dist_rpc__actx *dist_rpc__ag_find(int64_t id) {
+    dist_rpc__actx *c;
+    for (c = dist_rpc__ag.ctxs; c && c->id != id; c = c->next) { }
+    return c;
+}
+
+static dist_rpc__actx *dist_rpc__ag_get(int64_t id) {
+    dist_rpc__actx *c = dist_rpc__ag_find(id);
+    if (c || !(c = (dist_rpc__actx *)DIST_MALLOC(sizeof *c))) return c;
+    memset(c, 0, sizeof *c);
+    c->id = id;
+    c->next = dist_rpc__ag.ctxs;
+    dist_rpc__ag.ctxs = c;
+    dist_rpc__ag.nctxs++;
+    return c;
+}
+
+static dist_rpc__actx *dist_rpc__ag_unlink(int64_t id) {
+    dist_rpc__actx **pp, *c;
+    for (pp = &dist_rpc__ag.ctxs; *pp && (*pp)->id != id; pp = &(*pp)->next) { }
+    if (!(c = *pp)) return NULL;
+    *pp = c->next;
+    dist_rpc__ag.nctxs--;
+    return c;
+}
+
+static int dist_rpc__ag_touch(dist_rpc__actx *c, int rank) {
+    for (int i = 0; i < c->nknown; i++) if (c->known[i] == rank) return 0;
+    if (dist_rpc__reserve(&c->known, &c->capknown, c->nknown + 1, sizeof *c->known) != 0) return -1;
+    c->known[c->nknown++] = rank;
+    return 0;
+}
+
+/* Frees a context (unlinked; no lock needed: it is no one's now). */
+static void dist_rpc__ag_free(dist_rpc__actx *c) {
+    if (!c) return;
+    for (int i = 0; i < c->nsends; i++) {
+        for (int k = 0; k < c->sends[i].n; k++) dist_tensor_release(c->sends[i].t[k]);
+        DIST_FREE(c->sends[i].t);
+    }
+    for (int i = 0; i < c->nrecvs; i++) {
+        for (int k = 0; k < c->recvs[i].n; k++) DIST_FREE(c->recvs[i].g[k]);
+        DIST_FREE(c->recvs[i].g);
+        DIST_FREE(c->recvs[i].numel);
+    }
+    for (int i = 0; i < c->ngrads; i++) { dist_tensor_release(c->grads[i].t); dist_tensor_release(c->grads[i].g); }
+    DIST_FREE(c->known); DIST_FREE(c->sends); DIST_FREE(c->recvs); DIST_FREE(c->grads);
+    DIST_FREE(c);
+}
+
+static dist_rpc__ag_send *dist_rpc__ag_send_of(dist_rpc__actx *c, uint64_t msg) {
+    for (int i = c->nsends; i-- > 0;) if (c->sends[i].msg == msg) return &c->sends[i];
+    return NULL;
+}
+
+static dist_rpc__ag_recv *dist_rpc__ag_recv_of(dist_rpc__actx *c, uint64_t msg) {
+    for (int i = c->nrecvs; i-- > 0;) if (c->recvs[i].msg == msg) return &c->recvs[i];
+    return NULL;
+}
+
+/* Adds `g` into the context's gradient of leaf `t` (engine). */
+static dist_result dist_rpc__ag_leaf(dist_rpc__actx *c, dist_tensor_t *t, const float *g) {
+    dist_rpc__ag_grad *e = NULL;
+    for (int i = 0; i < c->ngrads && !e; i++) if (c->grads[i].t == t) e = &c->grads[i];
+    if (!e) {
+        dist_tensor_t *z = dist_tensor_new(t->ndim, t->shape, NULL);
+        if (!z || dist_rpc__reserve(&c->grads, &c->capgrads, c->ngrads + 1, sizeof *c->grads) != 0) {
+            dist_tensor_release(z);
+            return dist_rpc__fail(DIST_ERR_NOMEM, "dist_autograd_backward: out of memory for a gradient");
+        }
+        e = &c->grads[c->ngrads++];
+        e->t = dist_tensor_retain(t);
+        e->g = z;
+    }
+    for (size_t k = 0; k < t->numel; k++) e->g->data[k] += g[k];
+    return DIST_OK;
+}
+
+/* A received tensor in the engine: with `what`, checks that it can take
+   its gradient (the sentence names the problem); without, adds it into
+   its recv record. */
+static dist_result dist_rpc__ag_recv_grad(dist_rpc__actx *c, dist_tensor_t *t, const char *what) {
+    const dist_rpc__agtag *tag = (const dist_rpc__agtag *)t->aux;
+    dist_rpc__ag_recv *r = c ? dist_rpc__ag_recv_of(c, tag->msg) : NULL;
+    if (what) {
+        if (!c)
+            return dist_rpc__fail(DIST_ERR_INVALID, "%s: the graph holds a tensor received by RPC in autograd context %lld: use dist_autograd_backward(%lld, ...)",
+                                  what, (long long)tag->ctx, (long long)tag->ctx);
+        if (tag->ctx != c->id)
+            return dist_rpc__fail(DIST_ERR_INVALID, "%s: the graph holds a tensor received in autograd context %lld, not in %lld", what, (long long)tag->ctx,
+                                  (long long)c->id);
+        if (!r || tag->slot >= (uint32_t)r->n || r->numel[tag->slot] != t->numel)
+            return dist_rpc__fail(DIST_ERR_INVALID, "%s: a tensor received in autograd context %lld has no record of its send here", what, (long long)c->id);
+        return DIST_OK;
+    }
+    if (!r->g[tag->slot]) {
+        if (!(r->g[tag->slot] = (float *)DIST_MALLOC((t->numel ? t->numel : 1) * sizeof(float))))
+            return dist_rpc__fail(DIST_ERR_NOMEM, "dist_autograd_backward: out of memory");
+        memset(r->g[tag->slot], 0, (t->numel ? t->numel : 1) * sizeof(float));
+    }
+    for (size_t k = 0; k < t->numel; k++) r->g[tag->slot][k] += t->g[k];
+    r->touched = 1;
+    return DIST_OK;
+}
+
+/* The tensors of `v` that carry a gradient, depth first: their number;
+   their ordinals written (u32) at `ords`, the tensors into `ts`, when
+   given. */
+static uint32_t dist_rpc__ag_walk(const dist_value_t *v, uint32_t *ord, uint8_t *ords, dist_tensor_t **ts, uint32_t n) {
+    if (v->type == DIST_VALUE_LIST) {
+        for (size_t i = 0; i < v->u.list.n; i++) n = dist_rpc__ag_walk(v->u.list.items[i], ord, ords, ts, n);
+    } else if (v->type == DIST_VALUE_TENSOR) {
+        dist_tensor_t *t = dist_value_as_tensor(v);
+        if (t && t->requires_grad) {
+            if (ords) dist_rpc__put32(ords + 4 * (size_t)n, *ord);
+            if (ts) ts[n] = dist_tensor_retain(t);
+            n++;
+        }
+        (*ord)++;
+    }
+    return n;
+}
+
+/* A message to `to` in context `ctx` (dist_rpc__send): records it (the
+   worker touched; a send when tensors in `v` need a gradient); its
+   message id and prefix length.  -1 when out of memory. */
+static int dist_rpc__ag_out(int to, const dist_value_t *v, int64_t ctx, uint64_t *msg, size_t *plen) {
+    uint32_t ord = 0, n = v ? dist_rpc__ag_walk(v, &ord, NULL, NULL, 0) : 0;
+    dist_rpc__actx *c;
+    int bad = 0;
+    *msg = 0;
+    *plen = DIST_RPC__AG_HDR + 4 * (size_t)n;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    if (!(c = dist_rpc__ag_get(ctx)) || dist_rpc__ag_touch(c, to) != 0) bad = 1;
+    else if (n) {
+        dist_tensor_t **ts = (dist_tensor_t **)DIST_MALLOC(n * sizeof *ts);
+        if (!ts || dist_rpc__reserve(&c->sends, &c->capsends, c->nsends + 1, sizeof *c->sends) != 0) { DIST_FREE(ts); bad = 1; }
+        else {
+            dist_rpc__ag_send *s = &c->sends[c->nsends++];
+            ord = 0;
+            dist_rpc__ag_walk(v, &ord, NULL, ts, 0);
+            *msg = ((uint64_t)(dist_rpc__my_rank() + 1) << 48) | (++dist_rpc__ag.next_msg & 0xffffffffffffull);
+            s->msg = *msg; s->to = to; s->n = (int)n; s->t = ts;
+        }
+    }
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (bad) dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for autograd context %lld", (long long)ctx);
+    return bad ? -1 : 0;
+}
+
+static void dist_rpc__ag_prefix(const dist_value_t *v, int64_t ctx, uint64_t msg, uint8_t *p, size_t plen) {
+    uint32_t ord = 0;
+    dist_rpc__put64(p, (uint64_t)ctx);
+    dist_rpc__put64(p + 8, msg);
+    dist_rpc__put32(p + 16, (uint32_t)((plen - DIST_RPC__AG_HDR) / 4));
+    if (v) dist_rpc__ag_walk(v, &ord, p + DIST_RPC__AG_HDR, NULL, 0);
+}
+
+/* Reads and checks a message's autograd prefix (`from` sent it) and steps
+   over it: 0, or -1 when malformed. */
+static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist_rpc__agin *a) {
+    const uint8_t *b = *body;
+    uint64_t creator;
+    if (*blen < DIST_RPC__AG_HDR) return -1;
+    a->ctx = (int64_t)dist_rpc__get64(b);
+    a->msg = dist_rpc__get64(b + 8);
+    a->n = dist_rpc__get32(b + 16);
+    a->ord = b + DIST_RPC__AG_HDR;
+    creator = (uint64_t)a->ctx >> 48;
+    if (a->ctx <= 0 || creator == 0 || creator > (uint64_t)dist_rpc__g.size) return -1;
+    if (a->n > (*blen - DIST_RPC__AG_HDR) / 4) return -1;
+    if (a->n ? (a->msg >> 48) != (uint64_t)from + 1 : a->msg != 0) return -1;
+    for (uint32_t k = 1; k < a->n; k++)
+        if (dist_rpc__get32(a->ord + 4 * (size_t)k) <= dist_rpc__get32(a->ord + 4 * (size_t)(k - 1))) return -1;
+    *body += DIST_RPC__AG_HDR + 4 * (size_t)a->n;
+    *blen -= DIST_RPC__AG_HDR + 4 * (size_t)a->n;
+    return 0;
+}
+
+/* Marks the tensors of a decoded value the prefix names (float32 or
+   float64 each), noting their sizes. */
+static int dist_rpc__ag_mark(dist_value_t *v, const dist_rpc__agin *a, uint32_t *ord, uint32_t *k, size_t *numel) {
+    if (v->type == DIST_VALUE_LIST) {
+        for (size_t i = 0; i < v->u.list.n; i++)
+            if (dist_rpc__ag_mark(v->u.list.items[i], a, ord, k, numel) != 0) return -1;
+    } else if (v->type == DIST_VALUE_TENSOR) {
+        if (*k < a->n && dist_rpc__get32(a->ord + 4 * (size_t)*k) == *ord) {
+            if (v->dtype != DIST_FLOAT32 && v->dtype != DIST_FLOAT64) return -1;
+            v->u.t.ag_ctx = a->ctx; v->u.t.ag_msg = a->msg; v->u.t.ag_slot = *k;
+            numel[*k] = v->u.t.nbytes / (v->dtype == DIST_FLOAT32 ? 4 : 8);
+            (*k)++;
+        }
+        (*ord)++;
+    }
+    return 0;
+}
+
+/* A message from `from` in context a->ctx (decoded into `v`): the context
+   (made here when new), the worker touched, the recv and its tensors
+   marked.  -1 when the prefix does not fit the value (or no memory). */
+static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a) {
+    uint32_t ord = 0, k = 0;
+    size_t *numel = NULL;
+    float **g = NULL;
+    dist_rpc__actx *c;
+    int bad = 0;
+    if (a->n) {
+        numel = (size_t *)DIST_MALLOC(a->n * sizeof *numel);
+        g = (float **)DIST_MALLOC(a->n * sizeof *g);
+        if (!numel || !g || dist_rpc__ag_mark(v, a, &ord, &k, numel) != 0 || k != a->n) { DIST_FREE(numel); DIST_FREE(g); return -1; }
+        memset(g, 0, a->n * sizeof *g);
+    }
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    if (!(c = dist_rpc__ag_get(a->ctx)) || dist_rpc__ag_touch(c, from) != 0) bad = 1;
+    else if (a->n && (dist_rpc__ag_recv_of(c, a->msg) || dist_rpc__reserve(&c->recvs, &c->caprecvs, c->nrecvs + 1, sizeof *c->recvs) != 0)) bad = 1;
+    else if (a->n) {
+        dist_rpc__ag_recv *r = &c->recvs[c->nrecvs++];
+        r->msg = a->msg; r->from = from; r->n = (int)a->n; r->touched = 0; r->numel = numel; r->g = g;
+        numel = NULL; g = NULL;
+    }
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    DIST_FREE(numel); DIST_FREE(g);
+    return bad ? -1 : 0;
+}
+
+/* After the engine (lock held): the gradients of the recvs it reached,
+   as "ag_grads" arguments for their senders, taken out of the records. */
+typedef struct { int to; dist_value_t *args; } dist_rpc__ag_hop;
+static int dist_rpc__ag_hops(dist_rpc__actx *c, dist_rpc__ag_hop **out, int *nout) {
+    int n = 0, cap = 0;
+    dist_rpc__ag_hop *h = NULL;
+    *out = NULL; *nout = 0;
+    for (int i = 0; i < c->nrecvs; i++) {
+        dist_rpc__ag_recv *r = &c->recvs[i];
+        dist_value_t *gl;
+        if (!r->touched) continue;
+        if (dist_rpc__reserve(&h, &cap, n + 1, sizeof *h) != 0 || !(gl = dist_value_list())) goto nomem;
+        for (int k = 0; k < r->n; k++) {
+            int64_t len = (int64_t)r->numel[k];
+            if (dist_value_append(gl, r->g[k] ? dist_value_tensor(DIST_FLOAT32, 1, &len, r->g[k]) : dist_value_none()) != DIST_OK) { dist_value_free(gl); goto nomem; }
+            if (r->g[k]) memset(r->g[k], 0, (r->numel[k] ? r->numel[k] : 1) * sizeof(float));
+        }
+        r->touched = 0;
+        h[n].to = r->from;
+        if (!(h[n].args = dist_value_pack("[IIv]", c->id, (int64_t)r->msg, gl))) goto nomem;
+        n++;
+    }
+    *out = h; *nout = n;
+    return 0;
+nomem:
+    for (int i = 0; i < n; i++) dist_value_free(h[i].args);
+    DIST_FREE(h);
+    return -1;
+}
+
+/* Sends the hops (freed); their futures in fs. */
+static void dist_rpc__ag_send_hops(dist_rpc__ag_hop *h, int n, dist_future_t **fs) {
+    for (int i = 0; i < n; i++)
+        dist_rpc__call(h[i].to, DIST_RPC__RESERVED "ag_grads", "distributed backward", h[i].args, 0, NULL, &fs[i]);
+    DIST_FREE(h);
+}
+
+DIST_API dist_result dist_autograd_context_begin(int64_t *ctx_id) {
+    dist_rpc__actx *c;
+    if (!ctx_id) return dist_rpc__fail(DIST_ERR_INVALID, "autograd context_begin: NULL id pointer");
+    *ctx_id = 0;
+    if (dist_rpc__ag_cur)
+        return dist_rpc__fail(DIST_ERR_INVALID, "autograd context_begin: this thread is in autograd context %lld already (end it first: one at a time per thread)",
+                              (long long)dist_rpc__ag_cur);
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    *ctx_id = (int64_t)(((uint64_t)(dist_rpc__my_rank() + 1) << 48) | (++dist_rpc__ag.next_ctx & 0xffffffffffffull));
+    c = dist_rpc__ag_get(*ctx_id);
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (!c) { *ctx_id = 0; return dist_rpc__fail(DIST_ERR_NOMEM, "autograd context_begin: out of memory"); }
+    dist_rpc__ag_cur = *ctx_id;
+    return DIST_OK;
+}
+
+/* Ends context `id` here and tells the workers it touched (but `skip`). */
+static int dist_rpc__ag_end(int64_t id, int skip) {
+    dist_rpc__actx *c;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    c = dist_rpc__ag_unlink(id);
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (!c) return -1;
+    for (int i = 0; i < c->nknown; i++)
+        if (c->known[i] != skip && c->known[i] != dist_rpc__g.rank) dist_rpc__notify(c->known[i], DIST_RPC__RESERVED "ag_end", dist_value_pack("[I]", id));
+    dist_rpc__ag_free(c);
+    return 0;
+}
+
+DIST_API dist_result dist_autograd_context_end(int64_t ctx_id) {
+    if (dist_rpc__ag_cur == ctx_id) dist_rpc__ag_cur = 0;
+    if (dist_rpc__ag_end(ctx_id, -1) != 0) return dist_rpc__fail(DIST_ERR_NOT_FOUND, "autograd context_end: no context %lld on this worker", (long long)ctx_id);
+    return DIST_OK;
+}
+
+DIST_API int64_t dist_autograd_current_context(void) { return dist_rpc__ag_cur; }
+DIST_API void dist_autograd_set_context(int64_t ctx_id) { dist_rpc__ag_cur = ctx_id; }
+
+DIST_API int dist_autograd_num_contexts(void) {
+    int n;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    n = dist_rpc__ag.nctxs;
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    return n;
+}
+
+static dist_value_t *dist_rpc__h_ag_end(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t id;
+    if (dist_value_unpack(args, "[I]", &id) == DIST_OK) dist_rpc__ag_end(id, call->from);
+    return NULL;
+}
+
+/* The engine in context `id` from roots with gradients, then the hops
+   it set off (sent; their futures in *fs, *nfs of them). */
+static dist_result dist_rpc__ag_run(int64_t id, int n, dist_tensor_t *const *roots, const float *const *rg, const char *what, dist_future_t ***fs, int *nfs) {
+    dist_rpc__actx *c;
+    dist_rpc__ag_hop *h = NULL;
+    int nh = 0;
+    dist_result res;
+    *fs = NULL; *nfs = 0;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    if (!(c = dist_rpc__ag_find(id))) res = dist_rpc__fail(DIST_ERR_NOT_FOUND, "%s: no autograd context %lld on worker '%s' (ended?)", what, (long long)id,
+                                                          dist_rpc__name_of(dist_rpc__g.rank));
+    else if ((res = dist_rpc__engine(n, roots, rg, c, what)) == DIST_OK && dist_rpc__ag_hops(c, &h, &nh) != 0)
+        res = dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what);
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (res != DIST_OK || !nh) return res;
+    if (!(*fs = (dist_future_t **)DIST_MALLOC((size_t)nh * sizeof **fs))) {
+        for (int i = 0; i < nh; i++) dist_value_free(h[i].args);
+        DIST_FREE(h);
+        return dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what);
+    }
+    dist_rpc__ag_send_hops(h, nh, *fs);
+    *nfs = nh;
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_autograd_backward(int64_t ctx_id, dist_tensor_t *loss) {
+    dist_future_t **fs;
+    int nfs;
+    dist_result res;
+    char x[64];
+    if (!loss) return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_backward: NULL loss (did an operation before fail?)");
+    if (loss->numel != 1)
+        return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_backward: the loss %s is not a single value", dist_rpc__shape_str(loss, x, sizeof x));
+    if (!loss->requires_grad) return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_backward: nothing below the loss requires a gradient");
+    if ((res = dist_rpc__ag_run(ctx_id, 1, &loss, NULL, "dist_autograd_backward", &fs, &nfs)) != DIST_OK || !nfs) return res;
+    res = dist_future_wait_all(nfs, fs, 0);
+    if (res != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];
+        snprintf(why, sizeof why, "%.330s", dist_rpc__error);
+        dist_rpc__fail(res, "dist_autograd_backward (context %lld): %s", (long long)ctx_id, why);
+    }
+    for (int i = 0; i < nfs; i++) dist_future_free(fs[i]);
+    DIST_FREE(fs);
+    return res;
+}
+
+/* A hop's call, answered when the hops it set off are all done. */
+typedef struct { dist_rpc_call_t *call; int left; dist_result code; char err[DIST_RPC__ERRLEN]; } dist_rpc__ag_join;
+
+static void dist_rpc__ag_join_cb(dist_future_t *f, void *user) {
+    dist_rpc__ag_join *j = (dist_rpc__ag_join *)user;
+    int last;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    if (f && f->result != DIST_OK && j->code == DIST_OK) { j->code = f->result; snprintf(j->err, sizeof j->err, "%s", f->err); }
+    last = --j->left == 0;
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (!last) return;
+    dist_rpc__answer(j->call, j->code, NULL, j->err, 0);
+    DIST_FREE(j);
+}
+
+static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t id = 0, msg = 0;
+    const dist_value_t *gl = NULL;
+    dist_rpc__actx *c;
+    dist_rpc__ag_send *s;
+    dist_tensor_t **roots = NULL;
+    const float **rg = NULL;
+    dist_future_t **fs = NULL;
+    int n = 0, nfs = 0;
+    dist_rpc__ag_join *j;
+    dist_result res;
+    const char *me = dist_rpc__name_of(dist_rpc__g.rank);
+    if (dist_value_unpack(args, "[II*]", &id, &msg) != DIST_OK || !(gl = dist_value_item(args, 2)) || gl->type != DIST_VALUE_LIST) {
+        dist_rpc_call_fail(call, "distributed backward: malformed gradients");
+        return NULL;
+    }
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    c = dist_rpc__ag_find(id);
+    s = c ? dist_rpc__ag_send_of(c, (uint64_t)msg) : NULL;
+    if (s && (size_t)s->n == gl->u.list.n) {
+        roots = (dist_tensor_t **)DIST_MALLOC((size_t)s->n * sizeof *roots);
+        rg = (const float **)DIST_MALLOC((size_t)s->n * sizeof *rg);
+        for (int k = 0; roots && rg && k < s->n; k++) {
+            const dist_value_t *g = gl->u.list.items[k];
+            if (g->type == DIST_VALUE_NONE) continue;
+            if (g->type != DIST_VALUE_TENSOR || g->dtype != DIST_FLOAT32 || g->u.t.nbytes != s->t[k]->numel * sizeof(float)) { n = -1; break; }
+            roots[n] = s->t[k];
+            rg[n++] = (const float *)g->u.t.data;
+        }
+    }
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (!c || !s || (size_t)s->n != gl->u.list.n || n < 0 || !roots || !rg) {
+        if (!c) dist_rpc_call_fail(call, "distributed backward: autograd context %lld is gone on worker '%s' (ended before its backward finished?)", (long long)id, me);
+        else if (!s) dist_rpc_call_fail(call, "distributed backward: worker '%s' sent nothing as message %llx in autograd context %lld", me, (unsigned long long)msg, (long long)id);
+        else if (roots && rg) dist_rpc_call_fail(call, "distributed backward: gradients that do not fit the %d tensor(s) worker '%s' sent", s->n, me);
+        else dist_rpc_call_fail(call, "distributed backward: out of memory on worker '%s'", me);
+        DIST_FREE(roots); DIST_FREE(rg);
+        return NULL;
+    }
+    /* (the send's tensors are retained by the context; a context ended
+       meanwhile makes the engine fail, it does not free them under it) */
+    res = n ? dist_rpc__ag_run(id, n, roots, rg, "distributed backward", &fs, &nfs) : DIST_OK;
+    DIST_FREE(roots); DIST_FREE(rg);
+    if (res != DIST_OK) { dist_rpc_call_fail(call, "on worker '%s': %s", me, dist_rpc__error); return NULL; }
+    if (!nfs) return dist_value_none();
+    if (!(j = (dist_rpc__ag_join *)DIST_MALLOC(sizeof *j))) {
+        dist_rpc_call_fail(call, "distributed backward: out of memory on worker '%s'", me);
+        for (int i = 0; i < nfs; i++) dist_future_free(fs[i]);
+        DIST_FREE(fs);
+        return NULL;
+    }
+    memset(j, 0, sizeof *j);
+    j->call = call;
+    j->left = nfs + 1;
+    dist_rpc_call_defer(call);
+    for (int i = 0; i < nfs; i++) {
+        if (dist_future_then(fs[i], dist_rpc__ag_join_cb, j) != DIST_OK) dist_rpc__ag_join_cb(NULL, j);
+        dist_future_free(fs[i]);
+    }
+    DIST_FREE(fs);
+    dist_rpc__ag_join_cb(NULL, j);
+    return NULL;
+}
+
+DIST_API dist_result dist_autograd_get_gradients(int64_t ctx_id, int n, dist_tensor_t *const *tensors, dist_tensor_t **grads) {
+    dist_rpc__actx *c;
+    if (n < 0 || (n && (!tensors || !grads))) return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_get_gradients: %d tensors, NULL arrays", n);
+    for (int i = 0; i < n; i++) grads[i] = NULL;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    if (!(c = dist_rpc__ag_find(ctx_id))) {
+        pthread_mutex_unlock(&dist_rpc__ag_lock);
+        return dist_rpc__fail(DIST_ERR_NOT_FOUND, "dist_autograd_get_gradients: no autograd context %lld on this worker", (long long)ctx_id);
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < c->ngrads && !grads[i]; k++)
+            if (c->grads[k].t == tensors[i]) grads[i] = dist_tensor_retain(c->grads[k].g);
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    return DIST_OK;
+}
+
+/* Teardown: every context and optimizer part goes. */
+static void dist_rpc__ag_clear(void) {
+    dist_rpc__actx *c;
+    dist_rpc__ag_opt *o;
+    int no;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    c = dist_rpc__ag.ctxs;
+    dist_rpc__ag.ctxs = NULL;
+    dist_rpc__ag.nctxs = 0;
+    o = dist_rpc__ag.opts; no = dist_rpc__ag.nopts;
+    dist_rpc__ag.opts = NULL; dist_rpc__ag.nopts = dist_rpc__ag.capopts = 0;
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    while (c) { dist_rpc__actx *next = c->next; dist_rpc__ag_free(c); c = next; }
+    for (int i = 0; i < no; i++) dist_optim_free(o[i].o);
+    DIST_FREE(o);
+    dist_rpc__ag_cur = 0;
+}
+
+/* ---- the distributed optimizer ---- */
+typedef struct { int rank; int64_t id; } dist_rpc__dopt_part;
+struct dist_dist_optim {
+    int n;
+    dist_rpc__dopt_part *own;                           /* one local optimizer per owner */
+};
+
+enum { DIST_RPC__OPT_SGD = 1, DIST_RPC__OPT_ADAM = 2 };
+
+/* "optim_new" [kind, lr, a, b, eps, wd, [rrefs owned here]] -> its id. */
+static dist_value_t *dist_rpc__h_optim_new(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t kind;
+    double lr, a, b, eps, wd;
+    const dist_value_t *rl = dist_value_item(args, 6);
+    dist_tensor_t **ts;
+    dist_optim_t *o;
+    int n, bad = 0;
+    int64_t id = 0;
+    if (dist_value_unpack(args, "[Ifffff*]", &kind, &lr, &a, &b, &eps, &wd) != DIST_OK || !rl || rl->type != DIST_VALUE_LIST ||
+        (kind != DIST_RPC__OPT_SGD && kind != DIST_RPC__OPT_ADAM)) {
+        dist_rpc_call_fail(call, "distributed optimizer: malformed arguments");
+        return NULL;
+    }
+    n = (int)rl->u.list.n;
+    if (!(ts = (dist_tensor_t **)DIST_MALLOC((size_t)(n ? n : 1) * sizeof *ts))) { dist_rpc_call_fail(call, "distributed optimizer: out of memory"); return NULL; }
+    for (int i = 0; i < n && !bad; i++) {
+        dist_rref_t *r = NULL;
+        const dist_value_t *v = NULL;
+        if (dist_value_get_rref(rl->u.list.items[i], &r) != DIST_OK || !r->is_owner) {
+            dist_rpc_call_fail(call, "distributed optimizer: parameter %d is not a reference owned by worker '%s'", i, dist_rpc__name_of(dist_rpc__g.rank));
+            bad = 1;
+        } else if (dist_rref_local_value(r, &v) != DIST_OK) {
+            dist_rpc_call_fail(call, "distributed optimizer: parameter %d: %s", i, dist_rpc__error);
+            bad = 1;
+        } else if (!(ts[i] = dist_value_as_tensor(v))) {
+            dist_rpc_call_fail(call, "distributed optimizer: parameter %d on worker '%s' holds %s %s, not a tensor made by dist_value_from_tensor", i,
+                               dist_rpc__name_of(dist_rpc__g.rank), v && v->type == DIST_VALUE_INT ? "an" : "a", dist_value_type_name(dist_value_kind(v)));
+            bad = 1;
+        }
+    }
+    if (bad) { DIST_FREE(ts); return NULL; }
+    o = kind == DIST_RPC__OPT_SGD ? dist_optim_sgd(n, ts, (float)lr, (float)a, (float)wd) : dist_optim_adam(n, ts, (float)lr, (float)a, (float)b, (float)eps, (float)wd);
+    DIST_FREE(ts);
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    if (o && dist_rpc__reserve(&dist_rpc__ag.opts, &dist_rpc__ag.capopts, dist_rpc__ag.nopts + 1, sizeof *dist_rpc__ag.opts) == 0) {
+        id = ++dist_rpc__ag.next_opt;
+        dist_rpc__ag.opts[dist_rpc__ag.nopts].id = id;
+        dist_rpc__ag.opts[dist_rpc__ag.nopts++].o = o;
+    }
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (!id) { dist_optim_free(o); dist_rpc_call_fail(call, "distributed optimizer: out of memory on worker '%s'", dist_rpc__name_of(dist_rpc__g.rank)); return NULL; }
+    return dist_value_int(id);
+}
+
+/* "optim_step" [id, context]: the local update with the context's
+   gradients (a parameter without one is left alone). */
+static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t id, ctx;
+    dist_optim_t *o = NULL;
+    dist_rpc__actx *c = NULL;
+    int bad = 0;
+    if (dist_value_unpack(args, "[II]", &id, &ctx) != DIST_OK) { dist_rpc_call_fail(call, "distributed optimizer step: malformed arguments"); return NULL; }
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    for (int i = 0; i < dist_rpc__ag.nopts && !o; i++) if (dist_rpc__ag.opts[i].id == id) o = dist_rpc__ag.opts[i].o;
+    if (o && (c = dist_rpc__ag_find(ctx)))
+        for (int i = 0; i < o->n && !bad; i++)
+            for (int k = 0; k < c->ngrads; k++)
+                if (c->grads[k].t == o->p[i]) { bad = dist_rpc__optim_update(o, i, c->grads[k].g->data) != 0; break; }
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    if (!o) dist_rpc_call_fail(call, "distributed optimizer step: worker '%s' has no optimizer %lld (freed?)", dist_rpc__name_of(dist_rpc__g.rank), (long long)id);
+    else if (!c) dist_rpc_call_fail(call, "distributed optimizer step: no autograd context %lld on worker '%s' (did the pass reach it?)", (long long)ctx,
+                                    dist_rpc__name_of(dist_rpc__g.rank));
+    else if (bad) dist_rpc_call_fail(call, "distributed optimizer step: out of memory on worker '%s'", dist_rpc__name_of(dist_rpc__g.rank));
+    return NULL;
+}
+
+static dist_value_t *dist_rpc__h_optim_free(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t id;
+    dist_optim_t *o = NULL;
+    (void)call;
+    if (dist_value_unpack(args, "[I]", &id) != DIST_OK) return NULL;
+    pthread_mutex_lock(&dist_rpc__ag_lock);
+    for (int i = 0; i < dist_rpc__ag.nopts && !o; i++)
+        if (dist_rpc__ag.opts[i].id == id) { o = dist_rpc__ag.opts[i].o; dist_rpc__ag.opts[i] = dist_rpc__ag.opts[--dist_rpc__ag.nopts]; }
+    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist_optim_free(o);
+    return NULL;
+}
+
+DIST_API void dist_dist_optim_free(dist_dist_optim_t *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) dist_rpc__notify(o->own[i].rank, DIST_RPC__RESERVED "optim_free", dist_value_pack("[I]", o->own[i].id));
+    DIST_FREE(o->own);
+    DIST_FREE(o);
+}
+
+static dist_result dist_rpc__dopt(int kind, int n, dist_rref_t *const *params, const double hp[5], dist_dist_optim_t **out) {
+    const char *what = kind == DIST_RPC__OPT_SGD ? "dist_dist_optim_sgd" : "dist_dist_optim_adam";
+    dist_dist_optim_t *o;
+    dist_result res = DIST_OK;
+    if (!out) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL result pointer", what);
+    *out = NULL;
+    if (n <= 0 || !params) return dist_rpc__fail(DIST_ERR_INVALID, "%s: %d parameters (at least one RRef)", what, n);
+    for (int i = 0; i < n; i++) if (!params[i]) return dist_rpc__fail(DIST_ERR_INVALID, "%s: parameter %d is NULL", what, i);
+    if (!(o = (dist_dist_optim_t *)DIST_MALLOC(sizeof *o)) || !(o->own = (dist_rpc__dopt_part *)DIST_MALLOC((size_t)n * sizeof *o->own))) {
+        DIST_FREE(o);
+        return dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what);
+    }
+    o->n = 0;
+    for (int i = 0; i < n && res == DIST_OK; i++) {               /* one optimizer per owner, over its parameters in order */
+        int owner = params[i]->owner, seen = 0;
+        dist_value_t *rl, *ret = NULL;
+        dist_future_t *f = NULL;
+        for (int k = 0; k < o->n && !seen; k++) seen = o->own[k].rank == owner;
+        if (seen) continue;
+        if (!(rl = dist_value_list())) { res = DIST_ERR_NOMEM; break; }
+        for (int k = i; k < n; k++)
+            if (params[k]->owner == owner && dist_value_append(rl, dist_value_rref(params[k])) != DIST_OK) { res = DIST_ERR_NOMEM; break; }
+        if (res != DIST_OK) { dist_value_free(rl); break; }
+        res = dist_rpc__call(owner, DIST_RPC__RESERVED "optim_new", "distributed optimizer",
+                             dist_value_pack("[Ifffffv]", (int64_t)kind, hp[0], hp[1], hp[2], hp[3], hp[4], rl), 0, NULL, &f);
+        if (res == DIST_OK) res = dist_future_wait(f, 0);
+        if (res == DIST_OK && (!(ret = dist_future_take(f)) || dist_value_get_int(ret, &o->own[o->n].id) != DIST_OK))
+            res = dist_rpc__fail(DIST_ERR_PROTOCOL, "%s: worker '%s' answered without an optimizer id", what, dist_rpc__name_of(owner));
+        dist_value_free(ret);
+        dist_future_free(f);
+        if (res == DIST_OK) o->own[o->n++].rank = owner;
+    }
+    if (res != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];
+        snprintf(why, sizeof why, "%.330s", dist_rpc__error);
+        dist_dist_optim_free(o);
+        return dist_rpc__fail(res, "%s: %s", what, why);
+    }
+    *out = o;
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_dist_optim_sgd(int n, dist_rref_t *const *params, float lr, float momentum, float weight_decay, dist_dist_optim_t **out) {
+    double hp[5] = { lr, momentum, 0, 0, weight_decay };
+    return dist_rpc__dopt(DIST_RPC__OPT_SGD, n, params, hp, out);
+}
+
+DIST_API dist_result dist_dist_optim_adam(int n, dist_rref_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                          dist_dist_optim_t **out) {
+    double hp[5] = { lr, beta1, beta2, eps, weight_decay };
+    return dist_rpc__dopt(DIST_RPC__OPT_ADAM, n, params, hp, out);
+}
+
+DIST_API dist_result dist_dist_optim_step(dist_dist_optim_t *o, int64_t ctx_id) {
+    dist_future_t *few[8], **fs = few;
+    dist_result res;
+    if (!o) return dist_rpc__fail(DIST_ERR_INVALID, "dist_dist_optim_step: NULL optimizer");
+    if (o->n > 8 && !(fs = (dist_future_t **)DIST_MALLOC((size_t)o->n * sizeof *fs))) return dist_rpc__fail(DIST_ERR_NOMEM, "dist_dist_optim_step: out of memory");
+    for (int i = 0; i < o->n; i++)                                 /* every owner at once */
+        dist_rpc__call(o->own[i].rank, DIST_RPC__RESERVED "optim_step", "distributed optimizer step", dist_value_pack("[II]", o->own[i].id, ctx_id), 0, NULL,
+                       &fs[i]);
+    res = dist_future_wait_all(o->n, fs, 0);
+    for (int i = 0; i < o->n; i++) dist_future_free(fs[i]);
+    if (fs != few) DIST_FREE(fs);
+    return res;
+}
+
+/* ---- RRef helpers ---- */
+
+/* [r] followed by the items of `args` (a list), or by `args`. */
+static dist_value_t *dist_rpc__with_rref(dist_rref_t *r, dist_value_t *args) {
+    dist_value_t *l = dist_value_list();
+    dist_result res = l ? dist_value_append(l, dist_value_rref(r)) : DIST_ERR_NOMEM;
+    if (args && args->type == DIST_VALUE_LIST) {
+        int block = (args->own & DIST_RPC__OWN_BLOCK) != 0;        /* a decoded list: its items are copied */
+        for (size_t i = 0; i < args->u.list.n && res == DIST_OK; i++)
+            res = dist_value_append(l, block ? dist_value_copy(args->u.list.items[i]) : args->u.list.items[i]);
+        if (!block) {
+            size_t i = 0;                                           /* the items moved (or freed by append) stay out of args */
+            for (; i < args->u.list.n; i++) args->u.list.items[i] = NULL;
+            args->u.list.n = 0;
+        }
+        dist_value_free(args);
+    } else if (args && res == DIST_OK) {
+        res = dist_value_append(l, args);
+    } else {
+        dist_value_free(args);
+    }
+    if (res != DIST_OK) { dist_value_free(l); return NULL; }
+    return l;
+}
+
+static dist_result dist_rpc__rref_target(const char *what, dist_rref_t *r, const void *out, dist_worker_info *wi) {
+    if (!r || !out) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL %s", what, r ? "result pointer" : "rref");
+    return dist_rref_owner(r, wi);
+}
+
+DIST_API dist_result dist_rref_rpc_async(dist_rref_t *r, const char *fn, dist_value_t *args, dist_future_t **fut) {
+    dist_worker_info wi;
+    dist_result res;
+    if (fut) *fut = NULL;
+    if ((res = dist_rpc__rref_target("rref_rpc_async", r, fut, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    return dist_rpc_async(wi.name, fn, dist_rpc__with_rref(r, args), fut);
+}
+
+DIST_API dist_result dist_rref_rpc_sync(dist_rref_t *r, const char *fn, dist_value_t *args, dist_value_t **ret) {
+    dist_worker_info wi;
+    dist_result res;
+    if (ret) *ret = NULL;
+    if ((res = dist_rpc__rref_target("rref_rpc_sync", r, ret, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    return dist_rpc_sync(wi.name, fn, dist_rpc__with_rref(r, args), ret);
+}
+
+DIST_API dist_result dist_rref_remote(dist_rref_t *r, const char *fn, dist_value_t *args, dist_rref_t **out) {
+    dist_worker_info wi;
+    dist_result res;
+    if (out) *out = NULL;
+    if ((res = dist_rpc__rref_target("rref_remote", r, out, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    return dist_remote(wi.name, fn, dist_rpc__with_rref(r, args), out);
+}
+
+DIST_API dist_tensor_t *dist_rref_local_tensor(dist_rref_t *r) {
+    const dist_value_t *v = NULL;
+    return r && dist_rref_local_value(r, &v) == DIST_OK ? dist_value_as_tensor(v) : NULL;
+}
+
+DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params) {
+    dist_value_t *l;
+    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "rref_params: %d parameters, NULL array", n); return NULL; }
+    if (!(l = dist_value_list())) return NULL;
+    for (int i = 0; i < n; i++) {
+        dist_rref_t *r = NULL;
+        dist_result res = params[i] ? dist_rref_new(dist_value_from_tensor(params[i]), &r) : dist_rpc__fail(DIST_ERR_INVALID, "rref_params: parameter %d is NULL", i);
+        if (res == DIST_OK) res = dist_value_append(l, dist_value_rref(r));
+        dist_rref_free(r);
+        if (res != DIST_OK) { dist_value_free(l); return NULL; }
+    }
+    return l;
 }
 
 #endif /* DIST_RPC_IMPLEMENTATION */
