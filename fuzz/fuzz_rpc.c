@@ -11,7 +11,10 @@
    with a sentence); one that does not decode must say why.  A message's
    body may also hold references (as in a job of 4 ranks): each one
    decoded names ranks below 4 and, not taken in by an agent, answers
-   get_rref with a sentence. */
+   get_rref with a sentence.  A body with the autograd flag begins with a
+   context prefix (dist_rpc__ag_strip, as from rank 1 of 4): what it names
+   must be float tensors of the value, and each becomes a tensor that
+   requires a gradient (dist_tensor_from_value) without a crash. */
 #define FUZZ_TARGET
 #include "fuzz.h"
 #define DIST_IMPLEMENTATION
@@ -45,13 +48,39 @@ static void walk(const dist_value_t *v, int depth) {
 
 /* A message's body as the listener decodes it, before taking references
    in: nothing may be read past the input, nothing leaks. */
-static void body(const uint8_t *b, size_t n) {
+static uint32_t marked(const dist_value_t *v, uint32_t n) {
+    if (dist_value_kind(v) == DIST_VALUE_LIST)
+        for (size_t k = 0; k < dist_value_len(v); k++) n = marked(dist_value_item(v, k), n);
+    else if (dist_value_kind(v) == DIST_VALUE_TENSOR && v->u.t.ag_ctx) {
+        dist_tensor_t *t = dist_tensor_from_value(v);
+        if (!t || !dist_tensor_requires_grad(t) || (v->dtype != DIST_FLOAT32 && v->dtype != DIST_FLOAT64)) __builtin_trap();
+        dist_tensor_release(t);
+        n++;
+    }
+    return n;
+}
+
+static void body(const uint8_t *b, size_t n, int flags) {
     dist_value_t *v = NULL;
+    dist_rpc__agin ag;
+    memset(&ag, 0, sizeof ag);
+    if ((flags & DIST_RPC__FLAG_AUTOGRAD)) {
+        const uint8_t *b0 = b;
+        if (dist_rpc__ag_strip(&b, &n, 1, &ag) != 0) return;
+        if (b < b0 || ag.ord < b0 || ag.ord + 4 * (size_t)ag.n > b) __builtin_trap();
+    }
     if (dist_rpc__decode_value(b, n, 4, &v, NULL) != DIST_OK) {
         if (v || !strstr(dist_rpc_error_message(), "decode")) __builtin_trap();
         return;
     }
     walk(v, 0);
+    if (ag.n) {
+        uint32_t ord = 0, k = 0;
+        size_t *numel = (size_t *)malloc(ag.n * sizeof *numel);
+        if (!numel) __builtin_trap();
+        if (dist_rpc__ag_mark(v, &ag, &ord, &k, numel) == 0 && k == ag.n && marked(v, 0) != ag.n) __builtin_trap();
+        free(numel);
+    }
     dist_value_free(v);
 }
 
@@ -80,6 +109,7 @@ static void value(const uint8_t *b, size_t n) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    dist_rpc__g.size = 4;                   /* (as in a job of 4: the context's creator must be one of them) */
     if (size < 1) return 0;
     if (data[0] & 1) { value(data + 1, size - 1); return 0; }
     {
@@ -88,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!k) return 0;
         if (m.body < data + 1 || m.body + m.blen > data + size) __builtin_trap();
         if (k == DIST_RPC__REQUEST && (strlen(m.name) == 0 || strlen(m.name) > DIST_RPC__MAX_NAME)) __builtin_trap();
-        if (k == DIST_RPC__REQUEST || k == DIST_RPC__REPLY) { value(m.body, m.blen); body(m.body, m.blen); }
+        if (k == DIST_RPC__REQUEST || k == DIST_RPC__REPLY) { value(m.body, m.blen); body(m.body, m.blen, m.flags); }
     }
     return 0;
 }
