@@ -1733,7 +1733,7 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     else if (blen > plen) memcpy(b + DIST_RPC__HDR + nlen + plen, text, blen - plen);
     r = dist_send(dist_rpc__g.world, b, total, DIST_UINT8, to, DIST_RPC__TAG);
     if (r != DIST_OK) {
-        dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(dist_rpc__g.world));
+        dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(NULL));
         dist_rpc__forks_undo(fk, nr);
     }
     /* the large tensors, each from its own memory, in chunks (the receiver
@@ -1745,7 +1745,7 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
             r = dist_send(dist_rpc__g.world, parts[k]->u.t.data + off, n, DIST_UINT8, to, (int)(tag0 + k));
             if (r != DIST_OK)
                 dist_rpc__fail(r, "rpc: sending a tensor of %zu bytes to worker '%s' (rank %d): %s", parts[k]->u.t.nbytes, dist_rpc__name_of(to), to,
-                               dist_error_message(dist_rpc__g.world));
+                               dist_error_message(NULL));
         }
     if (fk != few) DIST_FREE(fk);
     if (parts != few_parts) DIST_FREE(parts);
@@ -1840,12 +1840,12 @@ static dist_result dist_rpc__recv_parts(dist_value_t *v, size_t n, int from, uin
             if (r == DIST_OK) nreq++;
         }
     if (r != DIST_OK) dist_rpc__fail(r, "rpc: receiving a tensor from worker '%s' (rank %d): %s", dist_rpc__name_of(from), from,
-                                     dist_error_message(dist_rpc__g.world));
+                                     dist_error_message(NULL));
     {
         dist_result w = dist_wait_all((int)nreq, reqs);
         if (w != DIST_OK && r == DIST_OK)
             r = dist_rpc__fail(w, "rpc: receiving %zu tensor(s) sent apart from worker '%s' (rank %d): %s", n, dist_rpc__name_of(from), from,
-                               dist_error_message(dist_rpc__g.world));
+                               dist_error_message(NULL));
     }
     DIST_FREE(reqs);
     DIST_FREE(nodes);
@@ -2065,7 +2065,7 @@ static void dist_rpc__sweep(void) {
                 if (to >= 64) break;          /* (large worlds: one peer per sweep) */
                 continue;
             }
-            snprintf(why, sizeof why, "%s", dist_error_message(dist_rpc__g.world));
+            snprintf(why, sizeof why, "%s", dist_error_message(NULL));
             for (;;) {                        /* every future waiting on that worker */
                 pthread_mutex_lock(&dist_rpc__lock);
                 for (f = dist_rpc__g.pending; f && f->to != to; f = f->next) { }
@@ -2089,7 +2089,7 @@ static void dist_rpc__sweep(void) {
         if (r == dist_rpc__g.rank || dist_rpc__g.gone[r]) continue;
         if (dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) == DIST_ERR_PEER_LOST) {
             char why[DIST_RPC__ERRLEN];
-            snprintf(why, sizeof why, "%.300s", dist_error_message(dist_rpc__g.world));
+            snprintf(why, sizeof why, "%.300s", dist_error_message(NULL));
             dist_rpc__g.gone[r] = 1;
             dist_rpc__peer_gone(r, why);
         }
@@ -2282,14 +2282,14 @@ static dist_result dist_rpc__names(const char *mine) {
     int n = dist_rpc__g.size;
     snprintf(key, sizeof key, "dist_rpc/name/%d", dist_rpc__g.rank);
     if (dist_store_set(dist_rpc__g.world, key, mine, strlen(mine)) != DIST_OK)
-        return dist_rpc__fail(DIST_ERR_INIT, "rpc init: publishing the name: %s", dist_error_message(dist_rpc__g.world));
+        return dist_rpc__fail(DIST_ERR_INIT, "rpc init: publishing the name: %s", dist_error_message(NULL));
     dist_rpc__g.names = (char (*)[128])DIST_MALLOC(sizeof *dist_rpc__g.names * (size_t)n);
     if (!dist_rpc__g.names) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc init: out of memory for %d names", n);
     for (int r = 0; r < n; r++) {
         size_t len = 0;
         snprintf(key, sizeof key, "dist_rpc/name/%d", r);
         if (dist_store_get(dist_rpc__g.world, key, dist_rpc__g.names[r], 127, &len) != DIST_OK || len > 127)
-            return dist_rpc__fail(DIST_ERR_INIT, "rpc init: learning worker %d's name: %s", r, dist_error_message(dist_rpc__g.world));
+            return dist_rpc__fail(DIST_ERR_INIT, "rpc init: learning worker %d's name: %s", r, dist_error_message(NULL));
         dist_rpc__g.names[r][len] = 0;
     }
     for (int a = 0; a < n; a++)
@@ -2378,12 +2378,12 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
             snprintf(why, sizeof why, "%d call(s) of this worker were still outstanding after %.1f s", dist_rpc__g.npending, bound / 1000.0);
         pthread_mutex_unlock(&dist_rpc__lock);
         if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 1, &arrived) != DIST_OK) {
-            if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(dist_rpc__g.world));
+            if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(NULL));
         } else {
             if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, key, "1", 1);
             int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
             if (dist_store_wait(dist_rpc__g.world, &key, 1, left_ms > 0 ? (int)left_ms : 1) != DIST_OK && !why[0])
-                snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(dist_rpc__g.world));
+                snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(NULL));
         }
         pthread_mutex_lock(&dist_rpc__lock);
         dist_rpc__g.draining = 1;
@@ -2403,11 +2403,11 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
             const char *rkey = "dist_rpc/shutdown/released";
             int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
             if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/released/count", 1, &arrived) != DIST_OK) {
-                if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(dist_rpc__g.world));
+                if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(NULL));
             } else {
                 if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, rkey, "1", 1);
                 if (dist_store_wait(dist_rpc__g.world, &rkey, 1, left_ms > 0 ? (int)left_ms : 1) != DIST_OK && !why[0])
-                    snprintf(why, sizeof why, "waiting for every worker to let go of its references: %.300s", dist_error_message(dist_rpc__g.world));
+                    snprintf(why, sizeof why, "waiting for every worker to let go of its references: %.300s", dist_error_message(NULL));
             }
         }
         pthread_mutex_lock(&dist_rpc__lock);
