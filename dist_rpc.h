@@ -3398,6 +3398,7 @@ struct dist_tensor {
     void *aux;                       /* nll's targets (int64), dropout's mask (float) */
     float *g;                        /* during backward: this node's gradient */
     unsigned mark;                   /* during backward: visited */
+    dist_tensor_t *dead;             /* release's list of tensors to free */
 };
 
 static DIST_RPC__TLS int dist_rpc__no_grad;
@@ -3485,19 +3486,23 @@ DIST_API dist_tensor_t *dist_tensor_retain(dist_tensor_t *t) {
     return t;
 }
 
+/* Without recursion: a graph of any depth is freed through a list of the
+   tensors whose last reference went. */
 DIST_API void dist_tensor_release(dist_tensor_t *t) {
-    while (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        dist_tensor_t *next = NULL;                  /* a chain of operations is released without recursion on its first input */
-        for (int i = 0; i < 3; i++) {
-            if (!t->in[i]) continue;
-            if (!next) next = t->in[i];
-            else dist_tensor_release(t->in[i]);
+    dist_tensor_t *list = NULL;
+    if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    t->dead = NULL;
+    list = t;
+    while (list) {
+        t = list;
+        list = t->dead;
+        for (int i = 0; i < 4; i++) {
+            dist_tensor_t *u = i < 3 ? t->in[i] : t->grad;
+            if (u && __atomic_sub_fetch(&u->refs, 1, __ATOMIC_ACQ_REL) == 0) { u->dead = list; list = u; }
         }
-        dist_tensor_release(t->grad);
         DIST_FREE(t->aux);
         DIST_FREE(t->data);
         DIST_FREE(t);
-        t = next;
     }
 }
 
