@@ -49,6 +49,12 @@ BENCH_SRCS := $(sort $(wildcard bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 DISTRUN    := $(if $(wildcard tools/distrun.c),$(BUILD)/distrun)
 DEMO       := $(if $(wildcard examples/demo.c),$(BUILD)/demo)
+# The examples (examples/*.c but demo.c), built beside the tests: the suite
+# runs each in its smoke mode (tests/test_examples.sh).
+EXAMPLE_SRCS := $(sort $(filter-out examples/demo.c,$(wildcard examples/*.c)))
+EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
+# Their built-in data (examples/data/*.gz), unpacked into $(BUILD)/data.
+EXAMPLE_DATA := $(patsubst examples/data/%.gz,$(BUILD)/data/%,$(wildcard examples/data/*.gz))
 
 ALL_CFLAGS   = $(CSTD) $(CFLAGS) $(SANFLAGS) -pthread
 ALL_CPPFLAGS = $(CPPFLAGS) $(CUDA_CPPFLAGS)
@@ -61,7 +67,7 @@ LINK_PROGRAM = $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -MF $@.d $< -o $@ $(
 
 all: build-tests $(DEMO)
 
-build-tests: $(TEST_BINS) $(DISTRUN)
+build-tests: $(TEST_BINS) $(DISTRUN) $(EXAMPLE_BINS) $(EXAMPLE_DATA)
 
 $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)/tests
 	$(LINK_PROGRAM)
@@ -75,10 +81,16 @@ $(BUILD)/distrun: tools/distrun.c | $(BUILD)
 $(BUILD)/demo: examples/demo.c $(HEADERS) | $(BUILD)
 	$(LINK_PROGRAM)
 
-$(BUILD) $(BUILD)/tests $(BUILD)/bench:
+$(BUILD)/examples/%: examples/%.c $(HEADERS) | $(BUILD)/examples
+	$(LINK_PROGRAM)
+
+$(BUILD)/data/%: examples/data/%.gz | $(BUILD)/data
+	gzip -dc $< > $@
+
+$(BUILD) $(BUILD)/tests $(BUILD)/bench $(BUILD)/examples $(BUILD)/data:
 	mkdir -p $@
 
--include $(wildcard $(BUILD)/tests/*.d $(BUILD)/bench/*.d $(BUILD)/*.d)
+-include $(wildcard $(BUILD)/tests/*.d $(BUILD)/bench/*.d $(BUILD)/examples/*.d $(BUILD)/*.d)
 
 # Tools the compile checks want (clang, g++), and iproute2 for
 # tests/test_netns.c (`ip`, `tc`).  When one is missing and we
