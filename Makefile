@@ -1,7 +1,8 @@
 # dist - build, tests, demo, sanitizers and benchmarks (GNU make).
 #
 #   make test       build the tests and run them all (tests/run.sh)
-#   make demo       build and run examples/demo.c
+#   make demo       build and run examples/demo.c, then examples/dist_sgd.c
+#                   with 4 ranks
 #   make sanitize   the test suite under AddressSanitizer + UBSan (build/asan)
 #   make tsan       the test suite under ThreadSanitizer (build/tsan)
 #   make valgrind   memcheck on tests/test_p2p.c and tests/valgrind_coll.c
@@ -181,8 +182,12 @@ valgrind:
 	echo "valgrind: $$failed of $(words $(VALGRIND_RUNS)) runs failed ($$(( $$(date +%s) - start )) s)"; \
 	[ $$failed -eq 0 ]
 
-demo: $(BUILD)/demo
+# The newcomer's first command: four ranks passing messages (examples/demo.c),
+# then data-parallel SGD with 4 ranks on the built-in data (dist_sgd.c).
+demo: $(BUILD)/demo $(DISTRUN) $(BUILD)/examples/dist_sgd $(EXAMPLE_DATA)
 	./$(BUILD)/demo
+	@echo
+	./$(DISTRUN) -n 4 ./$(BUILD)/examples/dist_sgd
 
 # bench/run.sh is started from the repository root with BUILD_DIR and
 # BENCH_DIR (where the programs are) in its environment.

@@ -2,7 +2,7 @@
    small network on its own share of the data, and they average their
    gradients after every step so that they all take the same step.
 
-   SMOKE: distrun -n 4 {} --smoke
+   SMOKE: distrun -n 4 {} --smoke --data {data}
 
    This is the "Distributed Training" section of PyTorch's tutorial
    "Writing Distributed Applications with PyTorch", in C:

@@ -2,7 +2,7 @@
    network to recognise Fashion-MNIST clothes, with distributed autograd
    and a distributed optimizer.
 
-   SMOKE: distrun -n 3 {} --smoke
+   SMOKE: distrun -n 3 {} --smoke --data {data}
 
    Build and run (rank 0 is the server "ps", ranks 1.. are "trainer1"..):
       make build/distrun build/examples/parameter_server \

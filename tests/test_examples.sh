@@ -5,8 +5,9 @@
 # Each examples/NAME.c (but demo.c) names its smoke run on a line of its
 # own near the top:
 #     SMOKE: distrun -n 4 {} --smoke
-# where {} is the built program ($BUILD_DIR/examples/NAME) and `distrun`
-# the launcher ($DISTRUN).  The example checks its own result in that mode
+# where {} is the built program ($BUILD_DIR/examples/NAME), {data} the
+# built-in data make unpacked ($BUILD_DIR/data) and `distrun` the launcher
+# ($DISTRUN).  The example checks its own result in that mode
 # and exits non-zero when it is wrong; each run has a time limit (SMOKE_LIMIT
 # seconds, default 120, times DIST_TIMEOUT_SCALE).  An example without a
 # SMOKE line fails: every example is tested.
@@ -26,6 +27,7 @@ for src in examples/*.c; do
     if [ -z "$line" ]; then echo "FAIL $name: no SMOKE: line in $src"; fails=$((fails + 1)); continue; fi
     if [ ! -x "$prog" ]; then echo "FAIL $name: $prog was not built"; fails=$((fails + 1)); continue; fi
     cmd=${line//\{\}/$prog}
+    cmd=${cmd//\{data\}/$BUILD_DIR/data}
     cmd=${cmd/#distrun /$DISTRUN }
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086
