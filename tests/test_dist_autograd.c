@@ -508,26 +508,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
 static double run_job(int n, int threads, worker_fn fn, int mlp) {
     int64_t t0 = now_ns();
     job_arg a = { n, threads, fn, mlp };
-    pid_t pid[MAXW];
-    int st[MAXW], reaped[MAXW];
-    if (start_ranks(n, pid, st, reaped, 16, worker_main, &a) != 0) {
-        case_bad("listening socket: %s", strerror(errno));
-        return 0;
-    }
-    for (int r = 0; r < n; r++)
-        if (pid[r] < 0) case_bad("worker %d: fork failed: %s", r, strerror(errno));
-    reap_all(n, pid, st, reaped, now_ns() + (int64_t)(scaled_s(35) * 1e9));
-    for (int r = 0; r < n; r++) {
-        if (pid[r] < 0) continue;
-        if (reaped[r] == 2) case_bad("worker %d hung: killed", r);
-        if (st[r] == -1) case_bad("waitpid for worker %d failed", r);
-        else if (r == g_victim && !(WIFSIGNALED(st[r]) && WTERMSIG(st[r]) == SIGKILL && sh->dead))
-            case_bad("worker %d was to be killed (SIGKILL) by the case, but %s %d", r, WIFSIGNALED(st[r]) ? "died by signal" : "exited with",
-                     WIFSIGNALED(st[r]) ? WTERMSIG(st[r]) : WEXITSTATUS(st[r]));
-        else if (r == g_victim) { }       /* killed, as the case meant */
-        else if (WIFSIGNALED(st[r])) case_bad("worker %d died by signal %d%s", r, WTERMSIG(st[r]), WTERMSIG(st[r]) == SIGALRM ? " (its alarm: it hung)" : "");
-        else if (WIFEXITED(st[r]) && WEXITSTATUS(st[r]) != 0) case_bad("worker %d exited with %d", r, WEXITSTATUS(st[r]));
-    }
+    if (run_workers(n, worker_main, &a, 35, g_victim, &sh->dead) != 0) return 0;
     for (int r = 0; r < n; r++) if (sh->fail[r][0]) case_bad("worker %d: %s", r, sh->fail[r]);
     return secs_since(t0);
 }

@@ -54,6 +54,7 @@ typedef struct {
     atomic_int claimed[MAXW];
     char fail[MAXW][600];
     int64_t death_ns;
+    int dead;                    /* case 3: worker 2 is about to die (death_ns set) */
     int cb_runs;
     int handler_runs;
     char note[MAXW][800];
@@ -186,25 +187,13 @@ static int worker_main(int r, int port, int lfd, void *p) {
     return a->fn(r, a->n);
 }
 
+/* The worker the current case kills (SIGKILL), or -1. */
+static int g_victim = -1;
+
 static double run_job(int n, int threads, worker_fn fn, const char *const *names) {
     int64_t t0 = now_ns();
     job_arg a = { n, threads, fn, names };
-    pid_t pid[MAXW];
-    int st[MAXW], reaped[MAXW];
-    if (start_ranks(n, pid, st, reaped, 16, worker_main, &a) != 0) {
-        case_bad("listening socket: %s", strerror(errno));
-        return 0;
-    }
-    for (int r = 0; r < n; r++)
-        if (pid[r] < 0) case_bad("worker %d: fork failed: %s", r, strerror(errno));
-    reap_all(n, pid, st, reaped, now_ns() + (int64_t)(scaled_s(60) * 1e9));
-    for (int r = 0; r < n; r++) {
-        if (pid[r] < 0) continue;
-        if (reaped[r] == 2) case_bad("worker %d hung: killed", r);
-        if (st[r] == -1) case_bad("waitpid for worker %d failed", r);
-        else if (WIFSIGNALED(st[r]) && !(WTERMSIG(st[r]) == SIGKILL && sh->death_ns)) case_bad("worker %d died by signal %d", r, WTERMSIG(st[r]));
-        else if (WIFEXITED(st[r]) && WEXITSTATUS(st[r]) != 0) case_bad("worker %d exited with %d", r, WEXITSTATUS(st[r]));
-    }
+    if (run_workers(n, worker_main, &a, 60, g_victim, &sh->dead) != 0) return 0;
     for (int r = 0; r < n; r++) if (sh->fail[r][0]) case_bad("worker %d: %s", r, sh->fail[r]);
     return secs_since(t0);
 }
@@ -333,6 +322,7 @@ static void *killer(void *p) {
     (void)p;
     sleep_ms(400);
     sh->death_ns = now_ns();
+    __atomic_store_n(&sh->dead, 1, __ATOMIC_SEQ_CST);
     raise(SIGKILL);
     return NULL;
 }
@@ -403,7 +393,9 @@ int main(void) {
     case_end(el, NULL);
 
     begin("n=3: worker 2 is killed during calls to it (sync without timeout, async): both fail with PEER_LOST naming it within 1 s");
+    g_victim = 2;                       /* the case kills worker 2 */
     el = run_job(3, 2, fn_dead, NULL);
+    g_victim = -1;
     {
         char extra[1700];
         snprintf(extra, sizeof extra, "w0 %s; w1 %s", sh->note[0], sh->note[1]);

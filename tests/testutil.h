@@ -624,6 +624,39 @@ static inline __attribute__((unused)) void reap_all(int n, const pid_t *pid, int
     while (reap_poll(n, pid, st, reaped, deadline)) sleep_ms(5);
 }
 
+/* A job of n forked workers (start_ranks, backlog 16), reaped within
+   reap_s seconds, judged through case_bad: a fork that failed, a worker
+   still running at the deadline (killed), one that did not exit 0
+   (case_bad_status), except worker `victim` (-1: none), which the case
+   kills itself: it must have died of SIGKILL, and only once *killed (read
+   after the reaping) says the case did it.  The words "worker" and "rank"
+   are the tests' own: this one says "worker".  0, or -1 when no listening
+   socket could be made (reported). */
+static inline __attribute__((unused)) int run_workers(int n, rank_entry_fn fn, void *arg, double reap_s, int victim, const volatile int *killed) {
+    pid_t pid[64];
+    int st[64], reaped[64];
+    if (n > 64 || start_ranks(n, pid, st, reaped, 16, fn, arg) != 0) {
+        case_bad("listening socket: %s", n > 64 ? "more than 64 workers" : strerror(errno));
+        return -1;
+    }
+    for (int r = 0; r < n; r++)
+        if (pid[r] < 0) case_bad("worker %d: fork failed: %s", r, strerror(errno));
+    reap_all(n, pid, st, reaped, now_ns() + (int64_t)(scaled_s(reap_s) * 1e9));
+    for (int r = 0; r < n; r++) {
+        if (pid[r] < 0) continue;
+        if (reaped[r] == 2) case_bad("worker %d hung: killed", r);
+        if (st[r] == -1) case_bad("waitpid for worker %d failed", r);
+        else if (r == victim && !(WIFSIGNALED(st[r]) && WTERMSIG(st[r]) == SIGKILL && killed && *killed))
+            case_bad("worker %d was to be killed (SIGKILL) by the case, but %s %d", r, WIFSIGNALED(st[r]) ? "died by signal" : "exited with",
+                     WIFSIGNALED(st[r]) ? WTERMSIG(st[r]) : WEXITSTATUS(st[r]));
+        else if (r != victim && WIFSIGNALED(st[r]))
+            case_bad("worker %d died by signal %d%s", r, WTERMSIG(st[r]), WTERMSIG(st[r]) == SIGALRM ? " (its alarm: it hung)" : "");
+        else if (r != victim && WEXITSTATUS(st[r]) != 0)
+            case_bad("worker %d exited with %d", r, WEXITSTATUS(st[r]));
+    }
+    return 0;
+}
+
 /* ---- jobs side by side -------------------------------------------------- */
 
 /* Cases 0..ncases-1 run as jobs in slots 0..maxjobs-1, started in order;
