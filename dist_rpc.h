@@ -617,6 +617,21 @@ static dist_result dist_rpc__fail(dist_result code, const char *fmt, ...) {
 
 DIST_API const char *dist_rpc_error_message(void) { return dist_rpc__error; }
 
+/* Room for `need` elements of `size` bytes in the array whose pointer is
+   at `p` (any element type: read and written with memcpy, in C and C++),
+   capacity *cap: 0, or -1 when out of memory (nothing changed). */
+static int dist_rpc__reserve(void *p, int *cap, int need, size_t size) {
+    void *old, *np;
+    int c = *cap ? *cap : 4;
+    if (need <= *cap) return 0;
+    while (c < need) c *= 2;
+    memcpy(&old, p, sizeof old);
+    if (!(np = DIST_REALLOC(old, (size_t)c * size))) return -1;
+    memcpy(p, &np, sizeof np);
+    *cap = c;
+    return 0;
+}
+
 /* [SECTION] values: nodes, building, reading
    A value is a tree of nodes.  A built value owns each node and its data;
    a decoded one is a single block (every node, the item arrays and a copy
@@ -2790,13 +2805,7 @@ static dist_rref_t *dist_rpc__owned_locked(dist_rpc__id rid, int create) {
 }
 
 static int dist_rpc__fork_add_locked(dist_rref_t *e, dist_rpc__id fid, int holder) {
-    if (e->nforks == e->capforks) {
-        int cap = e->capforks ? 2 * e->capforks : 4;
-        void *f = DIST_REALLOC(e->forks, sizeof *e->forks * (size_t)cap);
-        if (!f) return -1;
-        memcpy(&e->forks, &f, sizeof f);                /* (the anonymous struct's pointer type, in C and C++) */
-        e->capforks = cap;
-    }
+    if (dist_rpc__reserve(&e->forks, &e->capforks, e->nforks + 1, sizeof *e->forks) != 0) return -1;
     e->forks[e->nforks].fid = fid;
     e->forks[e->nforks++].holder = holder;
     dist_rpc__g.nforks++;
@@ -4173,19 +4182,6 @@ static struct {                                         /* under dist_rpc__ag_lo
     dist_rpc__ag_opt *opts; int nopts, capopts;         /* distributed optimizers' parts owned here */
     int64_t next_opt;
 } dist_rpc__ag;
-
-/* Room for `need` elements of `size` bytes in *p (capacity *cap): 0, or
-   -1 when out of memory (nothing changed). */
-static int dist_rpc__reserve(void *p, int *cap, int need, size_t size) {
-    void **pp = (void **)p, *np;
-    int c = *cap ? *cap : 4;
-    if (need <= *cap) return 0;
-    while (c < need) c *= 2;
-    if (!(np = DIST_REALLOC(*pp, (size_t)c * size))) return -1;
-    *pp = np;
-    *cap = c;
-    return 0;
-}
 
 static int dist_rpc__my_rank(void) { return dist_rpc__g.up ? dist_rpc__g.rank : 0; }
 
