@@ -464,6 +464,15 @@ DIST_API dist_optim_t *dist_optim_adam(int n, dist_tensor_t *const *params, floa
    left alone). */
 DIST_API dist_result dist_optim_step(dist_optim_t *o);
 DIST_API void dist_optim_zero_grad(dist_optim_t *o);
+/* The parameter lock.  Every optimizer step on this worker, a local
+   dist_optim_step or one a remote distributed optimizer runs here, writes
+   its parameters holding this worker's parameter lock for writing.  Code
+   that reads parameters while a step may run on another thread (an RPC
+   handler running a forward pass while trainers step: hogwild training)
+   holds it for reading between these two; readers run together, a step
+   waits for them and they for it.  Do not nest them, nor step inside. */
+DIST_API void dist_params_read_enter(void);
+DIST_API void dist_params_read_exit(void);
 DIST_API void dist_optim_free(dist_optim_t *o);
 
 /* Tensors as values: a float32 tensor value that holds a reference to `t`
@@ -4081,11 +4090,20 @@ static int dist_rpc__optim_update(dist_optim_t *o, int i, const float *g) {
     return 0;
 }
 
+/* Steps write parameters under it (before the autograd lock, never
+   inside it); dist_params_read_enter/exit read under it. */
+static pthread_rwlock_t dist_rpc__param_lock = PTHREAD_RWLOCK_INITIALIZER;
+DIST_API void dist_params_read_enter(void) { pthread_rwlock_rdlock(&dist_rpc__param_lock); }
+DIST_API void dist_params_read_exit(void) { pthread_rwlock_unlock(&dist_rpc__param_lock); }
+
 DIST_API dist_result dist_optim_step(dist_optim_t *o) {
+    int bad = -1;
     if (!o) return dist_rpc__fail(DIST_ERR_INVALID, "optim_step: NULL optimizer");
-    for (int i = 0; i < o->n; i++)
-        if (o->p[i]->grad && dist_rpc__optim_update(o, i, o->p[i]->grad->data) != 0)
-            return dist_rpc__fail(DIST_ERR_NOMEM, "optim_step: out of memory for parameter %d's state", i);
+    pthread_rwlock_wrlock(&dist_rpc__param_lock);
+    for (int i = 0; i < o->n && bad < 0; i++)
+        if (o->p[i]->grad && dist_rpc__optim_update(o, i, o->p[i]->grad->data) != 0) bad = i;
+    pthread_rwlock_unlock(&dist_rpc__param_lock);
+    if (bad >= 0) return dist_rpc__fail(DIST_ERR_NOMEM, "optim_step: out of memory for parameter %d's state", bad);
     return DIST_OK;
 }
 
@@ -4720,6 +4738,7 @@ static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *call, const dist_va
     dist_rpc__actx *c = NULL;
     int bad = 0;
     if (dist_value_unpack(args, "[II]", &id, &ctx) != DIST_OK) { dist_rpc_call_fail(call, "distributed optimizer step: malformed arguments"); return NULL; }
+    pthread_rwlock_wrlock(&dist_rpc__param_lock);
     pthread_mutex_lock(&dist_rpc__ag_lock);
     for (int i = 0; i < dist_rpc__ag.nopts && !o; i++) if (dist_rpc__ag.opts[i].id == id) o = dist_rpc__ag.opts[i].o;
     if (o && (c = dist_rpc__ag_find(ctx)))
@@ -4727,6 +4746,7 @@ static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *call, const dist_va
             for (int k = 0; k < c->ngrads; k++)
                 if (c->grads[k].t == o->p[i]) { bad = dist_rpc__optim_update(o, i, c->grads[k].g->data) != 0; break; }
     pthread_mutex_unlock(&dist_rpc__ag_lock);
+    pthread_rwlock_unlock(&dist_rpc__param_lock);
     if (!o) dist_rpc_call_fail(call, "distributed optimizer step: worker '%s' has no optimizer %lld (freed?)", dist_rpc__name_of(dist_rpc__g.rank), (long long)id);
     else if (!c) dist_rpc_call_fail(call, "distributed optimizer step: no autograd context %lld on worker '%s' (did the pass reach it?)", (long long)ctx,
                                     dist_rpc__name_of(dist_rpc__g.rank));

@@ -41,10 +41,12 @@
      the gradients of this context.  Ending the context frees them.
    - Asynchronous, "hogwild" training: the server answers calls on a pool
      of handler threads, so trainers' forwards, backwards and optimizer
-     steps run at the same time and the parameters change under a forward
-     that is reading them.  Nobody waits for the slowest trainer; the
-     small inconsistencies act like noise in SGD and training still
-     converges.  The PyTorch tutorial does exactly the same.  (Each
+     steps run at the same time and the parameters change between one
+     trainer's forward and its backward.  (A step does not write them in
+     the middle of a forward: forwards read them under the parameter lock,
+     which every optimizer step takes for writing.)  Nobody waits for the
+     slowest trainer; the small inconsistencies act like noise in SGD and
+     training still converges.  The PyTorch tutorial does the same.  (Each
      trainer builds its own distributed optimizer, so the server holds one
      SGD, with its own momentum, per trainer, as in the tutorial.)
 
@@ -303,13 +305,18 @@ static dataset ps_test;                  /* the server evaluates on it */
    backward comes back here and on through both layers.  Called outside
    any context (the trainers' loss probes) it builds no graph.  Several
    trainers' forwards run here at once, on different handler threads,
-   reading param[] while their optimizer steps write it, without a lock of
-   ours: the hogwild training described at the top. */
+   while their optimizer steps run on others: the hogwild training
+   described at the top.  A forward reads param[] under the parameter
+   lock (dist_params_read_enter), so a step never writes a parameter in
+   the middle of a matrix product: forwards run together, a step waits
+   for the forwards under way and they for it. */
 static dist_value_t *h_forward(dist_rpc_call_t *call, const dist_value_t *args) {
     int no_ctx = dist_autograd_current_context() == 0;
     dist_tensor_t *x = dist_tensor_from_value(dist_value_item(args, 0));
     if (no_ctx) dist_no_grad_enter();
+    dist_params_read_enter();
     dist_tensor_t *logits = model_forward(x);
+    dist_params_read_exit();
     if (no_ctx) dist_no_grad_exit();
     dist_tensor_release(x);
     if (!logits) { dist_rpc_call_fail(call, "forward: %s", MSG); return NULL; }

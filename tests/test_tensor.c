@@ -64,6 +64,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1273,6 +1274,49 @@ static void test_optimizers(void) {
                g_opt_worst);
 }
 
+/* The parameter lock: a step waits for the readers under way (and leaves
+   the parameter alone until they exit); readers run together. */
+typedef struct { dist_optim_t *o; volatile int done; dist_result res; } lock_step;
+static void *lock_step_thread(void *arg) {
+    lock_step *ls = (lock_step *)arg;
+    ls->res = dist_optim_step(ls->o);
+    __atomic_store_n(&ls->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+static void *lock_reader_thread(void *arg) {
+    dist_params_read_enter();                 /* while the main thread reads too */
+    __atomic_store_n((volatile int *)arg, 1, __ATOMIC_SEQ_CST);
+    dist_params_read_exit();
+    return NULL;
+}
+static void test_param_lock(void) {
+    int before = g_fails, other = 0;
+    float w_in_read = 0, w_after = 0;
+    dist_tensor_t *w = dist_tensor_full(1, (const int64_t[]){ 4 }, 1.0f), *l;
+    dist_tensor_set_requires_grad(w, 1);
+    l = dist_tensor_sum(w);                   /* dl/dw = 1: one step of lr 0.5 makes w 0.5 */
+    TCHECK(dist_tensor_backward(l, NULL) == DIST_OK, "param lock: backward: %s", MSG());
+    lock_step ls = { dist_optim_sgd(1, &w, 0.5f, 0, 0), 0, DIST_OK };
+    pthread_t th, rd;
+    dist_params_read_enter();
+    TCHECK(pthread_create(&rd, NULL, lock_reader_thread, &other) == 0, "param lock: pthread_create");
+    pthread_join(rd, NULL);
+    TCHECK(other == 1, "param lock: a second reader did not get in while the first read");
+    TCHECK(pthread_create(&th, NULL, lock_step_thread, &ls) == 0, "param lock: pthread_create");
+    usleep(100 * 1000);
+    w_in_read = dist_tensor_data(w)[0];
+    TCHECK(!__atomic_load_n(&ls.done, __ATOMIC_SEQ_CST) && w_in_read == 1.0f,
+           "param lock: a step ran while a reader held the lock (done %d, w %g)", ls.done, (double)w_in_read);
+    dist_params_read_exit();
+    pthread_join(th, NULL);
+    w_after = dist_tensor_data(w)[0];
+    TCHECK(ls.res == DIST_OK && w_after == 0.5f, "param lock: after the reader left, the step gave w = %g (wanted 0.5): %s", (double)w_after, MSG());
+    dist_optim_free(ls.o);
+    dist_tensor_release(l);
+    dist_tensor_release(w);
+    group_line(before, "parameter lock: two readers at once; a step waits 100 ms for a reader (w stays 1), then runs (w 1 -> 0.5)");
+}
+
 /* ------------------------------------------------------------------------
    Group 5: a small MLP learns a separable toy set (sanity check). */
 static void test_mlp(void) {
@@ -1601,6 +1645,7 @@ int main(void) {
     test_dropout_semantics();
     test_errors();
     test_optimizers();
+    test_param_lock();
     test_mlp();
     test_matmul_big();
     test_values();
