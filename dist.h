@@ -289,6 +289,12 @@ DIST_API const char *dist_error_message(const dist_t *d);
 
 /* ---- life cycle ---- */
 DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg);
+/* The rank and world size a launcher gave this process, read as dist_init
+   reads them (RANK/WORLD_SIZE, else mpirun's, PMI's or srun's variables),
+   before joining: to pick a role or a worker name.  DIST_ERR_INIT and a
+   sentence when none is set, one is not a number, or the rank is out of
+   range. */
+DIST_API dist_result dist_env_rank(int *rank, int *world_size);
 DIST_API dist_result dist_destroy(dist_t *d);
 /* Tears the communicator down from any thread (a watchdog, a signal-
    driven shutdown): every call blocked in it, on any thread, returns
@@ -5273,6 +5279,20 @@ static int dist__env_rank_world(int *rank, int *world, const char **from) {
         return dist__parse_int(r, rank) || dist__parse_int(w, world) ? -1 : 1;
     }
     return 0;
+}
+
+DIST_API dist_result dist_env_rank(int *rank, int *world_size) {
+    int r = -1, w = 0, got;
+    const char *from = "RANK";
+    if (!rank || !world_size) return dist__fail(NULL, DIST_ERR_INVALID, "dist_env_rank: NULL rank or world_size");
+    got = dist__env_rank_world(&r, &w, &from);
+    if (got < 0) return dist__fail(NULL, DIST_ERR_INIT, "dist_env_rank: %s or its world size is not a number", from);
+    if (got == 0) return dist__fail(NULL, DIST_ERR_INIT, "dist_env_rank: no rank in the environment: set RANK and WORLD_SIZE (or run under distrun, mpirun or srun)");
+    if (w < 1 || w > DIST__MAX_WORLD || r < 0 || r >= w)
+        return dist__fail(NULL, DIST_ERR_INIT, "dist_env_rank: rank %d of world size %d (from %s) is out of range", r, w, from);
+    *rank = r;
+    *world_size = w;
+    return DIST_OK;
 }
 
 static void dist__env_local_rank(int *local) {

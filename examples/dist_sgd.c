@@ -113,10 +113,10 @@ static void usage(FILE *f) {
 
 /* 0 to go on; 2 after a message about the arguments; -1 after --help.
    Every rank parses the same arguments, so only rank 0 speaks (we parse
-   before joining the job: the launcher's RANK says which we are). */
+   before joining the job: dist_env_rank reads the rank the launcher gave). */
 static int parse_args(int argc, char **argv, options *o) {
-    const char *r = getenv("RANK");
-    int quiet = r && strcmp(r, "0") != 0;
+    int rank = 0, world = 1;
+    int quiet = dist_env_rank(&rank, &world) == DIST_OK && rank != 0;
     o->epochs = 3;
     o->data_dir = "build/data";
     o->lr = 0.05f;

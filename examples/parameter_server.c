@@ -622,11 +622,12 @@ int main(int argc, char **argv) {
     dist_rpc_register("grad_norms", h_grad_norms);
     dist_rpc_register("evaluate", h_evaluate);
     dist_rpc_register("done", h_done);
-    /* The name must be chosen before joining, so read the rank distrun
-       gives each process (dist_rpc_init reads it too). */
-    const char *env_rank = getenv("RANK");
-    int rank = env_rank ? atoi(env_rank) : 0;
+    /* The name must be chosen before joining: dist_env_rank reads the
+       rank the launcher (distrun, mpirun, srun) gave this process, as
+       dist_rpc_init will. */
+    int rank = 0, world = 1;
     char name[32];
+    if (dist_env_rank(&rank, &world) != DIST_OK) { fprintf(stderr, "%s\nrun it with a launcher: distrun -n 3 %s\n", dist_error_message(NULL), argv[0]); return 2; }
     if (rank == 0) {
         snprintf(name, sizeof name, "ps");
         ps_test = test;

@@ -506,6 +506,41 @@ static void test_fallbacks(void) {
     }
 }
 
+/* dist_env_rank: what a program reads before joining, from the same
+   variables in the same order as dist_init. */
+static void test_env_rank(void) {
+    static const struct { const char *set[4]; dist_result res; int rank, world; const char *says; } cases[] = {
+        { { NULL }, DIST_ERR_INIT, 0, 0, "no rank in the environment" },
+        { { "SLURM_PROCID", "2", "SLURM_NTASKS", "5" }, DIST_OK, 2, 5, NULL },
+        { { "PMI_RANK", "1", "PMI_SIZE", "3" }, DIST_OK, 1, 3, NULL },            /* over SLURM_* */
+        { { "OMPI_COMM_WORLD_RANK", "6", "OMPI_COMM_WORLD_SIZE", "7" }, DIST_OK, 6, 7, NULL },
+        { { "RANK", "0", "WORLD_SIZE", "4" }, DIST_OK, 0, 4, NULL },             /* over them all */
+        { { "RANK", "4", "WORLD_SIZE", "4" }, DIST_ERR_INIT, 0, 0, "rank 4 of world size 4 (from RANK) is out of range" },
+        { { "RANK", "1x", "WORLD_SIZE", "4" }, DIST_ERR_INIT, 0, 0, "RANK or its world size is not a number" },
+    };
+    char name[160];
+    int bad = 0;
+    clear_env();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int r = -1, w = -1;
+        if (cases[i].set[0]) { setenv(cases[i].set[0], cases[i].set[1], 1); setenv(cases[i].set[2], cases[i].set[3], 1); }
+        dist_result res = dist_env_rank(&r, &w);
+        const char *msg = dist_error_message(NULL);
+        snprintf(name, sizeof name, "dist_env_rank with %s=%s %s=%s", cases[i].set[0] ? cases[i].set[0] : "nothing", cases[i].set[0] ? cases[i].set[1] : "",
+                 cases[i].set[0] ? cases[i].set[2] : "set", cases[i].set[0] ? cases[i].set[3] : "");
+        if (res != cases[i].res || (res == DIST_OK && (r != cases[i].rank || w != cases[i].world)) ||
+            (cases[i].says && !strstr(msg, cases[i].says))) {
+            fail(name, "got %s, rank %d, world %d, \"%s\"; want %s, rank %d, world %d%s%s", dist_result_name(res), r, w, msg,
+                 dist_result_name(cases[i].res), cases[i].rank, cases[i].world, cases[i].says ? ", saying " : "", cases[i].says ? cases[i].says : "");
+            bad = 1;
+        }
+        if (cases[i].res != DIST_OK) UNSET_ENV("RANK", "WORLD_SIZE");    /* the bad pair does not shadow the next case */
+    }
+    if (dist_env_rank(NULL, NULL) != DIST_ERR_INVALID) { fail("dist_env_rank(NULL, NULL)", "not DIST_ERR_INVALID"); bad = 1; }
+    clear_env();
+    if (!bad) ok("dist_env_rank: none set, srun's, PMI's over srun's, mpirun's over those, RANK/WORLD_SIZE over all; out of range, not a number, NULL");
+}
+
 static void test_tcp(void) {
     scen_t s = scen("tcp://127.0.0.1:PORT, rank and world size from the config, 4 ranks", 4);
     s.setup = setup_tcp_cfg;
@@ -867,6 +902,7 @@ int main(void) {
     test_env();
     test_env_listen_fd();
     test_fallbacks();
+    test_env_rank();
     test_tcp();
     test_ipv6();
     test_file();
