@@ -184,10 +184,12 @@ valgrind:
 
 # The newcomer's first command: four ranks passing messages (examples/demo.c),
 # then data-parallel SGD with 4 ranks on the built-in data (dist_sgd.c).
-demo: $(BUILD)/demo $(DISTRUN) $(BUILD)/examples/dist_sgd $(EXAMPLE_DATA)
+demo: $(BUILD)/demo $(DISTRUN) $(BUILD)/examples/dist_sgd $(BUILD)/examples/rl_cartpole $(EXAMPLE_DATA)
 	./$(BUILD)/demo
 	@echo
 	./$(DISTRUN) -n 4 ./$(BUILD)/examples/dist_sgd
+	@echo
+	./$(DISTRUN) -n 4 ./$(BUILD)/examples/rl_cartpole --log-interval 20
 
 # bench/run.sh is started from the repository root with BUILD_DIR and
 # BENCH_DIR (where the programs are) in its environment.
