@@ -1,0 +1,168 @@
+// TIMEOUT: 300
+/* test_cuda.c - dist_cuda.h.
+   Without a GPU (what CI has):
+   - our declarations of CUDA's types and constants match cuda.h and nccl.h
+     (checked at compile time where those headers are installed);
+   - the reduction kernels compile with NVRTC, with nothing in its log, for
+     sm_80 and sm_90 and the oldest architecture this NVRTC has among
+     sm_70/sm_75 (NVRTC 13 dropped sm_70: said on a line of its own);
+   - dist_cuda_init in a 2-rank job fails with DIST_ERR_NO_DEVICE and a
+     sentence, with no driver, with the toolkit's stub driver, and with a
+     driver path that does not exist; every call refuses NULL.
+   On a machine with a device, tests/test_cuda_gpu.c runs the GPU checks.
+   Exit 0: all passed; 77: skipped (no NVRTC); 1: a check failed. */
+#define DIST_IMPLEMENTATION
+#define DIST_CUDA_IMPLEMENTATION
+#include "dist_cuda.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+/* ---- our CUDA declarations against CUDA's own headers ---------------------- */
+#if defined(__has_include)
+#  if __has_include(<cuda.h>)
+#    include <cuda.h>
+#    define HAVE_CUDA_H 1
+_Static_assert(sizeof(dist_cuda__memcpy2d) == sizeof(CUDA_MEMCPY2D), "CUDA_MEMCPY2D size");
+_Static_assert(offsetof(dist_cuda__memcpy2d, srcMemoryType) == offsetof(CUDA_MEMCPY2D, srcMemoryType), "srcMemoryType");
+_Static_assert(offsetof(dist_cuda__memcpy2d, srcHost) == offsetof(CUDA_MEMCPY2D, srcHost), "srcHost");
+_Static_assert(offsetof(dist_cuda__memcpy2d, srcDevice) == offsetof(CUDA_MEMCPY2D, srcDevice), "srcDevice");
+_Static_assert(offsetof(dist_cuda__memcpy2d, srcPitch) == offsetof(CUDA_MEMCPY2D, srcPitch), "srcPitch");
+_Static_assert(offsetof(dist_cuda__memcpy2d, dstMemoryType) == offsetof(CUDA_MEMCPY2D, dstMemoryType), "dstMemoryType");
+_Static_assert(offsetof(dist_cuda__memcpy2d, dstHost) == offsetof(CUDA_MEMCPY2D, dstHost), "dstHost");
+_Static_assert(offsetof(dist_cuda__memcpy2d, dstDevice) == offsetof(CUDA_MEMCPY2D, dstDevice), "dstDevice");
+_Static_assert(offsetof(dist_cuda__memcpy2d, dstPitch) == offsetof(CUDA_MEMCPY2D, dstPitch), "dstPitch");
+_Static_assert(offsetof(dist_cuda__memcpy2d, WidthInBytes) == offsetof(CUDA_MEMCPY2D, WidthInBytes), "WidthInBytes");
+_Static_assert(offsetof(dist_cuda__memcpy2d, Height) == offsetof(CUDA_MEMCPY2D, Height), "Height");
+_Static_assert(DIST_CUDA__MEM_HOST == CU_MEMORYTYPE_HOST && DIST_CUDA__MEM_DEVICE == CU_MEMORYTYPE_DEVICE, "CUmemorytype");
+_Static_assert(DIST_CUDA__ATTR_CC_MAJOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "cc major");
+_Static_assert(DIST_CUDA__ATTR_CC_MINOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "cc minor");
+_Static_assert(DIST_CUDA__ATTR_SM_COUNT == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "sm count");
+_Static_assert(DIST_CUDA__STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING && DIST_CUDA__EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING &&
+                   DIST_CUDA__HOSTALLOC_PORTABLE == CU_MEMHOSTALLOC_PORTABLE,
+               "flags");
+_Static_assert(sizeof(dist_cuda__CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
+#  endif
+#  if __has_include(<nccl.h>)
+#    include <nccl.h>
+#    define HAVE_NCCL_H 1
+_Static_assert(sizeof(dist_cuda__ncclUniqueId) == sizeof(ncclUniqueId), "ncclUniqueId");
+#  endif
+#endif
+
+static int g_fail;
+#define TCHECK(cond, ...) do { if (!(cond)) { printf("FAIL "); printf(__VA_ARGS__); printf("\n"); g_fail++; } } while (0)
+
+/* ---- the kernels through NVRTC --------------------------------------------- */
+static int test_nvrtc(void) {
+    char log[4096];
+    int major = 0, minor = 0, n = 0, archs[128], oldest = 0;
+    if (dist_cuda_compile_kernels(80, log, sizeof log) == DIST_ERR_NO_DEVICE) {
+        printf("skip: NVRTC cannot be loaded here (%s)\n", dist_cuda_error_message());
+        return 77;
+    }
+    dist_cuda__rtc.nvrtcVersion(&major, &minor);
+    dist_cuda__rtc.nvrtcGetNumSupportedArchs(&n);
+    if (n > 0 && n <= 128) dist_cuda__rtc.nvrtcGetSupportedArchs(archs);
+    for (int i = 0; i < n && i < 128; i++)
+        if (archs[i] == 70 || (archs[i] == 75 && oldest != 70)) oldest = oldest == 70 ? 70 : archs[i];
+    if (oldest != 70)
+        printf("note: NVRTC %d.%d cannot compile for sm_70 (its oldest is sm_%d); sm_%d stands in for it\n", major, minor, n > 0 ? archs[0] : 0,
+               oldest ? oldest : 75);
+    const int want[3] = { oldest ? oldest : 75, 80, 90 };
+    for (int i = 0; i < 3; i++) {
+        dist_result r = dist_cuda_compile_kernels(want[i], log, sizeof log);
+        TCHECK(r == DIST_OK && log[0] == 0, "NVRTC %d.%d, sm_%d: %s; log: %s", major, minor, want[i], r == DIST_OK ? "compiled" : dist_cuda_error_message(), log);
+        if (r == DIST_OK && !log[0]) printf("ok   kernels compile with NVRTC %d.%d for sm_%d, no warnings\n", major, minor, want[i]);
+    }
+    TCHECK(dist_cuda_compile_kernels(5, log, sizeof log) == DIST_ERR_INVALID, "compile_kernels(5) should be refused");
+    return 0;
+}
+
+/* ---- without a device -------------------------------------------------------- */
+typedef struct { const char *libcuda; const char *says; } nodev_case;
+
+static int nodev_rank(dist_t *world, void *arg) {
+    const nodev_case *k = (const nodev_case *)arg;
+    dist_cuda_t *c = (dist_cuda_t *)0x1;
+    dist_result r = dist_cuda_init(world, NULL, &c);
+    if (r == DIST_OK) { dist_cuda_destroy(c); return 3; }        /* a device: not this test's case */
+    if (r != DIST_ERR_NO_DEVICE || c != NULL || !strstr(dist_cuda_error_message(), k->says)) {
+        printf("FAIL rank %d: dist_cuda_init gave %s, out %p, \"%s\"; want DIST_ERR_NO_DEVICE, NULL, saying \"%s\"\n", dist_rank(world),
+               dist_result_name(r), (void *)c, dist_cuda_error_message(), k->says);
+        return 1;
+    }
+    if (dist_rank(world) == 0) printf("     rank 0: \"%s\"\n", dist_cuda_error_message());
+    return 0;
+}
+
+/* Asked in a child, so this process (and the ranks it forks) load the
+   driver afresh, each with its own DIST_CUDA_LIBCUDA. */
+static int have_device(void) {
+    int st = 0;
+    pid_t p = fork();
+    if (p == 0) {
+        int n = 0;
+        _exit(dist_cuda__load_driver() == 1 && dist_cuda__cu.Init(0) == 0 && dist_cuda__cu.DeviceGetCount(&n) == 0 && n > 0 ? 0 : 1);
+    }
+    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void test_no_device(void) {
+    static const nodev_case cases[] = {
+        { NULL, "" },                                                     /* says: filled below */
+        { "/usr/local/cuda/lib64/stubs/libcuda.so", "did not start" },
+        { "/nonexistent/libcuda.so.1", "DIST_CUDA_LIBCUDA=/nonexistent/libcuda.so.1" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nodev_case k = cases[i];
+        if (k.libcuda && access(k.libcuda, R_OK) != 0 && i == 1) { printf("note: no stub driver at %s; that case not run\n", k.libcuda); continue; }
+        if (!k.libcuda) k.says = "dist_cuda_init on rank";
+        if (k.libcuda) setenv("DIST_CUDA_LIBCUDA", k.libcuda, 1); else unsetenv("DIST_CUDA_LIBCUDA");
+        int rc = dist_spawn(2, nodev_rank, &k, NULL);
+        unsetenv("DIST_CUDA_LIBCUDA");
+        TCHECK(rc == 0, "2 ranks, driver %s: dist_spawn returned %d", k.libcuda ? k.libcuda : "(default)", rc);
+        if (rc == 0) printf("ok   2 ranks, driver %s: DIST_ERR_NO_DEVICE on both, with a sentence\n", k.libcuda ? k.libcuda : "(default: libcuda.so.1)");
+    }
+    /* every call refuses a NULL communicator */
+    int x = 0, before = g_fail;
+    TCHECK(dist_cuda_init(NULL, NULL, NULL) == DIST_ERR_INVALID, "init(NULL out)");
+    dist_cuda_t *c = NULL;
+    TCHECK(dist_cuda_init(NULL, NULL, &c) == DIST_ERR_INVALID && !c && strstr(dist_cuda_error_message(), "NULL communicator"), "init(NULL world): %s",
+          dist_cuda_error_message());
+    TCHECK(dist_cuda_all_reduce(NULL, &x, 1, DIST_INT32, DIST_SUM, NULL) == DIST_ERR_INVALID && strstr(dist_cuda_error_message(), "dist_cuda_all_reduce"),
+          "all_reduce(NULL): %s", dist_cuda_error_message());
+    TCHECK(dist_cuda_broadcast(NULL, &x, 1, DIST_INT32, 0, NULL) == DIST_ERR_INVALID, "broadcast(NULL)");
+    TCHECK(dist_cuda_reduce(NULL, &x, 1, DIST_INT32, DIST_SUM, 0, NULL) == DIST_ERR_INVALID, "reduce(NULL)");
+    TCHECK(dist_cuda_gather(NULL, &x, &x, 1, DIST_INT32, 0, NULL) == DIST_ERR_INVALID, "gather(NULL)");
+    TCHECK(dist_cuda_all_gather(NULL, &x, &x, 1, DIST_INT32, NULL) == DIST_ERR_INVALID, "all_gather(NULL)");
+    TCHECK(dist_cuda_scatter(NULL, &x, &x, 1, DIST_INT32, 0, NULL) == DIST_ERR_INVALID, "scatter(NULL)");
+    TCHECK(dist_cuda_reduce_scatter(NULL, &x, &x, 1, DIST_INT32, DIST_SUM, NULL) == DIST_ERR_INVALID, "reduce_scatter(NULL)");
+    TCHECK(dist_cuda_all_to_all(NULL, &x, &x, 1, DIST_INT32, NULL) == DIST_ERR_INVALID, "all_to_all(NULL)");
+    TCHECK(dist_cuda_barrier(NULL, NULL) == DIST_ERR_INVALID, "barrier(NULL)");
+    TCHECK(dist_cuda_send(NULL, &x, 1, DIST_INT32, 1, 0, NULL) == DIST_ERR_INVALID, "send(NULL)");
+    TCHECK(dist_cuda_recv(NULL, &x, 1, DIST_INT32, 1, 0, NULL) == DIST_ERR_INVALID, "recv(NULL)");
+    TCHECK(dist_cuda_reduce_local(NULL, &x, &x, 1, DIST_INT32, DIST_SUM, NULL) == DIST_ERR_INVALID, "reduce_local(NULL)");
+    TCHECK(dist_cuda_destroy(NULL) == DIST_OK, "destroy(NULL)");
+    TCHECK(dist_cuda_backend_of(NULL) == DIST_CUDA_AUTO && dist_cuda_device(NULL) == -1, "backend_of/device of NULL");
+    printf("%s every call refuses a NULL communicator with a sentence naming the call\n", g_fail > before ? "FAIL" : "ok  ");
+}
+
+int main(void) {
+    int skip = test_nvrtc();
+#if !defined(HAVE_CUDA_H)
+    printf("note: cuda.h not found: our declarations of CUDA's types were not compared with it\n");
+#endif
+    if (have_device())
+        printf("note: this machine has a CUDA device: the no-device checks do not apply (tests/test_cuda_gpu.c runs the GPU checks)\n");
+    else
+        test_no_device();
+    if (g_fail) { printf("%d check(s) failed\n", g_fail); return 1; }
+    return skip;
+}
