@@ -331,7 +331,10 @@ static int run_agent(void) {
         for (int ob = 1; ob <= observers; ob++) {
             char name[32];
             snprintf(name, sizeof name, "observer%d", ob);
-            if (dist_rpc_async(name, "run_episode", NULL, &futs[ob - 1]) != DIST_OK) {
+            /* An episode is up to 1000 calls back to us, each within the
+               default 60 s; the whole may take longer on a busy machine.
+               (A dead observer fails it at once: PEER_LOST.) */
+            if (dist_rpc_async_timeout(name, "run_episode", NULL, 600 * 1000, &futs[ob - 1]) != DIST_OK) {
                 fprintf(stderr, "agent: run_episode on %s: %s\n", name, MSG);
                 for (int k = 0; k < ob - 1; k++) { dist_future_wait(futs[k], 0); dist_future_free(futs[k]); }
                 free(futs);
