@@ -514,7 +514,7 @@ static int t_mismatch(dist_t *w, void *arg) {
     if (!g) return FAIL("out of memory");
     for (int s = 1; s < n; s++) {
         dist_req_t *r;
-        char what[64];
+        char what[96];
         /* A */
         OK(dist_irecv(w, f, 999, DIST_FLOAT32, s, 80, &r));
         OK(dist_send(w, &one, 1, DIST_INT32, s, 81));
