@@ -681,6 +681,8 @@ static dist_result dist_cuda__open_staged(dist_cuda_t *c, size_t chunk) {
 
 /* Everything init made (whatever got made before a failure). */
 static void dist_cuda__close(dist_cuda_t *c) {
+    for (int s = 0; s < DIST_CUDA__SLOTS; s++)       /* before the memory they use goes */
+        if (c->req[s]) { dist_wait(c->req[s]); c->req[s] = NULL; }
     if (dist_cuda__cu.state == 1 && c->ctx) {
         dist_cuda__cu.CtxSetCurrent(c->ctx);
         if (c->up) dist_cuda__cu.StreamSynchronize(c->up);
@@ -700,8 +702,6 @@ static void dist_cuda__close(dist_cuda_t *c) {
         if (c->module) dist_cuda__cu.ModuleUnload(c->module);
         dist_cuda__cu.DevicePrimaryCtxRelease(c->dev);
     }
-    for (int s = 0; s < DIST_CUDA__SLOTS; s++)
-        if (c->req[s]) dist_wait(c->req[s]);
     DIST_FREE(c);
 }
 
@@ -1018,8 +1018,9 @@ DIST_API dist_result dist_cuda_init(dist_t *d, const dist_cuda_config *cfg_in, d
         c->backend = agree[0] == 1 ? DIST_CUDA_NCCL : DIST_CUDA_STAGED;
 #ifndef DIST_CUDA_NO_NCCL
         if (c->backend == DIST_CUDA_NCCL) res = dist_cuda__open_nccl(c);
+        else
 #endif
-        if (res == DIST_OK) res = dist_cuda__open_staged(c, (size_t)agree[1]);   /* staging also serves NCCL's barrier-free fallbacks */
+            res = dist_cuda__open_staged(c, (size_t)agree[1]);
     }
     if (res != DIST_OK) { dist_cuda__close(c); return res; }
     *out = c;
