@@ -63,6 +63,11 @@ static int g_fail;
 static int test_nvrtc(void) {
     char log[4096];
     int major = 0, minor = 0, n = 0, archs[128], oldest = 0;
+    const char *cc = getenv("DIST_COMPILE_CHECKS");
+    if (cc && !strcmp(cc, "0")) {         /* the sanitizer passes: compiling does not depend on them */
+        printf("note: DIST_COMPILE_CHECKS=0: the kernels' NVRTC compile checks left out of this pass (make test runs them)\n");
+        return 0;
+    }
     if (dist_cuda_compile_kernels(80, log, sizeof log) == DIST_ERR_NO_DEVICE) {
         printf("skip: NVRTC cannot be loaded here (%s)\n", dist_cuda_error_message());
         return 77;
