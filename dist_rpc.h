@@ -292,9 +292,13 @@ typedef struct dist_worker_info {
 #define DIST_RPC_NO_TIMEOUT     (-1)    /* a call's timeout_ms: wait as long as it takes */
 
 DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg);
-/* graceful: waits (bounded by the default timeout) until every worker has
-   called dist_rpc_shutdown and finished its outstanding calls, then
-   leaves; not graceful: fails what is outstanding and leaves at once. */
+/* graceful: waits until every worker has called dist_rpc_shutdown and
+   finished its outstanding calls, then leaves.  The wait for the others
+   lasts as long as calls keep reaching this worker, and up to the default
+   timeout after the last one (a worker that shuts down first and serves
+   meanwhile stays as long as it is used); each later step is bounded by
+   the default timeout.  Not graceful: fails what is outstanding and leaves
+   at once. */
 DIST_API dist_result dist_rpc_shutdown(int graceful);
 DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn);
 /* name NULL: this worker. */
@@ -1588,6 +1592,7 @@ static struct {
     char *gone;                      /* the listener's: workers found gone */
     int probe_at;
     uint32_t next_part;              /* the next tag for a tensor sent apart (offset in the span) */
+    int64_t heard_ns;                /* when the listener last got a message (atomic) */
 } dist_rpc__g;
 
 static dist_result dist_rpc__call(int to, const char *fn, const char *label, dist_value_t *args, int timeout_ms, dist_rref_t *rr,
@@ -2130,6 +2135,7 @@ static void *dist_rpc__listen(void *arg) {
         dist_status st;
         dist_result r = dist_probe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, 50, &st);
         if (r == DIST_OK) {
+            __atomic_store_n(&dist_rpc__g.heard_ns, dist_rpc__now_ns(), __ATOMIC_RELAXED);
             if (st.nbytes + 1 > cap) {
                 uint8_t *nb = (uint8_t *)DIST_REALLOC(buf, st.nbytes + 1);
                 if (nb) { buf = nb; cap = st.nbytes + 1; }
@@ -2405,9 +2411,27 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
             if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(NULL));
         } else {
             if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, key, "1", 1);
-            int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
-            if (dist_store_wait(dist_rpc__g.world, &key, 1, left_ms > 0 ? (int)left_ms : 1) != DIST_OK && !why[0])
-                snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(NULL));
+            /* A worker that shuts down first and serves the others meanwhile
+               (observers, trainers' servers) waits as long as calls keep
+               coming: the bound runs from the last message heard. */
+            for (;;) {
+                int64_t now = dist_rpc__now_ns(), heard = __atomic_load_n(&dist_rpc__g.heard_ns, __ATOMIC_RELAXED);
+                int64_t until = heard + (int64_t)bound * 1000000 > deadline ? heard + (int64_t)bound * 1000000 : deadline;
+                dist_result w;
+                if (now >= until) {
+                    if (!why[0]) snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %lld of %d did within %.1f s of the last call here",
+                                          (long long)arrived, dist_rpc__g.size, bound / 1000.0);
+                    break;
+                }
+                w = dist_store_wait(dist_rpc__g.world, &key, 1, until - now > 1000000000 ? 1000 : (int)((until - now) / 1000000) + 1);
+                if (w == DIST_OK) break;
+                if (w != DIST_ERR_TIMEOUT) {
+                    if (!why[0]) snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(NULL));
+                    break;
+                }
+            }
+            /* the rest is bounded afresh from here (once all are here) */
+            if (!why[0] && dist_rpc__now_ns() + (int64_t)bound * 1000000 > deadline) deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
         }
         pthread_mutex_lock(&dist_rpc__lock);
         dist_rpc__g.draining = 1;
@@ -2423,7 +2447,7 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         if (dist_rpc__g.nusers > 0 && !why[0])
             snprintf(why, sizeof why, "%d reference(s) held here were still unknown to their owners after %.1f s", dist_rpc__g.nusers, bound / 1000.0);
         pthread_mutex_unlock(&dist_rpc__lock);
-        {
+        if (!why[0]) {                    /* (not all here: nobody to wait for) */
             const char *rkey = "dist_rpc/shutdown/released";
             int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
             if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/released/count", 1, &arrived) != DIST_OK) {
@@ -2442,7 +2466,9 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         dist_rpc__g.closing = 1;
         pthread_mutex_unlock(&dist_rpc__lock);
     }
-    dist_rpc__teardown(dist_rpc__g.nthreads, graceful);
+    /* after a failed graceful wait, the others are not leaving with us:
+       waiting for their goodbyes would only last until they do */
+    dist_rpc__teardown(dist_rpc__g.nthreads, graceful && !why[0]);
     if (why[0]) res = dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc shutdown: %s", why);
     return res;
 }

@@ -28,7 +28,13 @@
       every future completes with its exact result, both shutdowns return
       DIST_OK, and nothing runs after.
    5. n=3 with two workers named alike: dist_rpc_init fails on every
-      worker with DIST_ERR_INIT naming both ranks and the name. */
+      worker with DIST_ERR_INIT naming both ranks and the name.
+   6. n=2, default timeout 1 s: worker 1 shuts down at once and serves;
+      worker 0 calls it every 100 ms for 2.5 s, then shuts down: both
+      shutdowns return DIST_OK (the wait for the others lasts while calls
+      come).  Then the same with worker 0 silent for 2.5 s: worker 1's
+      shutdown gives up with DIST_ERR_TIMEOUT about 1 s after its last
+      call, saying who had not arrived. */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
 #include "dist_rpc.h"
@@ -155,6 +161,7 @@ static void register_all(void) {
 }
 
 /* ---- the launcher ---- */
+static int g_rpc_timeout_ms = 0;     /* the agents' default timeout (0: the library's) */
 typedef int (*worker_fn)(int rank, int n);
 
 static int worker_init(int rank, int n, int port, int lfd, int threads, const char *name) {
@@ -165,6 +172,7 @@ static int worker_init(int rank, int n, int port, int lfd, int threads, const ch
     snprintf(nm, sizeof nm, "w%d", rank);
     cfg.name = name ? name : nm;
     cfg.num_threads = threads;
+    cfg.timeout_ms = g_rpc_timeout_ms;
     return dist_rpc_init(&cfg);
 }
 
@@ -199,6 +207,30 @@ static double run_job(int n, int threads, worker_fn fn, const char *const *names
 }
 
 static void begin(const char *name) { case_begin(name); memset(sh, 0, sizeof *sh); }
+
+/* ---- 6 ---- */
+static int g_silent;                 /* case 6b: worker 0 makes no calls */
+static int fn_serving_shutdown(int rank, int n) {
+    (void)n;
+    int64_t t0 = now_ns();
+    if (rank == 1) {
+        dist_result r = dist_rpc_shutdown(1);
+        double s = secs_since(t0);
+        snprintf(sh->note[1], sizeof sh->note[1], "%s after %.2f s|%s", dist_result_name(r), s, dist_rpc_error_message());
+        return 0;
+    }
+    while (secs_since(t0) < 2.5 * g_scale) {
+        if (!g_silent) {
+            dist_value_t *v = NULL;
+            if (dist_rpc_sync("w1", "add", dist_value_pack("[II]", (int64_t)1, (int64_t)2), &v) != DIST_OK) return WFAIL("add: %s", dist_rpc_error_message());
+            dist_value_free(v);
+        }
+        usleep(100 * 1000);
+    }
+    dist_result r = dist_rpc_shutdown(g_silent ? 0 : 1);
+    snprintf(sh->note[0], sizeof sh->note[0], "%s|%s", dist_result_name(r), dist_rpc_error_message());
+    return 0;
+}
 
 /* ---- 1 ---- */
 static void then_cb(dist_future_t *f, void *user) {
@@ -413,6 +445,24 @@ int main(void) {
         for (int r = 0; r < 3; r++)
             if (strncmp(sh->note[r], "DIST_ERR_INIT|", 14) != 0 || !strstr(sh->note[r], "ranks 0 and 2") || !strstr(sh->note[r], "'obs'"))
                 case_bad("worker %d: %s", r, sh->note[r]);
+        case_end(el, sh->note[1]);
+    }
+
+    begin("n=2, timeout 1 s: a worker that shut down first serves calls for 2.5 s and still leaves gracefully; silent for 2.5 s, it gives up ~1 s after its last call");
+    {
+        double lo, hi;
+        g_rpc_timeout_ms = scaled(1000);
+        g_silent = 0;
+        el = run_job(2, 2, fn_serving_shutdown, NULL);
+        if (strncmp(sh->note[1], "DIST_OK after ", 14) != 0 || sscanf(sh->note[1] + 14, "%lf", &lo) != 1 || lo < 2.4 * g_scale)
+            case_bad("serving worker: %s (want DIST_OK after >= 2.5 s)", sh->note[1]);
+        if (strncmp(sh->note[0], "DIST_OK|", 8) != 0) case_bad("calling worker: %s", sh->note[0]);
+        g_silent = 1;
+        el += run_job(2, 2, fn_serving_shutdown, NULL);
+        if (strncmp(sh->note[1], "DIST_ERR_TIMEOUT after ", 23) != 0 || sscanf(sh->note[1] + 23, "%lf", &hi) != 1 || hi < 0.9 * g_scale ||
+            hi > 2.4 * g_scale || !strstr(sh->note[1], "1 of 2 did"))
+            case_bad("silent caller: the serving worker's shutdown: %s (want DIST_ERR_TIMEOUT after ~1 s, '1 of 2 did')", sh->note[1]);
+        g_rpc_timeout_ms = 0;
         case_end(el, sh->note[1]);
     }
 
