@@ -4117,18 +4117,48 @@ static int dist_rpc__optim_update(dist_optim_t *o, int i, const float *g) {
 }
 
 /* Steps write parameters under it (before the autograd lock, never
-   inside it); dist_params_read_enter/exit read under it. */
-static pthread_rwlock_t dist_rpc__param_lock = PTHREAD_RWLOCK_INITIALIZER;
-DIST_API void dist_params_read_enter(void) { pthread_rwlock_rdlock(&dist_rpc__param_lock); }
-DIST_API void dist_params_read_exit(void) { pthread_rwlock_unlock(&dist_rpc__param_lock); }
+   inside it); dist_params_read_enter/exit read under it.
+   A mutex and a condition (pthread_rwlock_t needs more than plain C11 +
+   POSIX threads declare), preferring writers: a step waiting keeps new
+   readers out, so a stream of forwards cannot starve it. */
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int readers, writer, writers_waiting;
+} dist_rpc__param_lock = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+DIST_API void dist_params_read_enter(void) {
+    pthread_mutex_lock(&dist_rpc__param_lock.m);
+    while (dist_rpc__param_lock.writer || dist_rpc__param_lock.writers_waiting) pthread_cond_wait(&dist_rpc__param_lock.c, &dist_rpc__param_lock.m);
+    dist_rpc__param_lock.readers++;
+    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+}
+DIST_API void dist_params_read_exit(void) {
+    pthread_mutex_lock(&dist_rpc__param_lock.m);
+    if (--dist_rpc__param_lock.readers == 0) pthread_cond_broadcast(&dist_rpc__param_lock.c);
+    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+}
+static void dist_rpc__params_write_enter(void) {
+    pthread_mutex_lock(&dist_rpc__param_lock.m);
+    dist_rpc__param_lock.writers_waiting++;
+    while (dist_rpc__param_lock.writer || dist_rpc__param_lock.readers) pthread_cond_wait(&dist_rpc__param_lock.c, &dist_rpc__param_lock.m);
+    dist_rpc__param_lock.writers_waiting--;
+    dist_rpc__param_lock.writer = 1;
+    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+}
+static void dist_rpc__params_write_exit(void) {
+    pthread_mutex_lock(&dist_rpc__param_lock.m);
+    dist_rpc__param_lock.writer = 0;
+    pthread_cond_broadcast(&dist_rpc__param_lock.c);
+    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+}
 
 DIST_API dist_result dist_optim_step(dist_optim_t *o) {
     int bad = -1;
     if (!o) return dist_rpc__fail(DIST_ERR_INVALID, "optim_step: NULL optimizer");
-    pthread_rwlock_wrlock(&dist_rpc__param_lock);
+    dist_rpc__params_write_enter();
     for (int i = 0; i < o->n && bad < 0; i++)
         if (o->p[i]->grad && dist_rpc__optim_update(o, i, o->p[i]->grad->data) != 0) bad = i;
-    pthread_rwlock_unlock(&dist_rpc__param_lock);
+    dist_rpc__params_write_exit();
     if (bad >= 0) return dist_rpc__fail(DIST_ERR_NOMEM, "optim_step: out of memory for parameter %d's state", bad);
     return DIST_OK;
 }
@@ -4764,7 +4794,7 @@ static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *call, const dist_va
     dist_rpc__actx *c = NULL;
     int bad = 0;
     if (dist_value_unpack(args, "[II]", &id, &ctx) != DIST_OK) { dist_rpc_call_fail(call, "distributed optimizer step: malformed arguments"); return NULL; }
-    pthread_rwlock_wrlock(&dist_rpc__param_lock);
+    dist_rpc__params_write_enter();
     pthread_mutex_lock(&dist_rpc__ag_lock);
     for (int i = 0; i < dist_rpc__ag.nopts && !o; i++) if (dist_rpc__ag.opts[i].id == id) o = dist_rpc__ag.opts[i].o;
     if (o && (c = dist_rpc__ag_find(ctx)))
@@ -4772,7 +4802,7 @@ static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *call, const dist_va
             for (int k = 0; k < c->ngrads; k++)
                 if (c->grads[k].t == o->p[i]) { bad = dist_rpc__optim_update(o, i, c->grads[k].g->data) != 0; break; }
     pthread_mutex_unlock(&dist_rpc__ag_lock);
-    pthread_rwlock_unlock(&dist_rpc__param_lock);
+    dist_rpc__params_write_exit();
     if (!o) dist_rpc_call_fail(call, "distributed optimizer step: worker '%s' has no optimizer %lld (freed?)", dist_rpc__name_of(dist_rpc__g.rank), (long long)id);
     else if (!c) dist_rpc_call_fail(call, "distributed optimizer step: no autograd context %lld on worker '%s' (did the pass reach it?)", (long long)ctx,
                                     dist_rpc__name_of(dist_rpc__g.rank));
