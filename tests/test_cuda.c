@@ -107,17 +107,6 @@ static int nodev_rank(dist_t *world, void *arg) {
     return 0;
 }
 
-/* Asked in a child, so this process (and the ranks it forks) load the
-   driver afresh, each with its own DIST_CUDA_LIBCUDA. */
-static int have_device(void) {
-    int st = 0;
-    pid_t p = fork();
-    if (p == 0) {
-        int n = 0;
-        _exit(dist_cuda__load_driver() == 1 && dist_cuda__cu.Init(0) == 0 && dist_cuda__cu.DeviceGetCount(&n) == 0 && n > 0 ? 0 : 1);
-    }
-    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
 
 static void test_no_device(void) {
     static const nodev_case cases[] = {
@@ -164,7 +153,7 @@ int main(void) {
 #if !defined(HAVE_CUDA_H)
     printf("note: cuda.h not found: our declarations of CUDA's types were not compared with it\n");
 #endif
-    if (have_device())
+    if (cuda_have_device())
         printf("note: this machine has a CUDA device: the no-device checks do not apply (tests/test_cuda_gpu.c runs the GPU checks)\n");
     else
         test_no_device();

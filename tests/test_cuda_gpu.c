@@ -16,17 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Asked in a child, so this process (and the ranks it forks) load the
-   driver afresh, each with its own DIST_CUDA_LIBCUDA. */
-static int have_device(void) {
-    int st = 0;
-    pid_t p = fork();
-    if (p == 0) {
-        int n = 0;
-        _exit(dist_cuda__load_driver() == 1 && dist_cuda__cu.Init(0) == 0 && dist_cuda__cu.DeviceGetCount(&n) == 0 && n > 0 ? 0 : 1);
-    }
-    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
+#include "testutil.h"
+
 /* ---- with a device ------------------------------------------------------------ */
 /* Element i of rank r's block b, as a small integer (exact in every dtype,
    sums and products of up to 4 ranks too). */
@@ -206,7 +197,7 @@ static int gpu_rank(dist_t *world, void *arg) {
 int main(void) {
     const char *rk = getenv("DIST_CUDA_TEST_RANKS");
     int ranks = rk ? atoi(rk) : 2;
-    if (!have_device()) {
+    if (!cuda_have_device()) {
         printf("skip: no CUDA device here (or no driver): the GPU checks need one\n");
         return 77;
     }

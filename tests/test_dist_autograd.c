@@ -459,17 +459,6 @@ static void register_all(void) {
 /* ---- the launcher ---- */
 typedef int (*worker_fn)(int rank, int n);
 
-static int worker_init(int rank, int n, int port, int lfd, int threads) {
-    dist_rpc_config cfg;
-    char url[64], nm[32];
-    memset(&cfg, 0, sizeof cfg);
-    tcp_config(&cfg.dist, url, sizeof url, port, n, rank, scaled(10000), lfd);
-    snprintf(nm, sizeof nm, "w%d", rank);
-    cfg.name = nm;
-    cfg.num_threads = threads;
-    cfg.timeout_ms = g_victim >= 0 ? scaled(30000) : scaled(10000);   /* case 5: far beyond what it checks */
-    return dist_rpc_init(&cfg);
-}
 
 typedef struct { int n, threads; worker_fn fn; int mlp; } job_arg;
 
@@ -488,7 +477,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
         g_p[1] = make_param(r == 1 ? 1 : 3);
         if (!g_p[0] || !g_p[1]) { WFAIL("making the parameters: %s", MSG); return 1; }
     }
-    res = (dist_result)worker_init(r, a->n, port, lfd, a->threads);
+    res = rpc_worker_init(r, a->n, port, lfd, a->threads, NULL, g_victim >= 0 ? scaled(30000) : scaled(10000));
     if (res != DIST_OK) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), MSG); return 1; }
     bad = a->fn(r, a->n);
     if (g_victim >= 0) {                 /* a worker is killed: the case ends itself */

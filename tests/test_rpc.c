@@ -164,17 +164,6 @@ static void register_all(void) {
 static int g_rpc_timeout_ms = 0;     /* the agents' default timeout (0: the library's) */
 typedef int (*worker_fn)(int rank, int n);
 
-static int worker_init(int rank, int n, int port, int lfd, int threads, const char *name) {
-    dist_rpc_config cfg;
-    char url[64], nm[32];
-    memset(&cfg, 0, sizeof cfg);
-    tcp_config(&cfg.dist, url, sizeof url, port, n, rank, scaled(10000), lfd);
-    snprintf(nm, sizeof nm, "w%d", rank);
-    cfg.name = name ? name : nm;
-    cfg.num_threads = threads;
-    cfg.timeout_ms = g_rpc_timeout_ms;
-    return dist_rpc_init(&cfg);
-}
 
 typedef struct { int n, threads; worker_fn fn; const char *const *names; } job_arg;
 
@@ -185,7 +174,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
     g_rank = r;
     alarm((unsigned)(40 * g_scale));
     register_all();
-    dist_result res = (dist_result)worker_init(r, a->n, port, lfd, a->threads, a->names ? a->names[r] : NULL);
+    dist_result res = rpc_worker_init(r, a->n, port, lfd, a->threads, a->names ? a->names[r] : NULL, g_rpc_timeout_ms);
     if (res != DIST_OK && !a->names) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), dist_rpc_error_message()); return 1; }
     if (a->names) {
         snprintf(sh->note[r], sizeof sh->note[r], "%s|%s", dist_result_name(res), dist_rpc_error_message());

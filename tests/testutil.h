@@ -59,7 +59,11 @@
    Config      tcp_config(&cfg, url, cap, port, n, rank, timeout_ms, lfd):
                cfg for tcp://127.0.0.1:PORT; with lfd >= 0 rank 0 hosts the
                store on it (store_listen_fd = lfd + 1), the others close it
-               (where dist.h came first)
+               (where dist.h came first); rpc_worker_init(rank, n, port,
+               lfd, threads, name, timeout_ms): an RPC worker joins that way
+               (where dist_rpc.h came first)
+   CUDA        cuda_have_device(): a usable device, asked in a child
+               (where dist_cuda.h's implementation came first)
    Handshake   read_refusal(fd, deadline, reason, cap): the store's answer
                to a bad hello (where dist.h's implementation came first)
    Log line    shm_log_fn, a dist logger that keeps dist_init's "shared
@@ -736,6 +740,39 @@ static inline __attribute__((unused)) void tcp_config(dist_config *cfg, char *ur
         if (rank != 0) close(lfd);
     }
 }
+
+#ifdef DIST_RPC_H
+/* A forked RPC worker joins over tcp_config (store timeout 10 s, scaled),
+   named `name` (NULL: "w<rank>"), with `threads` handler threads and the
+   agent's default timeout `timeout_ms` (0: the library's). */
+static inline __attribute__((unused)) dist_result rpc_worker_init(int rank, int n, int port, int lfd, int threads, const char *name,
+                                                                   int timeout_ms) {
+    dist_rpc_config cfg;
+    char url[64], nm[32];
+    memset(&cfg, 0, sizeof cfg);
+    tcp_config(&cfg.dist, url, sizeof url, port, n, rank, scaled(10000), lfd);
+    snprintf(nm, sizeof nm, "w%d", rank);
+    cfg.name = name ? name : nm;
+    cfg.num_threads = threads;
+    cfg.timeout_ms = timeout_ms;
+    return dist_rpc_init(&cfg);
+}
+#endif
+
+#ifdef DIST_CUDA_IMPLEMENTATION_DONE
+/* Whether a CUDA device can be used, asked in a child so this process (and
+   the ranks it forks) load the driver afresh, each with its own
+   DIST_CUDA_LIBCUDA. */
+static inline __attribute__((unused)) int cuda_have_device(void) {
+    int st = 0;
+    pid_t p = fork();
+    if (p == 0) {
+        int n = 0;
+        _exit(dist_cuda__load_driver() == 1 && dist_cuda__cu.Init(0) == 0 && dist_cuda__cu.DeviceGetCount(&n) == 0 && n > 0 ? 0 : 1);
+    }
+    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+#endif
 
 #ifdef DIST_IMPLEMENTATION
 /* Reads a refusal (a hello with status 1, a u32 length, the reason) before
