@@ -3041,8 +3041,10 @@ static int dist__peer_fill(dist__engine *e, dist__peer *p) {
         if (n > 0) { p->stage_pos = 0; p->stage_end = (size_t)n; p->drained = n < DIST__STAGE_SIZE; return 1; }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        if (n == 0 && p->state == DIST__PEER_LEFT && !p->in_payload && p->hdr_got == 0) {
-            dist__close(p->fd);           /* the orderly end after its goodbye */
+        if ((n == 0 || errno == ECONNRESET) && p->state == DIST__PEER_LEFT && !p->in_payload && p->hdr_got == 0) {
+            /* the orderly end after its goodbye (a reset too: a socket
+               closed with bytes unread ends so, and nothing more was due) */
+            dist__close(p->fd);
             p->fd = DIST__NO_SOCKET;
             return 0;
         }
@@ -3297,7 +3299,7 @@ static void dist__peer_doorbell(dist__engine *e, dist__peer *p) {
             int err = errno;
             dist__peer_read(e, p);
             if (p->fd < 0) return;
-            if (n == 0 && p->state == DIST__PEER_LEFT) { dist__close(p->fd); p->fd = DIST__NO_SOCKET; return; }
+            if ((n == 0 || err == ECONNRESET) && p->state == DIST__PEER_LEFT) { dist__close(p->fd); p->fd = DIST__NO_SOCKET; return; }
             if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection without saying goodbye (did it exit or crash?)", p->rank);
             else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, strerror(err));
         }
