@@ -4218,6 +4218,12 @@ static dist_result dist__coll_end(dist__coll *c) {
         c->reqs = r->cnext;
         dist__req_release(e, r);
     }
+    /* A frame that disagreed with this call arrived while it ran (its
+       descriptor was checked and the frame dropped).  This rank's own part
+       may have finished anyway, as a sender's does, but a rank still
+       waiting for what that frame's sender will never send learns of it
+       only from here. */
+    if (c->res == DIST_OK && d->abort_seq == c->seq && d->abort_local) dist__coll_failf(c, d->abort_code, "%s", d->abort_text);
     d->done_seq = c->seq;
     d->active_seq = 0;
     if (c->res != DIST_OK) dist__purge_stale(e, d);
