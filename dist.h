@@ -4895,6 +4895,9 @@ static void dist__job_finish(dist_t *d, dist__job *j, dist_result res) {
     }
     j->done = 1;
     pthread_cond_broadcast(&e->cond);
+    /* The caller may be the driver, asleep in poll() for up to 100 ms: it
+       waits on the sockets, not on the condition. */
+    if (e->polling) dist__wakeup_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
 }
 

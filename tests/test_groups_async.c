@@ -71,6 +71,7 @@
     X(A_GROUP,      "async collectives on a group and on the world in flight at once")                 \
     X(A_BARRIER,    "barrier_async: no rank gets past it before every rank arrived")                    \
     X(A_UNWAITED,   "all_reduce_async on a group never waited on: dist_destroy(group) runs it first (right sum), returns DIST_OK") \
+    X(A_PROMPT,     "dist_wait returns as soon as an async collective ends: 30 x all_reduce_async(1 MiB) + wait take at most 2x the blocking calls + 0.25 s") \
     X(RANKS_DONE,   "every rank of both 4-rank jobs ran every step")
 
 DEFINE_CHECKS(CHECKS);
@@ -709,6 +710,29 @@ static int async_main(dist_t *w, void *arg) {
                 if (x[i] != 2 * (0 + 1 + 2 + 3) + 4 * i) { good = 0; fail_(A_UNWAITED, rank, "element %d = %d after the destroy", i, x[i]); }
             if (good) pass_(A_UNWAITED);
         }
+    }
+    {   /* promptness: the caller waiting in dist_wait may be the one
+           driving (asleep in poll() for up to 100 ms) when the
+           communicator's worker thread finishes the collective; it must
+           be woken then, not when its poll times out */
+        enum { ROUNDS = 30, CNT = 262144 };
+        float *x = (float *)calloc(CNT, sizeof(float));
+        int64_t t_block = 0, t_async = 0, t;
+        for (int mode = 0; mode < 2 && x; mode++)
+            for (int i = 0; i < ROUNDS; i++) {
+                dist_req_t *q = NULL;
+                if ((r = dist_barrier(w)) != DIST_OK) break;
+                t = now_ns() / 1000;
+                if (mode == 0) r = dist_all_reduce(w, x, CNT, DIST_FLOAT32, DIST_SUM);
+                else if ((r = dist_all_reduce_async(w, x, CNT, DIST_FLOAT32, DIST_SUM, &q)) == DIST_OK) r = dist_wait(q);
+                t = now_ns() / 1000 - t;
+                if (r != DIST_OK) break;
+                if (mode == 0) t_block += t; else t_async += t;
+            }
+        CHECK(A_PROMPT, x && r == DIST_OK && t_async <= 2 * t_block + scaled(250) * (int64_t)1000,
+              "%s: %d rounds took %.1f ms blocking, %.1f ms async + wait: %s", x ? RN(r) : "out of memory", ROUNDS, t_block / 1e3,
+              t_async / 1e3, r == DIST_OK ? "async waits overslept" : EM(w));
+        free(x);
     }
     {   /* barrier_async */
         for (int k = 0; k < 6; k++) {
