@@ -569,6 +569,10 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #ifndef DIST_SHM_REF_BYTES
 #  define DIST_SHM_REF_BYTES   (64 * 1024)   /* over shared memory, larger payloads travel by reference */
 #endif
+#ifndef DIST_SHM_COOP_BYTES
+#  define DIST_SHM_COOP_BYTES  (1024 * 1024) /* ...and from this size both ends copy them (0: never) */
+#endif
+#define DIST__COOP_CHUNK       (512 * 1024)  /* what one end claims at a time */
 #define DIST__ERRLEN           320
 /* When the job cannot form, rank 0 keeps the store up a while (1 s, or
    until the rendezvous deadline, at most 3 s), so ranks still on their
@@ -764,6 +768,21 @@ static ssize_t dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t 
     return process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
 #else
     DIST__UNUSED(pid); DIST__UNUSED(dst); DIST__UNUSED(addr); DIST__UNUSED(len);
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Copies len bytes from `src` to `addr` in process `pid`.  Returns the
+   bytes copied or -1 (errno). */
+static ssize_t dist__peer_memory_write(int pid, uint64_t addr, const void *src, size_t len) {
+#ifdef __linux__
+    struct iovec local, remote;
+    local.iov_base = (void *)(uintptr_t)src; local.iov_len = len;
+    remote.iov_base = (void *)(uintptr_t)addr; remote.iov_len = len;
+    return process_vm_writev((pid_t)pid, &local, 1, &remote, 1, 0);
+#else
+    DIST__UNUSED(pid); DIST__UNUSED(addr); DIST__UNUSED(src); DIST__UNUSED(len);
     errno = ENOSYS;
     return -1;
 #endif
@@ -2223,6 +2242,14 @@ typedef struct dist__ring {         /* control block; ring_size data bytes follo
     uint64_t tail;                  /* bytes produced (written by the producer) */
     uint32_t producer_waiting;      /* the producer has bytes that did not fit */
     uint8_t pad2[52];
+    /* A payload by reference that both ends copy (see dist__coop_claim):
+       the consumer posts it, each end claims pieces until none is left. */
+    uint64_t job_claim;             /* job number << 42 | bytes claimed; 0: no job */
+    uint64_t job_dst, job_src, job_bytes;   /* in the consumer, in the producer, length */
+    uint32_t job_err;               /* the producer failed to write a piece */
+    uint8_t pad3[28];
+    uint64_t job_done;              /* bytes copied, by either end */
+    uint8_t pad4[56];
 } dist__ring;
 
 static dist__ring *dist__seg_ring(void *seg, uint64_t ring_size, int slot) {
@@ -2342,6 +2369,11 @@ typedef struct dist__peer {
     uint64_t ref_addr;               /* the payload being read lives here in the peer */
     int rx_ref;
     uint8_t *pull;                   /* a chunk of a by-reference payload that is being combined */
+    uint64_t coop;                   /* the job (in rx_ring) under which both ends copy the payload; 0: none */
+    uint64_t coop_seq;               /* the last job number posted */
+    uint8_t *coop_dst;               /* where that payload goes */
+    int coop_alone;                  /* the rest of this payload is read without the sender's help */
+    uint64_t coop_wrote;             /* bytes of our payloads we wrote into its memory ourselves */
     dist_req_t *ack_head, *ack_tail; /* our sends by reference, waiting for the peer's ACK */
     uint8_t *coll_area;              /* the peer's collective area, as mapped here */
     int acks_owed;                   /* ACKs we still have to send */
@@ -2867,6 +2899,8 @@ static void dist__msg_deliver(dist__engine *e, dist__msg *m, dist_req_t *r) {
     dist__msg_put(e, m);
 }
 
+static int dist__coop_end(dist__peer *p);
+
 static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result code) {
     dist_req_t *r, *next, *prev = NULL;
     while ((r = p->sq_head) != NULL) {
@@ -2882,6 +2916,7 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
     }
     p->ack_tail = NULL;
     p->rx_ref = 0;
+    if (p->coop) dist__coop_end(p);
     /* A collective that involves a rank that died cannot complete: all its
        receives fail, whichever peer they wait for.  (A rank that left
        cleanly did its part of every collective before it left.) */
@@ -3082,6 +3117,7 @@ static int dist__on_header(dist__engine *e, dist__peer *p) {
         return 0;
     }
     p->rx_ref = (p->hdr[0] & DIST__FRAME_REF) != 0;
+    p->coop_alone = 0;
     if (p->rx_ref) {
         if (!p->shm || (f->kind != DIST__FRAME_DATA && f->kind != DIST__FRAME_COLL) ||
             dist__get64(p->hdr + DIST__HDR_SIZE + 8) != f->nbytes) {
@@ -3168,14 +3204,145 @@ static int dist__peer_fill_more(dist__engine *e, dist__peer *p, size_t want) {
     }
 }
 
+/* Copying together.  One process copies a large payload by reference at
+   about half the speed of memcpy here (the kernel pins and maps every
+   page), while the sender's CPU sits waiting for the ACK.  So, when the
+   sender may write our memory, the receiver posts the payload as a job in
+   the ring's control block, and both ends claim DIST__COOP_CHUNK pieces
+   from it until none is left: the receiver reads its pieces, the sender
+   writes its own (process_vm_writev), and a busy sender simply leaves them
+   all to the receiver.  The receiver acknowledges once every claimed piece
+   is copied, so the sender never touches the buffers after its send
+   completes.  A claim is a compare-and-swap on (job number, offset), so a
+   piece of a finished job can never be claimed against the next one. */
+#define DIST__COOP_OFF_BITS 42
+#define DIST__COOP_OFF_MASK (((uint64_t)1 << DIST__COOP_OFF_BITS) - 1)
+
+/* Claims the next piece of job `job` (of `bytes`): its offset and length,
+   or -1 when that job is over or all of it is claimed. */
+static int64_t dist__coop_claim(dist__ring *j, uint64_t job, uint64_t bytes, uint64_t *len) {
+    uint64_t c = DIST__LOAD_ACQ(&j->job_claim);
+    for (;;) {
+        uint64_t off = c & DIST__COOP_OFF_MASK;
+        if (c >> DIST__COOP_OFF_BITS != job || off >= bytes) return -1;
+        *len = DIST__MIN((uint64_t)DIST__COOP_CHUNK, bytes - off);
+        if (__atomic_compare_exchange_n(&j->job_claim, &c, c + *len, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return (int64_t)off;
+    }
+}
+
+/* Receiver: posts the payload `p` is about to read as a job. */
+static void dist__coop_post(dist__peer *p) {
+    dist__ring *j = p->rx_ring;
+    uint64_t job = ++p->coop_seq & ((1u << (64 - DIST__COOP_OFF_BITS)) - 1);
+    if (!job) job = p->coop_seq = 1;
+    __atomic_store_n(&j->job_dst, (uint64_t)(uintptr_t)p->dst, __ATOMIC_RELAXED);
+    __atomic_store_n(&j->job_src, p->ref_addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&j->job_bytes, p->left, __ATOMIC_RELAXED);
+    __atomic_store_n(&j->job_err, 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&j->job_done, 0, __ATOMIC_RELAXED);
+    DIST__STORE_REL(&j->job_claim, job << DIST__COOP_OFF_BITS);
+    p->coop = job;
+    p->coop_dst = p->dst;
+    DIST__FENCE();
+    if (DIST__LOAD_ACQ(&p->peer_hdr->sleeping)) { ssize_t w = send(p->fd, "d", 1, MSG_DONTWAIT | MSG_NOSIGNAL); DIST__UNUSED(w); }
+}
+
+/* Receiver: ends the job.  Claims what is left, so the sender starts no
+   other piece, and waits (briefly: a piece is a fraction of a millisecond)
+   for the pieces it is copying.  Returns 0 if they did not finish within
+   a second.  (A sender that failed is not waited for.) */
+static int dist__coop_end(dist__peer *p) {
+    dist__ring *j = p->rx_ring;
+    uint64_t c = DIST__LOAD_ACQ(&j->job_claim), claimed;
+    int64_t give_up = dist__now_ns() + 1000000000;
+    while (c >> DIST__COOP_OFF_BITS == p->coop &&
+           !__atomic_compare_exchange_n(&j->job_claim, &c, (p->coop << DIST__COOP_OFF_BITS) | DIST__COOP_OFF_MASK, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {}
+    claimed = DIST__MIN(c & DIST__COOP_OFF_MASK, p->cur.nbytes);
+    while (p->state == DIST__PEER_OK && DIST__LOAD_ACQ(&j->job_done) < claimed) {
+        if (dist__now_ns() > give_up) break;
+        DIST__CPU_RELAX();
+    }
+    DIST__STORE_REL(&j->job_claim, 0);
+    p->coop = 0;
+    return DIST__LOAD_ACQ(&j->job_done) >= claimed;
+}
+
+/* Sender: copies pieces of the job `p` posted, if it is a payload of ours
+   still waiting for its ACK.  Returns 1 if it copied any. */
+static int dist__coop_help(dist__peer *p) {
+    dist__ring *j = p->tx_ring;
+    uint64_t c = DIST__LOAD_ACQ(&j->job_claim), job = c >> DIST__COOP_OFF_BITS, dst, src, bytes, len;
+    dist_req_t *r;
+    int moved = 0;
+    if (!job) return 0;
+    dst = __atomic_load_n(&j->job_dst, __ATOMIC_RELAXED);
+    src = __atomic_load_n(&j->job_src, __ATOMIC_RELAXED);
+    bytes = __atomic_load_n(&j->job_bytes, __ATOMIC_RELAXED);
+    if ((c & DIST__COOP_OFF_MASK) >= bytes) return 0;
+    /* These may be another job's, half written: then the claim below
+       fails, as the job number has changed by then. */
+    for (r = p->ack_head; r; r = r->next)
+        if ((uint64_t)(uintptr_t)r->sbuf == src && r->nbytes == bytes) break;
+    if (!r) return 0;
+    for (int k = 0; k < 4; k++) {
+        int64_t off = dist__coop_claim(j, job, bytes, &len);
+        if (off < 0) break;
+        if (dist__peer_memory_write(p->pid, dst + (uint64_t)off, r->sbuf + off, (size_t)len) != (ssize_t)len)
+            __atomic_store_n(&j->job_err, 1u, __ATOMIC_RELEASE);
+        else
+            p->coop_wrote += len;
+        __atomic_fetch_add(&j->job_done, len, __ATOMIC_ACQ_REL);
+        moved = 1;
+    }
+    return moved;
+}
+
+/* Is there a job of ours to help with? */
+static int dist__coop_pending(const dist__peer *p) {
+    uint64_t c;
+    if (!p->ack_head) return 0;
+    c = DIST__LOAD_ACQ(&p->tx_ring->job_claim);
+    return c != 0 && (c & DIST__COOP_OFF_MASK) < __atomic_load_n(&p->tx_ring->job_bytes, __ATOMIC_RELAXED);
+}
+
 /* A payload by reference: copied from the sender's memory, in chunks, into
    the destination (combined through a small buffer when reducing; skipped
-   when discarded).  Returns 0 when this turn's budget is spent. */
+   when discarded; copied together with the sender when large).  Returns 0
+   when this turn's budget is spent or the sender is finishing its part. */
 static int dist__peer_pull(dist__engine *e, dist__peer *p) {
     uint64_t off = p->cur.nbytes - p->left;
     size_t chunk;
     ssize_t n = 0;
     if (p->reads_left-- <= 0) return 0;
+    if (!p->coop && !p->coop_alone && p->cma && p->dst && (uint64_t)DIST_SHM_COOP_BYTES > 0 && p->left == p->cur.nbytes &&
+        p->left >= (uint64_t)DIST_SHM_COOP_BYTES &&
+        !(p->rx_req && p->rx_req->reduce))
+        dist__coop_post(p);
+    if (p->coop) {
+        dist__ring *j = p->rx_ring;
+        uint64_t len;
+        int64_t o = dist__coop_claim(j, p->coop, p->cur.nbytes, &len);
+        if (o >= 0) {
+            n = dist__peer_memory_read(p->pid, p->coop_dst + o, p->ref_addr + (uint64_t)o, (size_t)len);
+            if (n != (ssize_t)len) {
+                dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank, n < 0 ? strerror(errno) : "short read");
+                return 0;
+            }
+            __atomic_fetch_add(&j->job_done, len, __ATOMIC_ACQ_REL);
+            return 1;
+        }
+        if (DIST__LOAD_ACQ(&j->job_done) < p->cur.nbytes) return 0;   /* the sender's last pieces */
+        dist__coop_end(p);
+        if (DIST__LOAD_ACQ(&j->job_err)) {   /* it could not write a piece: read it all again, alone */
+            p->dst = p->coop_dst;
+            p->coop_alone = 1;
+            return 1;
+        }
+        p->dst = p->coop_dst + p->cur.nbytes;
+        p->left = 0;
+        return 1;
+    }
     if (p->rx_req && p->rx_req->reduce) {
         dist_req_t *r = p->rx_req;
         chunk = (size_t)DIST__MIN(p->left, (uint64_t)DIST__STAGE_SIZE);
@@ -3326,6 +3493,7 @@ static int dist__shm_step(dist__engine *e) {
             dist__peer_write(e, p);
             moved |= p->tx_ring->tail != before;
         }
+        if (p->fd >= 0 && p->ack_head && dist__coop_help(p)) moved = 1;
     }
     return moved;
 }
@@ -3337,6 +3505,7 @@ static int dist__shm_pending(dist__engine *e) {
         if (!p->shm || p->fd < 0) continue;
         if (dist__ring_used(p->rx_ring, p->ring_size) != 0) return 1;
         if ((p->sq_head || p->acks_owed) && p->tx_ring->tail - DIST__LOAD_ACQ(&p->tx_ring->head) < p->ring_size) return 1;
+        if (dist__coop_pending(p)) return 1;
     }
     return 0;
 }
@@ -3436,6 +3605,8 @@ static void dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms) {
         else if (r->source >= 0 && r->source < e->world && e->peers[r->source].rx_req == r) {
             dist__peer *p = &e->peers[r->source];
             p->rx_req = NULL;
+            if (p->coop && !dist__coop_end(p))
+                dist__logf(&e->log, DIST_LOG_WARN, "rank %d was still copying into a receive that timed out after 1 s", p->rank);
             p->dst = NULL;    /* the rest of that payload is discarded */
         }
         dist__req_failf(e, r, DIST_ERR_TIMEOUT, "no message after %.1f s", waited_ms / 1000.0);

@@ -7,6 +7,7 @@
    (b) both ranks call blocking dist_send of 256 MiB to each other at the
        same moment, then dist_recv: no deadlock, contents checked;
    (c) the same with dist_isend/dist_irecv (both post the send first).
+   Over shared memory, (a) also checks that both ends copied part of it.
    Each part runs in its own dist_spawn and frees its buffers, so at most
    about 1 GiB + 1 GiB (part a) is allocated at a time.  Patterns are a
    xorshift stream keyed by (part, sender): the receiver never sees a copy
@@ -77,6 +78,21 @@ static int part_a(dist_t *w, void *arg) {
         double t0 = now_s();
         OK(dist_send(w, buf, GIB, DIST_UINT8, 1, 2));
         snprintf(sh->note[0], sizeof sh->note[0], "send returned after %.2f s", now_s() - t0);
+        /* Over shared memory, where each may access the other's memory,
+           both ends copy a large payload: the sender waiting for its ACK
+           writes pieces of it, the receiver reads the others.  (White
+           box: the engine's count of the bytes this rank wrote.) */
+        {
+            const dist__peer *p = &w->eng->peers[1];
+            if (p->shm && p->cma && !(p->coop_wrote > 0 && p->coop_wrote < GIB)) {
+                free(buf);
+                return FAIL("over shared memory the sender wrote %llu of the 1 GiB itself; want some but not all",
+                            (unsigned long long)p->coop_wrote);
+            }
+            if (p->shm && p->cma)
+                snprintf(sh->note[0] + strlen(sh->note[0]), sizeof sh->note[0] - strlen(sh->note[0]), "; it wrote %.0f%% of it itself",
+                         100.0 * (double)p->coop_wrote / (double)GIB);
+        }
     } else {
         dist_req_t *r;
         memset(buf, 0xA5, GIB);   /* nonzero: the pages are really touched (malloc+memset 0 may become calloc) */
