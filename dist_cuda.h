@@ -1,6 +1,7 @@
 /* dist_cuda.h - v0.1.0 - dist's collectives and point-to-point on CUDA
-   device memory: a staged path over dist.h's transports, reduction kernels
-   compiled at run time, and an NCCL backend.
+   device memory: a staged path over dist.h's transports, CUDA IPC between
+   the ranks of one host, reduction kernels compiled at run time, and an
+   NCCL backend.
    Public domain or MIT; see the end of this file.
 
    Do this:
@@ -46,7 +47,8 @@ DESIGN NOTES
    device memory: synchronise the stream (or wait on an event recorded on
    it) before reading them on the host.  Buffers must stay allocated
    until then.  The staged path returns once its last copy is enqueued;
-   NCCL returns once its kernel is enqueued.
+   NCCL returns once its kernel is enqueued; IPC returns once its work is
+   done (it synchronises `stream`).
 
    Backends.  DIST_CUDA_STAGED works everywhere dist.h does (TCP, shared
    memory, any number of GPUs or hosts): each call cuts the buffers into
@@ -58,7 +60,36 @@ DESIGN NOTES
    the device would add a copy up and a copy down per ring step.
    DIST_CUDA_NCCL maps every call to NCCL (gather, scatter and all_to_all
    as grouped send/recv); its ncclUniqueId travels through dist.h's store.
-   AUTO picks NCCL when it loads, else the staged path.
+   DIST_CUDA_IPC serves ranks that are processes of one host: each call
+   synchronises `stream`, all-gathers over the dist_t one small record per
+   rank (the CUDA IPC handle of each buffer's allocation, the buffer's
+   offset in it, and the call's count, dtype, op and root, so that ranks
+   that disagree all fail with DIST_ERR_MISMATCH naming both), maps the
+   peers' allocations and works on them directly: copies with
+   cuMemcpyDtoDAsync, reductions with the kernels below, every rank
+   writing only its own buffers.  all_reduce: rank j reduces slice j of
+   every rank's buffer into its own, then copies each other slice from the
+   rank that reduced it.  A call ends with the stream synchronised and a
+   small dist_all_reduce in the place of a barrier: it returns once its
+   results are in place and no peer still reads its buffers, and a rank
+   that failed is named on the others (DIST_ERR_FAILED).  Mappings stay
+   open for later calls (at most 64 + 2 x world size per communicator, the
+   least recently used closed first; an allocation its owner has freed or
+   reallocated is closed at the owner's next call; all at
+   dist_cuda_destroy).  Free buffers between calls, never during one.
+   Buffers CUDA IPC cannot share (cudaMallocAsync pools, managed memory,
+   pinned host memory, cuMemMap'ed memory) and in-place forms in which a
+   rank would overwrite what a peer still reads (all_gather with
+   send == recv on a rank other than 0, scatter's recv == send at a root
+   other than 0, reduce_scatter with recv elsewhere in send than the
+   rank's own block, all_to_all with send == recv) take the staged path
+   for that call, on every rank.  send, recv and barrier are the staged
+   path's.  AUTO picks NCCL when it loads; else IPC when there are two or
+   more ranks, all processes of this host, NVRTC loads on each, and at
+   dist_cuda_init every rank could map every other rank's device memory
+   (and reach its device, peer access); else the staged path.  With
+   backend IPC asked for, each of those (but the count of ranks) is an
+   error that dist_cuda_init returns on every rank.
 
    Kernels.  The reduction kernels (every dtype x op, fp16 and bf16
    combined in float and rounded to nearest even as dist.h does on the
@@ -83,7 +114,8 @@ COMPILE-TIME OPTIONS
    DIST_STATIC, DIST_MALLOC/DIST_FREE/DIST_REALLOC as in dist.h.
 
 RUN-TIME ENVIRONMENT
-   DIST_CUDA_BACKEND         auto | staged | nccl: when the config leaves it
+   DIST_CUDA_BACKEND         auto | staged | nccl | ipc: when the config
+                             leaves it
    DIST_CUDA_LIBCUDA, DIST_CUDA_LIBNVRTC, DIST_CUDA_LIBNCCL
                              the libraries' file names or paths, when the
                              defaults (libcuda.so.1; libnvrtc.so.13, .12,
@@ -93,9 +125,9 @@ THREADS
    A dist_cuda_t is used by one thread at a time (as its dist_t is).
 
 WHAT IT DOES NOT DO (yet)
-   CUDA IPC between ranks on the same host (the staged path serves them
-   through shared memory), and the _async twins (the calls are already
-   ordered on a stream).
+   The _async twins (the calls are already ordered on a stream), and
+   point-to-point over CUDA IPC (the IPC backend sends and receives
+   through the staged path).
 */
 #ifndef DIST_CUDA_H
 #define DIST_CUDA_H
@@ -116,9 +148,10 @@ extern "C" {
 typedef struct CUstream_st *dist_cuda_stream;
 
 typedef enum dist_cuda_backend {
-    DIST_CUDA_AUTO = 0,      /* NCCL when it loads, else STAGED */
+    DIST_CUDA_AUTO = 0,      /* NCCL when it loads, else IPC when every rank is on this host, else STAGED */
     DIST_CUDA_STAGED = 1,    /* copies through pinned host memory and dist.h */
-    DIST_CUDA_NCCL = 2       /* NCCL (not in builds with DIST_CUDA_NO_NCCL) */
+    DIST_CUDA_NCCL = 2,      /* NCCL (not in builds with DIST_CUDA_NO_NCCL) */
+    DIST_CUDA_IPC = 3        /* every rank on one host: CUDA IPC, reducing in device memory */
 } dist_cuda_backend;
 
 typedef struct dist_cuda_config {
@@ -186,6 +219,7 @@ DIST_API const char *dist_cuda_kernel_source(void);
    [SECTION] kernels: compiling and loading
    [SECTION] communicator
    [SECTION] staged path: the chunk pipeline
+   [SECTION] IPC backend
    [SECTION] NCCL backend
    [SECTION] the calls
 */
@@ -231,6 +265,8 @@ DIST_API const char *dist_cuda_error_message(void) { return dist_cuda__error; }
    POSIX dlopen; a Windows port would use LoadLibrary/GetProcAddress here. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void *dist_cuda__open(const char *env, const char *const *names, char *why, size_t cap) {
     const char *own = getenv(env);
@@ -286,6 +322,11 @@ typedef struct dist_cuda__memcpy2d {             /* CUDA_MEMCPY2D (v2) */
 #define DIST_CUDA__STREAM_NON_BLOCKING 1
 #define DIST_CUDA__EVENT_DISABLE_TIMING 2
 #define DIST_CUDA__HOSTALLOC_PORTABLE 1
+#define DIST_CUDA__IPC_HANDLE_SIZE 64
+typedef struct { char reserved[DIST_CUDA__IPC_HANDLE_SIZE]; } dist_cuda__CUipcMemHandle;   /* CUipcMemHandle */
+typedef struct { char bytes[16]; } dist_cuda__CUuuid;                                     /* CUuuid */
+#define DIST_CUDA__IPC_LAZY_ENABLE_PEER_ACCESS 1     /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
+#define DIST_CUDA__POINTER_BUFFER_ID 7               /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
 
 /* X(return, name, symbol, parameters) */
 #define DIST_CUDA__DRIVER_FUNCS(X)                                                                            \
@@ -305,6 +346,17 @@ typedef struct dist_cuda__memcpy2d {             /* CUDA_MEMCPY2D (v2) */
     X(dist_cuda__CUresult, MemHostAlloc, "cuMemHostAlloc", (void **p, size_t bytes, unsigned flags))         \
     X(dist_cuda__CUresult, MemFreeHost, "cuMemFreeHost", (void *p))                                         \
     X(dist_cuda__CUresult, Memcpy2DAsync, "cuMemcpy2DAsync_v2", (const dist_cuda__memcpy2d *m, dist_cuda__CUstream s)) \
+    X(dist_cuda__CUresult, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                        \
+      (dist_cuda__CUdeviceptr dst, dist_cuda__CUdeviceptr src, size_t n, dist_cuda__CUstream s))             \
+    X(dist_cuda__CUresult, MemGetAddressRange, "cuMemGetAddressRange_v2",                                  \
+      (dist_cuda__CUdeviceptr *base, size_t *size, dist_cuda__CUdeviceptr p))                                \
+    X(dist_cuda__CUresult, PointerGetAttribute, "cuPointerGetAttribute", (void *data, int attr, dist_cuda__CUdeviceptr p)) \
+    X(dist_cuda__CUresult, IpcGetMemHandle, "cuIpcGetMemHandle", (dist_cuda__CUipcMemHandle *h, dist_cuda__CUdeviceptr p)) \
+    X(dist_cuda__CUresult, IpcOpenMemHandle, "cuIpcOpenMemHandle_v2",                                      \
+      (dist_cuda__CUdeviceptr *p, dist_cuda__CUipcMemHandle h, unsigned flags))                              \
+    X(dist_cuda__CUresult, IpcCloseMemHandle, "cuIpcCloseMemHandle", (dist_cuda__CUdeviceptr p))            \
+    X(dist_cuda__CUresult, DeviceGetUuid, "cuDeviceGetUuid_v2", (dist_cuda__CUuuid *u, dist_cuda__CUdevice d)) \
+    X(dist_cuda__CUresult, DeviceCanAccessPeer, "cuDeviceCanAccessPeer", (int *can, dist_cuda__CUdevice d, dist_cuda__CUdevice peer)) \
     X(dist_cuda__CUresult, StreamCreate, "cuStreamCreate", (dist_cuda__CUstream *s, unsigned flags))        \
     X(dist_cuda__CUresult, StreamDestroy, "cuStreamDestroy_v2", (dist_cuda__CUstream s))                    \
     X(dist_cuda__CUresult, StreamSynchronize, "cuStreamSynchronize", (dist_cuda__CUstream s))               \
@@ -594,6 +646,44 @@ static int dist_cuda__pick_arch(int sm, int *exact) {
 }
 
 /* [SECTION] communicator */
+#define DIST_CUDA__IPC_MAPS 64           /* peers' allocations kept mapped (plus 2 per rank) */
+#define DIST_CUDA__IPC_EXPORTS 64        /* own allocations remembered, with their handles */
+#define DIST_CUDA__IPC_RETIRE 8          /* handles a record retires */
+#define DIST_CUDA__IPC_RETIRE_QUEUE 128  /* retired handles waiting for a record */
+
+/* One rank's part of an IPC call, all-gathered before any data moves
+   (ranks of one host: one byte order, one layout). */
+typedef struct {
+    int64_t status;                      /* DIST_CUDA__IPC_OK, _STAGE or _FAILED */
+    int64_t fatal;                       /* _FAILED: the communicator failed with it */
+    int64_t kind, dtype, op, root;
+    uint64_t count;
+    int64_t nretired;
+    struct {                             /* [0] the input (or the one buffer), [1] the output */
+        int64_t present;
+        uint64_t offset, size;           /* of the buffer in its allocation; the allocation's size */
+        unsigned char handle[DIST_CUDA__IPC_HANDLE_SIZE];
+    } buf[2];
+    unsigned char retired[DIST_CUDA__IPC_RETIRE][DIST_CUDA__IPC_HANDLE_SIZE];  /* close these */
+} dist_cuda__ipc_record;
+
+typedef struct {                         /* an allocation of this rank's that a call shared */
+    int in_use, exportable;
+    unsigned long long id;               /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process */
+    dist_cuda__CUdeviceptr base;
+    size_t size;
+    unsigned long long used;             /* the call that last shared it */
+    unsigned char handle[DIST_CUDA__IPC_HANDLE_SIZE];
+} dist_cuda__ipc_export;
+
+typedef struct {                         /* a peer's allocation, mapped here */
+    int peer;                            /* -1: a free entry */
+    dist_cuda__CUdeviceptr base;
+    size_t size;                         /* as the driver maps it (not as the peer says) */
+    unsigned long long used;
+    unsigned char handle[DIST_CUDA__IPC_HANDLE_SIZE];
+} dist_cuda__ipc_map;
+
 struct dist_cuda {
     dist_t *d;
     int rank, world, ordinal, sm, sm_count, failed;
@@ -612,6 +702,20 @@ struct dist_cuda {
     dist_cuda__CUfunction kreduce[DIST_DTYPE_COUNT][4], kavg[DIST_DTYPE_COUNT];
     /* NCCL */
     dist_cuda__ncclComm nccl;
+    /* IPC (made when the backend is IPC) */
+    dist_cuda__ipc_record ipc_mine, *ipc_all;       /* this call's records, rank by rank */
+    int ipc_all_valid;                              /* ipc_all holds the last exchange (retirements to act on) */
+    dist_cuda__ipc_map *ipc_maps;
+    int ipc_nmaps;
+    dist_cuda__ipc_export ipc_exports[DIST_CUDA__IPC_EXPORTS];
+    unsigned char ipc_retire[DIST_CUDA__IPC_RETIRE_QUEUE][DIST_CUDA__IPC_HANDLE_SIZE];
+    int ipc_retire_head, ipc_retire_n;
+    dist_cuda__CUdeviceptr *ipc_ptrs;               /* world entries: a call's inputs */
+    unsigned long long ipc_call;                    /* calls so far: the LRU clock */
+    unsigned long long ipc_opens, ipc_closes;       /* mappings opened and closed (the tests read them) */
+    unsigned long long ipc_staged;                  /* calls that took the staged path (the tests read it) */
+    int ipc_fan_in;                                 /* inputs per reduction launch (0: DIST_CUDA__MAX_IN); the
+                                                       tests set 2 to run the chained launches of n > 8 ranks */
 };
 
 /* A driver call that must succeed: on failure, the sentence names the
@@ -627,6 +731,16 @@ static dist_result dist_cuda__cu_fail(dist_cuda_t *c, dist_cuda__CUresult r, con
     if (c) c->failed = 1;
     return dist_cuda__fail(DIST_ERR_CUDA, "%s on rank %d, device %d (%s): %s", what, c ? c->rank : -1, c ? c->ordinal : -1,
                            c ? c->device_name : "?", dist_cuda__cu_words(r, words, sizeof words));
+}
+
+/* The same, with the operation formatted. */
+static dist_result dist_cuda__cu_failf(dist_cuda_t *c, dist_cuda__CUresult r, const char *fmt, ...) {
+    char what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return dist_cuda__cu_fail(c, r, what);
 }
 
 DIST_API dist_cuda_backend dist_cuda_backend_of(const dist_cuda_t *c) { return c ? c->backend : DIST_CUDA_AUTO; }
@@ -690,6 +804,9 @@ static void dist_cuda__close(dist_cuda_t *c) {
 #ifndef DIST_CUDA_NO_NCCL
         if (c->nccl) (c->failed ? dist_cuda__nccl.ncclCommAbort : dist_cuda__nccl.ncclCommDestroy)(c->nccl);
 #endif
+        if (c->ipc_maps)                               /* IPC mappings: nothing of ours runs any more */
+            for (int i = 0; i < c->ipc_nmaps; i++)
+                if (c->ipc_maps[i].peer >= 0) dist_cuda__cu.IpcCloseMemHandle(c->ipc_maps[i].base);
         if (c->pinned) dist_cuda__cu.MemFreeHost(c->pinned);
         for (int s = 0; s < DIST_CUDA__SLOTS; s++) {
             if (c->ev_up[s]) dist_cuda__cu.EventDestroy(c->ev_up[s]);
@@ -702,6 +819,9 @@ static void dist_cuda__close(dist_cuda_t *c) {
         if (c->module) dist_cuda__cu.ModuleUnload(c->module);
         dist_cuda__cu.DevicePrimaryCtxRelease(c->dev);
     }
+    DIST_FREE(c->ipc_all);
+    DIST_FREE(c->ipc_maps);
+    DIST_FREE(c->ipc_ptrs);
     DIST_FREE(c);
 }
 
@@ -733,9 +853,10 @@ static dist_result dist_cuda__kernels(dist_cuda_t *c) {
     return DIST_OK;
 }
 
-/* out = ins[0] op ... op ins[nin-1] on `stream`. */
+/* out = ins[0] op ... op ins[nin-1] on `stream` (nin at most
+   DIST_CUDA__MAX_IN); `what` names the call for an error. */
 static dist_result dist_cuda__launch_reduce(dist_cuda_t *c, void *out, const void *const *ins, int nin, size_t count, dist_dtype dtype, dist_op op,
-                                            dist_cuda__CUstream stream) {
+                                            dist_cuda__CUstream stream, const char *what) {
     struct { const void *p[DIST_CUDA__MAX_IN]; } in_ptrs;
     unsigned long long n = count;
     size_t per = 16 / dist_dtype_size(dtype), threads = (count + per - 1) / per;     /* one 16-byte vector each */
@@ -747,9 +868,26 @@ static dist_result dist_cuda__launch_reduce(dist_cuda_t *c, void *out, const voi
     memset(&in_ptrs, 0, sizeof in_ptrs);
     for (int j = 0; j < nin; j++) in_ptrs.p[j] = ins[j];
     params[0] = &out; params[1] = &in_ptrs; params[2] = &nin; params[3] = &n;
-    DIST_CUDA__CHECK(c, dist_cuda__cu.LaunchKernel(c->kreduce[dtype][op == DIST_AVG ? DIST_SUM : op], blocks, 1, 1, 256, 1, 1, 0,
-                                                     stream, params, NULL),
-                     "dist_cuda_reduce_local: launching the reduction kernel");
+    dist_cuda__CUresult r = dist_cuda__cu.LaunchKernel(c->kreduce[dtype][op == DIST_AVG ? DIST_SUM : op], blocks, 1, 1, 256, 1, 1, 0, stream,
+                                                       params, NULL);
+    if (r != 0)
+        return dist_cuda__cu_failf(c, r, "%s: launching the reduction kernel (%d inputs of %zu x %s, %u blocks)", what, nin, count,
+                                   dist_dtype_name(dtype), blocks);
+    return DIST_OK;
+}
+
+/* buf[i] /= divisor (DIST_AVG's last step) on `stream`. */
+static dist_result dist_cuda__launch_avg(dist_cuda_t *c, void *buf, size_t count, dist_dtype dtype, int divisor, dist_cuda__CUstream stream,
+                                         const char *what) {
+    unsigned long long n = count;
+    size_t most = (size_t)(c->sm_count > 0 ? c->sm_count : 1) * 16, want = count / 256 + 1;
+    unsigned blocks = (unsigned)(want < most ? want : most);
+    void *params[3];
+    dist_result res;
+    if ((res = dist_cuda__kernels(c)) != DIST_OK) return res;
+    params[0] = &buf; params[1] = &n; params[2] = &divisor;
+    dist_cuda__CUresult r = dist_cuda__cu.LaunchKernel(c->kavg[dtype], blocks, 1, 1, 256, 1, 1, 0, stream, params, NULL);
+    if (r != 0) return dist_cuda__cu_failf(c, r, "%s: launching the averaging kernel (%zu x %s)", what, count, dist_dtype_name(dtype));
     return DIST_OK;
 }
 
@@ -884,6 +1022,645 @@ static dist_result dist_cuda__staged(dist_cuda_t *c, const dist_cuda__job *j, di
     return DIST_OK;
 }
 
+/* [SECTION] IPC backend
+   Ranks that are processes of one host read each other's device buffers
+   through CUDA IPC mappings.  The rule that keeps it simple: a rank
+   writes only its own buffers, and reads a peer's only between the
+   record exchange that starts a call (by then every rank's stream has
+   finished producing its inputs) and a sync point (stream synchronised,
+   then a dist_all_reduce of "lowest failed rank") that every rank passes
+   only once every rank's work of that phase is done.  So no peer still
+   reads a buffer when its owner returns, and in a phase no buffer is
+   written while a peer reads it (the in-place forms that would are sent
+   to the staged path instead).
+
+   Handles.  cuIpcGetMemHandle works on the base of a cuMemAlloc'ed
+   allocation, so a buffer travels as (its allocation's handle, its
+   offset in it).  Each rank remembers the allocations it has shared
+   (DIST_CUDA__IPC_EXPORTS, by CU_POINTER_ATTRIBUTE_BUFFER_ID, which no
+   later allocation reuses), so a buffer costs one attribute query per
+   call.  A remembered allocation that is gone (its base has no or
+   another buffer id) or is pushed out of that list is announced in the
+   owner's next records as retired, and its peers close their mappings
+   of it at the start of their next call.  Peers' mappings are cached by
+   (rank, handle): CUDA gives a new allocation a new handle even at the
+   same address, so a stale mapping is never used.  The cache holds
+   DIST_CUDA__IPC_MAPS + 2 x world entries and closes the least recently
+   used one, never one that the current call uses (a call uses at most
+   world - 1). */
+enum { DIST_CUDA__IPC_OK = 0, DIST_CUDA__IPC_STAGE = 1, DIST_CUDA__IPC_FAILED = 2 };
+
+static const char *dist_cuda__op_name(int op) {
+    static const char *const names[DIST_OP_COUNT] = { "sum", "product", "max", "min", "avg" };
+    return op >= 0 && op < DIST_OP_COUNT ? names[op] : "invalid";
+}
+
+/* Block b of `count` elements split over n ranks (the first count % n
+   blocks get one more), as dist.h splits them. */
+static size_t dist_cuda__block_off(size_t count, int n, int b) {
+    size_t rest = count % (size_t)n;
+    return (size_t)b * (count / (size_t)n) + ((size_t)b < rest ? (size_t)b : rest);
+}
+static size_t dist_cuda__block_len(size_t count, int n, int b) { return count / (size_t)n + ((size_t)b < count % (size_t)n); }
+
+static int dist_cuda__overlap(const void *a, size_t alen, const void *b, size_t blen) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+/* The job's buffers on this rank: slot 0 the input (the one buffer of
+   broadcast, reduce and all_reduce), slot 1 the output; bytes needed from
+   each (0: not used here). */
+static int dist_cuda__one_buffer(const dist_cuda__job *j) {
+    return j->kind == DIST_CUDA__BROADCAST || j->kind == DIST_CUDA__REDUCE || j->kind == DIST_CUDA__ALL_REDUCE;
+}
+static void dist_cuda__ipc_slots(const dist_cuda__job *j, const void **p, size_t *need) {
+    const size_t b = j->count * dist_dtype_size(j->dtype);
+    p[0] = j->in; p[1] = j->out;
+    need[0] = dist_cuda__one_buffer(j) ? b : (size_t)j->in_rows * b;
+    need[1] = dist_cuda__one_buffer(j) ? 0 : (size_t)j->out_rows * b;
+}
+
+/* 1 when this rank's buffers alias in a way the IPC algorithms cannot take
+   (a rank would overwrite what a peer still reads): the call goes staged. */
+static int dist_cuda__ipc_alias_needs_staging(const dist_cuda_t *c, const dist_cuda__job *j) {
+    const size_t b = j->count * dist_dtype_size(j->dtype), all = b * (size_t)c->world;
+    const char *in = (const char *)j->in, *out = (const char *)j->out;
+    const int me = c->rank;
+    switch (j->kind) {
+    case DIST_CUDA__GATHER:           /* the root copies its own block first */
+        return me == j->peer && dist_cuda__overlap(in, b, out + (size_t)me * b, b) && in != out + (size_t)me * b;
+    case DIST_CUDA__ALL_GATHER:       /* peers read send while this rank fills recv */
+        return dist_cuda__overlap(in, b, out, all) && in != out + (size_t)me * b;
+    case DIST_CUDA__SCATTER:          /* peers read the root's send while it fills its recv */
+        return me == j->peer && dist_cuda__overlap(out, b, in, all) && out != in + (size_t)me * b;
+    case DIST_CUDA__REDUCE_SCATTER:   /* peers read send's other blocks */
+        return dist_cuda__overlap(out, b, in, all) && out != in + (size_t)me * b;
+    case DIST_CUDA__ALL_TO_ALL:       /* peers read send's blocks while this rank fills recv's */
+        return dist_cuda__overlap(in, all, out, all) && !(c->world == 1 && in == out);
+    default:
+        return 0;
+    }
+}
+
+/* A handle of this rank's that its peers should close. */
+static void dist_cuda__ipc_retire(dist_cuda_t *c, const unsigned char *handle) {
+    if (c->ipc_retire_n == DIST_CUDA__IPC_RETIRE_QUEUE) {       /* drop the oldest: its mappings close by LRU */
+        c->ipc_retire_head = (c->ipc_retire_head + 1) % DIST_CUDA__IPC_RETIRE_QUEUE;
+        c->ipc_retire_n--;
+    }
+    memcpy(c->ipc_retire[(c->ipc_retire_head + c->ipc_retire_n) % DIST_CUDA__IPC_RETIRE_QUEUE], handle, DIST_CUDA__IPC_HANDLE_SIZE);
+    c->ipc_retire_n++;
+}
+
+/* The remembered allocation with buffer id `id`, or a slot for it (a
+   free one, else the least recently used one not shared in this call,
+   whose peers are told to close it). */
+static dist_cuda__ipc_export *dist_cuda__ipc_export_slot(dist_cuda_t *c, unsigned long long id, int *found) {
+    dist_cuda__ipc_export *free_slot = NULL, *oldest = NULL;
+    for (int i = 0; i < DIST_CUDA__IPC_EXPORTS; i++) {
+        dist_cuda__ipc_export *e = &c->ipc_exports[i];
+        if (e->in_use && e->id == id) { *found = 1; return e; }
+        if (!e->in_use) { if (!free_slot) free_slot = e; }
+        else if (e->used != c->ipc_call && (!oldest || e->used < oldest->used)) oldest = e;
+    }
+    *found = 0;
+    if (free_slot) return free_slot;
+    if (oldest && oldest->exportable) dist_cuda__ipc_retire(c, oldest->handle);
+    return oldest;               /* never NULL: a call shares at most 2 allocations */
+}
+
+/* Fills rec->buf[slot] for this rank's buffer p (need bytes from p).
+   DIST_CUDA__IPC_STAGE: memory CUDA IPC cannot share; _FAILED: the buffer
+   runs past its allocation (the sentence is set). */
+static int dist_cuda__ipc_describe(dist_cuda_t *c, const dist_cuda__job *j, int slot, const void *p, size_t need, dist_cuda__ipc_record *rec) {
+    const dist_cuda__CUdeviceptr dp = (dist_cuda__CUdeviceptr)(uintptr_t)p;
+    unsigned long long id = 0;
+    int found = 0;
+    dist_cuda__ipc_export *e;
+    /* memory that is no CUDA allocation at all is the staged path's to judge */
+    if (dist_cuda__cu.PointerGetAttribute(&id, DIST_CUDA__POINTER_BUFFER_ID, dp) != 0) return DIST_CUDA__IPC_STAGE;
+    if (!(e = dist_cuda__ipc_export_slot(c, id, &found))) return DIST_CUDA__IPC_STAGE;   /* cannot happen: see there */
+    if (!found) {
+        dist_cuda__CUipcMemHandle h;
+        memset(e, 0, sizeof *e);
+        e->in_use = 1;
+        e->id = id;
+        /* a failure here means "not shareable" (pools, managed, host, VMM
+           memory), cached with the id, which no later allocation reuses */
+        if (dist_cuda__cu.MemGetAddressRange(&e->base, &e->size, dp) == 0 && dist_cuda__cu.IpcGetMemHandle(&h, e->base) == 0) {
+            e->exportable = 1;
+            memcpy(e->handle, h.reserved, DIST_CUDA__IPC_HANDLE_SIZE);
+        }
+    }
+    e->used = c->ipc_call;
+    if (!e->exportable) return DIST_CUDA__IPC_STAGE;
+    if (dp < e->base || dp - e->base > e->size || need > e->size - (size_t)(dp - e->base)) {
+        dist_cuda__fail(DIST_ERR_INVALID, "%s (%zu x %s, IPC) on rank %d: its %s buffer needs %zu bytes, but its allocation (%zu bytes) ends %zu bytes after it",
+                        dist_cuda__kind_names[j->kind], j->count, dist_dtype_name(j->dtype), c->rank, slot ? "output" : "input", need, e->size,
+                        dp >= e->base && dp - e->base <= e->size ? e->size - (size_t)(dp - e->base) : (size_t)0);
+        return DIST_CUDA__IPC_FAILED;
+    }
+    rec->buf[slot].present = 1;
+    rec->buf[slot].offset = dp - e->base;
+    rec->buf[slot].size = e->size;
+    memcpy(rec->buf[slot].handle, e->handle, DIST_CUDA__IPC_HANDLE_SIZE);
+    return DIST_CUDA__IPC_OK;
+}
+
+/* Remembered allocations this call did not share and that are gone
+   (freed, or their address reused) become retired handles. */
+static void dist_cuda__ipc_scan_exports(dist_cuda_t *c) {
+    for (int i = 0; i < DIST_CUDA__IPC_EXPORTS; i++) {
+        dist_cuda__ipc_export *e = &c->ipc_exports[i];
+        unsigned long long id = 0;
+        if (!e->in_use || e->used == c->ipc_call) continue;
+        if (dist_cuda__cu.PointerGetAttribute(&id, DIST_CUDA__POINTER_BUFFER_ID, e->base) != 0 || id != e->id) {
+            if (e->exportable) dist_cuda__ipc_retire(c, e->handle);
+            e->in_use = 0;
+        }
+    }
+}
+
+static dist_result dist_cuda__ipc_close_map(dist_cuda_t *c, dist_cuda__ipc_map *m, const char *what) {
+    dist_cuda__CUresult r = dist_cuda__cu.IpcCloseMemHandle(m->base);
+    int peer = m->peer;
+    m->peer = -1;
+    c->ipc_closes++;
+    if (r != 0) return dist_cuda__cu_failf(c, r, "%s (IPC): closing the mapping of rank %d's allocation (cuIpcCloseMemHandle)", what, peer);
+    return DIST_OK;
+}
+
+/* The mappings of allocations the last exchange's records retired. */
+static dist_result dist_cuda__ipc_close_retired(dist_cuda_t *c, const char *what) {
+    dist_result res = DIST_OK, r;
+    if (!c->ipc_all_valid) return DIST_OK;
+    c->ipc_all_valid = 0;
+    for (int k = 0; k < c->world; k++) {
+        const dist_cuda__ipc_record *rec = &c->ipc_all[k];
+        if (k == c->rank || rec->nretired < 0 || rec->nretired > DIST_CUDA__IPC_RETIRE) continue;
+        for (int i = 0; i < (int)rec->nretired; i++)
+            for (int m = 0; m < c->ipc_nmaps; m++)
+                if (c->ipc_maps[m].peer == k && !memcmp(c->ipc_maps[m].handle, rec->retired[i], DIST_CUDA__IPC_HANDLE_SIZE)) {
+                    if ((r = dist_cuda__ipc_close_map(c, &c->ipc_maps[m], what)) != DIST_OK && res == DIST_OK) res = r;
+                    break;
+                }
+    }
+    return res;
+}
+
+/* Where rank k's buffer in `slot` is in this process: this rank's own
+   pointer, or k's allocation mapped here (opened at its first use). */
+static dist_result dist_cuda__ipc_ptr(dist_cuda_t *c, const dist_cuda__job *j, int k, int slot, dist_cuda__CUdeviceptr *out) {
+    const dist_cuda__ipc_record *rec = &c->ipc_all[k];
+    dist_cuda__ipc_map *m = NULL, *victim = NULL;
+    const char *what = dist_cuda__kind_names[j->kind];
+    if (k == c->rank) {
+        *out = (dist_cuda__CUdeviceptr)(uintptr_t)(slot ? j->out : j->in);
+        return DIST_OK;
+    }
+    for (int i = 0; i < c->ipc_nmaps && !m; i++) {
+        dist_cuda__ipc_map *e = &c->ipc_maps[i];
+        if (e->peer == k && !memcmp(e->handle, rec->buf[slot].handle, DIST_CUDA__IPC_HANDLE_SIZE)) m = e;
+        else if (e->peer < 0) { if (!victim || victim->peer >= 0) victim = e; }
+        else if (e->used != c->ipc_call && (!victim || (victim->peer >= 0 && e->used < victim->used))) victim = e;
+    }
+    if (!m) {
+        dist_cuda__CUipcMemHandle h;
+        dist_cuda__CUdeviceptr base = 0;
+        dist_cuda__CUresult r;
+        dist_result res;
+        if (!victim)             /* cannot happen: the cache outnumbers a call's mappings */
+            return dist_cuda__fail(DIST_ERR_INVALID, "%s (IPC) on rank %d: no free mapping entry", what, c->rank);
+        if (victim->peer >= 0 && (res = dist_cuda__ipc_close_map(c, victim, what)) != DIST_OK) return res;
+        memcpy(h.reserved, rec->buf[slot].handle, DIST_CUDA__IPC_HANDLE_SIZE);
+        if ((r = dist_cuda__cu.IpcOpenMemHandle(&base, h, DIST_CUDA__IPC_LAZY_ENABLE_PEER_ACCESS)) != 0)
+            return dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): mapping rank %d's allocation of %llu bytes (cuIpcOpenMemHandle)", what, j->count,
+                                       dist_dtype_name(j->dtype), k, (unsigned long long)rec->buf[slot].size);
+        m = victim;
+        m->peer = k;
+        m->base = base;
+        if ((r = dist_cuda__cu.MemGetAddressRange(&base, &m->size, m->base)) != 0) {
+            m->size = 0;         /* nothing in it is ever read */
+            return dist_cuda__cu_failf(c, r, "%s (IPC): the size of rank %d's allocation as mapped here (cuMemGetAddressRange)", what, k);
+        }
+        memcpy(m->handle, rec->buf[slot].handle, DIST_CUDA__IPC_HANDLE_SIZE);
+        c->ipc_opens++;
+    }
+    m->used = c->ipc_call;
+    /* The record came from another process: the part of the buffer this
+       call reads must lie inside the allocation the driver mapped.  (A
+       peer's input holds one row, or world rows for scatter's root,
+       reduce_scatter and all_to_all.) */
+    {
+        const size_t rows = j->kind == DIST_CUDA__SCATTER || j->kind == DIST_CUDA__REDUCE_SCATTER || j->kind == DIST_CUDA__ALL_TO_ALL ? (size_t)c->world : 1;
+        const uint64_t need = (uint64_t)j->count * dist_dtype_size(j->dtype) * rows, off = rec->buf[slot].offset;
+        if (!rec->buf[slot].present || off > m->size || need > m->size - off)
+            return dist_cuda__fail(DIST_ERR_PROTOCOL, "%s (%zu x %s, IPC) on rank %d: rank %d described a buffer at offset %llu of an allocation of %zu bytes, which cannot hold the %llu bytes this call reads",
+                                   what, j->count, dist_dtype_name(j->dtype), c->rank, k, (unsigned long long)off, m->size, (unsigned long long)need);
+    }
+    *out = m->base + rec->buf[slot].offset;
+    return DIST_OK;
+}
+
+static dist_result dist_cuda__ipc_copy(dist_cuda_t *c, const dist_cuda__job *j, dist_cuda__CUdeviceptr dst, dist_cuda__CUdeviceptr src, size_t bytes,
+                                       int from, dist_cuda__CUstream s) {
+    dist_cuda__CUresult r;
+    if (bytes == 0 || dst == src) return DIST_OK;
+    if ((r = dist_cuda__cu.MemcpyDtoDAsync(dst, src, bytes, s)) != 0)
+        return dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): copying %zu bytes from rank %d's buffer (cuMemcpyDtoDAsync)", dist_cuda__kind_names[j->kind],
+                                   j->count, dist_dtype_name(j->dtype), bytes, from);
+    return DIST_OK;
+}
+
+/* out = ins[0] op ... op ins[nin-1] (count elements), in launches of at
+   most fan-in inputs: the first writes out, each later one takes out as
+   its first input.  An input that is out itself goes first, before any
+   launch writes out.  AVG divides at the end. */
+static dist_result dist_cuda__ipc_reduce(dist_cuda_t *c, const dist_cuda__job *j, dist_cuda__CUdeviceptr out, dist_cuda__CUdeviceptr *ins, int nin,
+                                         size_t count, dist_cuda__CUstream s) {
+    const int fan = c->ipc_fan_in >= 2 && c->ipc_fan_in <= DIST_CUDA__MAX_IN ? c->ipc_fan_in : DIST_CUDA__MAX_IN;
+    const char *what = dist_cuda__kind_names[j->kind];
+    const void *batch[DIST_CUDA__MAX_IN];
+    void *o = (void *)(uintptr_t)out;
+    dist_result res;
+    int done = 0;
+    if (count == 0) return DIST_OK;
+    for (int i = 1; i < nin; i++)
+        if (ins[i] == out) { dist_cuda__CUdeviceptr t = ins[0]; ins[0] = ins[i]; ins[i] = t; break; }
+    while (done < nin) {
+        int m = 0;
+        if (done > 0) batch[m++] = o;
+        while (m < fan && done < nin) batch[m++] = (const void *)(uintptr_t)ins[done++];
+        if (m == 1 && batch[0] == o) continue;                       /* one input, in place: nothing to do */
+        if ((res = dist_cuda__launch_reduce(c, o, batch, m, count, j->dtype, j->op, s, what)) != DIST_OK) return res;
+    }
+    if (j->op == DIST_AVG && c->world > 1) return dist_cuda__launch_avg(c, o, count, j->dtype, c->world, s, what);
+    return DIST_OK;
+}
+
+/* This rank's work in phase `phase` (all_reduce has two: reduce its
+   slice, then gather the others), enqueued on s. */
+static dist_result dist_cuda__ipc_phase(dist_cuda_t *c, const dist_cuda__job *j, int phase, dist_cuda__CUstream s) {
+    const int n = c->world, me = c->rank, root = j->peer;
+    const size_t es = dist_dtype_size(j->dtype), b = j->count * es;
+    const dist_cuda__CUdeviceptr in = (dist_cuda__CUdeviceptr)(uintptr_t)j->in, out = (dist_cuda__CUdeviceptr)(uintptr_t)j->out;
+    dist_cuda__CUdeviceptr *ptrs = c->ipc_ptrs, p = 0;
+    dist_result res = DIST_OK;
+    switch (j->kind) {
+    case DIST_CUDA__BROADCAST:
+        if (me != root && (res = dist_cuda__ipc_ptr(c, j, root, 0, &p)) == DIST_OK) res = dist_cuda__ipc_copy(c, j, out, p, b, root, s);
+        break;
+    case DIST_CUDA__REDUCE:
+        if (me != root) break;
+        for (int k = 0; k < n && res == DIST_OK; k++) res = dist_cuda__ipc_ptr(c, j, k, 0, &ptrs[k]);
+        if (res == DIST_OK) res = dist_cuda__ipc_reduce(c, j, out, ptrs, n, j->count, s);
+        break;
+    case DIST_CUDA__ALL_REDUCE:
+        if (phase == 0) {             /* slice me of every rank's buffer, into this rank's */
+            const size_t off = dist_cuda__block_off(j->count, n, me) * es;
+            for (int k = 0; k < n && res == DIST_OK; k++)
+                if ((res = dist_cuda__ipc_ptr(c, j, k, 0, &ptrs[k])) == DIST_OK) ptrs[k] += off;
+            if (res == DIST_OK) res = dist_cuda__ipc_reduce(c, j, out + off, ptrs, n, dist_cuda__block_len(j->count, n, me), s);
+        } else {                      /* slice k from rank k, which reduced it */
+            for (int k = 0; k < n && res == DIST_OK; k++) {
+                const size_t off = dist_cuda__block_off(j->count, n, k) * es;
+                if (k != me && (res = dist_cuda__ipc_ptr(c, j, k, 0, &p)) == DIST_OK)
+                    res = dist_cuda__ipc_copy(c, j, out + off, p + off, dist_cuda__block_len(j->count, n, k) * es, k, s);
+            }
+        }
+        break;
+    case DIST_CUDA__GATHER:
+    case DIST_CUDA__ALL_GATHER:       /* this rank's own block first: in may lie in out */
+        if (j->kind == DIST_CUDA__GATHER && me != root) break;
+        res = dist_cuda__ipc_copy(c, j, out + (size_t)me * b, in, b, me, s);
+        for (int k = 0; k < n && res == DIST_OK; k++)
+            if (k != me && (res = dist_cuda__ipc_ptr(c, j, k, 0, &p)) == DIST_OK) res = dist_cuda__ipc_copy(c, j, out + (size_t)k * b, p, b, k, s);
+        break;
+    case DIST_CUDA__SCATTER:
+        if ((res = dist_cuda__ipc_ptr(c, j, root, 0, &p)) == DIST_OK) res = dist_cuda__ipc_copy(c, j, out, p + (size_t)me * b, b, root, s);
+        break;
+    case DIST_CUDA__REDUCE_SCATTER:   /* block me of every rank's send */
+        for (int k = 0; k < n && res == DIST_OK; k++)
+            if ((res = dist_cuda__ipc_ptr(c, j, k, 0, &ptrs[k])) == DIST_OK) ptrs[k] += (size_t)me * b;
+        if (res == DIST_OK) res = dist_cuda__ipc_reduce(c, j, out, ptrs, n, j->count, s);
+        break;
+    case DIST_CUDA__ALL_TO_ALL:       /* block me of rank k's send into block k */
+        for (int k = 0; k < n && res == DIST_OK; k++)
+            if ((res = dist_cuda__ipc_ptr(c, j, k, 0, &p)) == DIST_OK) res = dist_cuda__ipc_copy(c, j, out + (size_t)k * b, p + (size_t)me * b, b, k, s);
+        break;
+    default:
+        break;
+    }
+    return res;
+}
+
+/* The end of a phase, on every rank: this rank's work on s done, then a
+   MIN over the ranks of (the lowest rank that failed, else n; 0 if a
+   failure failed its communicator, else 1), which also stands in for a
+   barrier.  A rank that failed returns its own error; the others
+   DIST_ERR_FAILED, naming it. */
+static dist_result dist_cuda__ipc_sync(dist_cuda_t *c, const dist_cuda__job *j, dist_cuda__CUstream s, dist_result local) {
+    const char *what = dist_cuda__kind_names[j->kind];
+    dist_cuda__CUresult r = dist_cuda__cu.StreamSynchronize(s);   /* after a failure too: nothing of ours may still run */
+    int64_t v[2];
+    dist_result code;
+    if (local == DIST_OK && r != 0)
+        local = dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): waiting for its copies and kernels (cuStreamSynchronize)", what, j->count,
+                                    dist_dtype_name(j->dtype));
+    v[0] = local == DIST_OK ? c->world : c->rank;
+    v[1] = c->failed ? 0 : 1;
+    if ((code = dist_all_reduce(c->d, v, 2, DIST_INT64, DIST_MIN)) != DIST_OK) {
+        char why[DIST_CUDA__ERRLEN];
+        snprintf(why, sizeof why, "%s", dist_error_message(c->d));
+        c->failed = 1;               /* peers may be anywhere in this call now */
+        if (local != DIST_OK) return local;
+        return dist_cuda__fail(code, "%s (%zu x %s, IPC) on rank %d: waiting for the other ranks: %s", what, j->count,
+                               dist_dtype_name(j->dtype), c->rank, why);
+    }
+    if (v[1] == 0) c->failed = 1;
+    if (local != DIST_OK) return local;
+    if (v[0] < c->world)
+        return dist_cuda__fail(DIST_ERR_FAILED, "%s (%zu x %s, IPC) on rank %d: rank %d failed in this call (its error says why)%s", what, j->count,
+                               dist_dtype_name(j->dtype), c->rank, (int)v[0], c->failed ? "; the communicator failed with it" : "");
+    return DIST_OK;
+}
+
+/* How rank k's record differs from this rank's ("" when it does not). */
+static int dist_cuda__ipc_mismatch(const dist_cuda_t *c, int k, char *why, size_t cap) {
+    const dist_cuda__ipc_record *a = &c->ipc_all[k], *me = &c->ipc_mine;
+    const int r = c->rank;
+    if (a->kind != me->kind)
+        snprintf(why, cap, "rank %d called %s, rank %d called %s", k, a->kind >= 0 && a->kind <= DIST_CUDA__RECV ? dist_cuda__kind_names[a->kind] : "?", r,
+                 dist_cuda__kind_names[me->kind]);
+    else if (a->count != me->count || a->dtype != me->dtype)
+        snprintf(why, cap, "rank %d passed %llu x %s, rank %d passed %llu x %s", k, (unsigned long long)a->count, dist_dtype_name((dist_dtype)a->dtype), r,
+                 (unsigned long long)me->count, dist_dtype_name((dist_dtype)me->dtype));
+    else if (a->op != me->op)
+        snprintf(why, cap, "rank %d passed op %s, rank %d passed op %s", k, dist_cuda__op_name((int)a->op), r, dist_cuda__op_name((int)me->op));
+    else if (a->root != me->root)
+        snprintf(why, cap, "rank %d passed root %d, rank %d passed root %d", k, (int)a->root, r, (int)me->root);
+    else
+        return 0;
+    return 1;
+}
+
+/* One collective on the IPC backend (see the section's comment). */
+static dist_result dist_cuda__ipc_run(dist_cuda_t *c, const dist_cuda__job *j, dist_cuda__CUstream s) {
+    const char *what = dist_cuda__kind_names[j->kind];
+    dist_cuda__ipc_record *mine = &c->ipc_mine;
+    dist_result local = DIST_OK, res;
+    int failed = -1, fatal = 0, stage = 0;
+    char why[DIST_CUDA__ERRLEN];
+    c->ipc_call++;
+    memset(mine, 0, sizeof *mine);
+    mine->kind = j->kind; mine->dtype = j->dtype; mine->op = j->op; mine->root = j->peer; mine->count = j->count;
+    mine->status = DIST_CUDA__IPC_OK;
+    /* what the last exchange retired; then this rank's buffers */
+    local = dist_cuda__ipc_close_retired(c, what);
+    if (local == DIST_OK && j->count) {
+        dist_cuda__CUresult r = dist_cuda__cu.StreamSynchronize(s);          /* the inputs are complete before a peer reads them */
+        if (r != 0) {
+            local = dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): waiting for the caller's stream (cuStreamSynchronize)", what, j->count,
+                                        dist_dtype_name(j->dtype));
+        } else if (dist_cuda__ipc_alias_needs_staging(c, j)) {
+            mine->status = DIST_CUDA__IPC_STAGE;
+        } else {
+            const void *p[2];
+            size_t need[2];
+            dist_cuda__ipc_slots(j, p, need);
+            for (int slot = 0; slot < 2 && mine->status == DIST_CUDA__IPC_OK; slot++)
+                if (need[slot]) mine->status = dist_cuda__ipc_describe(c, j, slot, p[slot], need[slot], mine);
+            if (mine->status == DIST_CUDA__IPC_FAILED) local = DIST_ERR_INVALID;        /* describe set the sentence */
+        }
+    }
+    if (local != DIST_OK) { mine->status = DIST_CUDA__IPC_FAILED; mine->fatal = c->failed; }
+    dist_cuda__ipc_scan_exports(c);
+    while (mine->nretired < DIST_CUDA__IPC_RETIRE && c->ipc_retire_n > 0) {
+        memcpy(mine->retired[mine->nretired++], c->ipc_retire[c->ipc_retire_head], DIST_CUDA__IPC_HANDLE_SIZE);
+        c->ipc_retire_head = (c->ipc_retire_head + 1) % DIST_CUDA__IPC_RETIRE_QUEUE;
+        c->ipc_retire_n--;
+    }
+    /* the exchange: every rank's record, before any data moves */
+    if ((res = dist_all_gather(c->d, mine, c->ipc_all, sizeof *mine, DIST_UINT8)) != DIST_OK) {
+        snprintf(why, sizeof why, "%s", dist_error_message(c->d));
+        if (local != DIST_OK) return local;
+        return dist_cuda__fail(res, "%s (%zu x %s, IPC) on rank %d: exchanging buffer handles: %s", what, j->count, dist_dtype_name(j->dtype), c->rank, why);
+    }
+    c->ipc_all_valid = 1;
+    for (int k = 0; k < c->world; k++) {
+        if (c->ipc_all[k].status == DIST_CUDA__IPC_FAILED && failed < 0) failed = k;
+        if (c->ipc_all[k].status == DIST_CUDA__IPC_FAILED && c->ipc_all[k].fatal) fatal = 1;
+        if (c->ipc_all[k].status == DIST_CUDA__IPC_STAGE) stage = 1;
+    }
+    if (fatal) c->failed = 1;
+    if (local != DIST_OK) return local;
+    for (int k = 0; k < c->world; k++)
+        if (dist_cuda__ipc_mismatch(c, k, why, sizeof why))
+            return dist_cuda__fail(DIST_ERR_MISMATCH, "%s (IPC) on rank %d: %s", what, c->rank, why);
+    if (failed >= 0)
+        return dist_cuda__fail(DIST_ERR_FAILED, "%s (%zu x %s, IPC) on rank %d: rank %d failed in this call (its error says why)%s", what, j->count,
+                               dist_dtype_name(j->dtype), c->rank, failed, fatal ? "; the communicator failed with it" : "");
+    if (j->count == 0) return DIST_OK;
+    if (stage) {                                       /* every rank saw the same records */
+        c->ipc_staged++;
+        return dist_cuda__staged(c, j, s);
+    }
+    for (int phase = 0; phase < (j->kind == DIST_CUDA__ALL_REDUCE ? 2 : 1); phase++)
+        if ((res = dist_cuda__ipc_sync(c, j, s, dist_cuda__ipc_phase(c, j, phase, s))) != DIST_OK) return res;
+    return DIST_OK;
+}
+
+/* The IPC backend's memory, made at init. */
+static dist_result dist_cuda__open_ipc(dist_cuda_t *c) {
+    c->ipc_nmaps = DIST_CUDA__IPC_MAPS + 2 * c->world;
+    c->ipc_all = (dist_cuda__ipc_record *)DIST_MALLOC(sizeof *c->ipc_all * (size_t)c->world);
+    c->ipc_maps = (dist_cuda__ipc_map *)DIST_MALLOC(sizeof *c->ipc_maps * (size_t)c->ipc_nmaps);
+    c->ipc_ptrs = (dist_cuda__CUdeviceptr *)DIST_MALLOC(sizeof *c->ipc_ptrs * (size_t)c->world);
+    if (!c->ipc_all || !c->ipc_maps || !c->ipc_ptrs) return dist_cuda__fail(DIST_ERR_NOMEM, "dist_cuda_init (IPC) on rank %d: out of memory", c->rank);
+    for (int i = 0; i < c->ipc_nmaps; i++) c->ipc_maps[i].peer = -1;
+    return DIST_OK;
+}
+
+/* ---- choosing the backend at init ----
+   Which ranks share this host: the same host name, boot and PID namespace
+   (CUDA IPC handles name the exporting process). */
+static void dist_cuda__host_identity(char *buf, size_t cap) {
+    char host[96] = "", boot[48] = "";
+    struct stat ns;
+    FILE *f;
+    if ((f = fopen("/proc/sys/kernel/hostname", "r")) != NULL) {
+        if (!fgets(host, sizeof host, f)) host[0] = 0;
+        fclose(f);
+    }
+    if ((f = fopen("/proc/sys/kernel/random/boot_id", "r")) != NULL) {
+        if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
+        fclose(f);
+    }
+    host[strcspn(host, "\n")] = 0;
+    boot[strcspn(boot, "\n")] = 0;
+    if (stat("/proc/self/ns/pid", &ns) != 0) memset(&ns, 0, sizeof ns);
+    snprintf(buf, cap, "%s|%s|%lu", host[0] ? host : "?", boot, (unsigned long)ns.st_ino);
+}
+
+typedef struct {
+    int64_t backend, pid, nvrtc;
+    char host[192];
+} dist_cuda__init_record;
+
+typedef struct {
+    int64_t ok, step, peer, result;
+    unsigned char uuid[16];
+    unsigned char handle[DIST_CUDA__IPC_HANDLE_SIZE];
+} dist_cuda__probe_record;
+
+/* The local ordinal of the device with this UUID, or -1. */
+static int dist_cuda__device_by_uuid(const unsigned char *uuid, dist_cuda__CUdevice *dev) {
+    int n = 0;
+    if (dist_cuda__cu.DeviceGetCount(&n) != 0) return -1;
+    for (int i = 0; i < n; i++) {
+        dist_cuda__CUuuid u;
+        if (dist_cuda__cu.DeviceGet(dev, i) == 0 && dist_cuda__cu.DeviceGetUuid(&u, *dev) == 0 && !memcmp(u.bytes, uuid, 16)) return i;
+    }
+    return -1;
+}
+
+/* Every rank maps every other rank's device memory once, at init (a
+   4 KiB allocation each): what fails here would fail every call.  Two
+   rounds, each all-gathered: export (handle and device UUID), then map
+   (peer access where the devices differ, open, close).  0 when it
+   worked; else the sentence is set and DIST_ERR_CUDA or
+   DIST_ERR_UNSUPPORTED returned, on every rank. */
+static dist_result dist_cuda__ipc_probe(dist_cuda_t *c) {
+    const int n = c->world, me = c->rank;
+    dist_cuda__probe_record mine, *all = (dist_cuda__probe_record *)DIST_MALLOC(sizeof *all * (size_t)n);
+    dist_cuda__CUdeviceptr buf = 0;
+    dist_cuda__CUipcMemHandle h;
+    dist_cuda__CUuuid u;
+    dist_cuda__CUresult r;
+    dist_result res = DIST_OK;
+    static const char *const steps[] = { "", "cuDeviceGetUuid", "cuMemAlloc", "cuIpcGetMemHandle", "cuDeviceCanAccessPeer", "peer access",
+                                         "cuIpcOpenMemHandle", "cuIpcCloseMemHandle", "cuMemFree" };
+    int bad = -1;
+    char words[160];
+    if (!all) return dist_cuda__fail(DIST_ERR_NOMEM, "dist_cuda_init (IPC) on rank %d: out of memory", me);
+    memset(&mine, 0, sizeof mine);
+    mine.ok = 1;
+    mine.peer = -1;
+    if ((r = dist_cuda__cu.DeviceGetUuid(&u, c->dev)) != 0) { mine.ok = 0; mine.step = 1; mine.result = r; }
+    else if ((r = dist_cuda__cu.MemAlloc(&buf, 4096)) != 0) { mine.ok = 0; mine.step = 2; mine.result = r; buf = 0; }
+    else if ((r = dist_cuda__cu.IpcGetMemHandle(&h, buf)) != 0) { mine.ok = 0; mine.step = 3; mine.result = r; }
+    if (mine.ok) { memcpy(mine.uuid, u.bytes, 16); memcpy(mine.handle, h.reserved, DIST_CUDA__IPC_HANDLE_SIZE); }
+    if ((res = dist_all_gather(c->d, &mine, all, sizeof mine, DIST_UINT8)) == DIST_OK) {
+        for (int k = 0; k < n && bad < 0; k++)
+            if (!all[k].ok) bad = k;
+        if (bad < 0) {                                     /* round 2: map every peer's */
+            mine.ok = 1;
+            for (int k = 0; k < n && mine.ok; k++) {
+                dist_cuda__CUdevice pd;
+                dist_cuda__CUdeviceptr p = 0;
+                int can = 0;
+                if (k == me) continue;
+                mine.peer = k;
+                if (memcmp(all[k].uuid, all[me].uuid, 16) != 0 && dist_cuda__device_by_uuid(all[k].uuid, &pd) >= 0) {
+                    if ((r = dist_cuda__cu.DeviceCanAccessPeer(&can, c->dev, pd)) != 0) { mine.ok = 0; mine.step = 4; mine.result = r; }
+                    else if (!can) { mine.ok = 0; mine.step = 5; }
+                }
+                if (mine.ok) {
+                    memcpy(h.reserved, all[k].handle, DIST_CUDA__IPC_HANDLE_SIZE);
+                    if ((r = dist_cuda__cu.IpcOpenMemHandle(&p, h, DIST_CUDA__IPC_LAZY_ENABLE_PEER_ACCESS)) != 0) { mine.ok = 0; mine.step = 6; mine.result = r; }
+                    else if ((r = dist_cuda__cu.IpcCloseMemHandle(p)) != 0) { mine.ok = 0; mine.step = 7; mine.result = r; }
+                }
+            }
+            if (mine.ok) mine.peer = -1;
+            if ((res = dist_all_gather(c->d, &mine, all, sizeof mine, DIST_UINT8)) == DIST_OK)
+                for (int k = 0; k < n && bad < 0; k++)
+                    if (!all[k].ok) bad = k;
+        }
+    }
+    if (res != DIST_OK) {
+        char why[DIST_CUDA__ERRLEN];
+        snprintf(why, sizeof why, "%s", dist_error_message(c->d));
+        res = dist_cuda__fail(res, "dist_cuda_init (IPC) on rank %d: trying CUDA IPC with the other ranks: %s", me, why);
+    } else if (bad >= 0) {
+        const dist_cuda__probe_record *b = &all[bad];
+        if (b->step == 5)
+            res = dist_cuda__fail(DIST_ERR_UNSUPPORTED, "dist_cuda_init (IPC) on rank %d: rank %d's device cannot access rank %d's device (no peer access), "
+                                  "which the IPC backend's kernels need", me, bad, (int)b->peer);
+        else if (b->peer >= 0)
+            res = dist_cuda__fail(DIST_ERR_CUDA, "dist_cuda_init (IPC) on rank %d: rank %d could not map rank %d's device memory (%s: %s)", me, bad,
+                                  (int)b->peer, steps[b->step > 0 && b->step <= 8 ? b->step : 0],
+                                  dist_cuda__cu_words((dist_cuda__CUresult)b->result, words, sizeof words));
+        else
+            res = dist_cuda__fail(DIST_ERR_CUDA, "dist_cuda_init (IPC) on rank %d: rank %d could not share its device memory (%s: %s)", me, bad,
+                                  steps[b->step > 0 && b->step <= 8 ? b->step : 0],
+                                  dist_cuda__cu_words((dist_cuda__CUresult)b->result, words, sizeof words));
+    }
+    /* every rank has closed its mappings of it (or never made one) */
+    if (buf && (r = dist_cuda__cu.MemFree(buf)) != 0 && res == DIST_OK) res = dist_cuda__cu_fail(c, r, "dist_cuda_init (IPC): cuMemFree");
+    DIST_FREE(all);
+    return res;
+}
+
+/* Between STAGED and IPC, on every rank of a job where every rank has a
+   device and not every rank gets NCCL: one all-gather of what each rank
+   asked for and where it runs, then the same decision everywhere (and
+   the trial mapping when it is IPC).  Sets c->backend. */
+static dist_result dist_cuda__choose(dist_cuda_t *c, dist_cuda_backend asked) {
+    static const char *const names[] = { "auto", "staged", "nccl", "ipc" };
+    const int n = c->world;
+    dist_cuda__init_record mine, *all = (dist_cuda__init_record *)DIST_MALLOC(sizeof *all * (size_t)n);
+    int ipc_asker = -1, other_asker = -1, far = -1, twin = -1, no_rtc = -1;
+    dist_result res = DIST_OK;
+    c->backend = DIST_CUDA_STAGED;
+    if (!all) return dist_cuda__fail(DIST_ERR_NOMEM, "dist_cuda_init on rank %d: out of memory", c->rank);
+    memset(&mine, 0, sizeof mine);
+    mine.backend = asked;
+    mine.pid = (int64_t)getpid();
+    mine.nvrtc = dist_cuda__load_nvrtc() == 1;
+    dist_cuda__host_identity(mine.host, sizeof mine.host);
+    if ((res = dist_all_gather(c->d, &mine, all, sizeof mine, DIST_UINT8)) != DIST_OK) {
+        char why[DIST_CUDA__ERRLEN];
+        snprintf(why, sizeof why, "%s", dist_error_message(c->d));
+        DIST_FREE(all);
+        return dist_cuda__fail(DIST_ERR_INIT, "dist_cuda_init on rank %d: agreeing on a backend with the other ranks: %s", c->rank, why);
+    }
+    for (int k = 0; k < n; k++) {
+        all[k].host[sizeof all[k].host - 1] = 0;
+        if (all[k].backend == DIST_CUDA_IPC && ipc_asker < 0) ipc_asker = k;
+        if ((all[k].backend == DIST_CUDA_STAGED || all[k].backend == DIST_CUDA_NCCL) && other_asker < 0) other_asker = k;
+        if (strcmp(all[k].host, all[0].host) != 0 && far < 0) far = k;
+        if (!all[k].nvrtc && no_rtc < 0) no_rtc = k;
+        for (int m = 0; m < k && twin < 0; m++)
+            if (all[m].pid == all[k].pid && !strcmp(all[m].host, all[k].host)) twin = m * n + k;
+    }
+    if (ipc_asker >= 0) {
+        if (other_asker >= 0) {
+            res = dist_cuda__fail(DIST_ERR_MISMATCH, "dist_cuda_init on rank %d: rank %d asked for backend ipc, rank %d for %s (ask alike, or auto)", c->rank,
+                                  ipc_asker, other_asker, names[all[other_asker].backend]);
+        } else if (far >= 0) {
+            const int l0 = (int)strcspn(all[0].host, "|"), lf = (int)strcspn(all[far].host, "|");
+            const int same_name = l0 == lf && !strncmp(all[0].host, all[far].host, (size_t)l0);
+            res = dist_cuda__fail(DIST_ERR_INVALID,
+                                  "dist_cuda_init on rank %d: backend ipc needs every rank on one host, but rank 0 is on %.*s and rank %d on %.*s%s",
+                                  c->rank, l0, all[0].host, far, lf, all[far].host, same_name ? " (another boot or PID namespace)" : "");
+        } else if (twin >= 0) {
+            res = dist_cuda__fail(DIST_ERR_INVALID, "dist_cuda_init on rank %d: backend ipc needs one process per rank, but ranks %d and %d are one process",
+                                  c->rank, twin / n, twin % n);
+        } else {
+            c->backend = DIST_CUDA_IPC;
+        }
+    } else if (other_asker < 0 && n > 1 && far < 0 && twin < 0 && no_rtc < 0) {
+        c->backend = DIST_CUDA_IPC;
+    }
+    DIST_FREE(all);
+    if (res == DIST_OK && c->backend == DIST_CUDA_IPC && n > 1 && (res = dist_cuda__ipc_probe(c)) != DIST_OK && ipc_asker < 0 && !c->failed) {
+        c->backend = DIST_CUDA_STAGED;                        /* auto: the staged path serves */
+        res = DIST_OK;
+    }
+    return res;
+}
+
 /* [SECTION] NCCL backend */
 #ifndef DIST_CUDA_NO_NCCL
 /* ncclDataType_t in dist_dtype order; ncclRedOp_t in dist_op order. */
@@ -966,11 +1743,31 @@ static dist_result dist_cuda__nccl_run(dist_cuda_t *c, const dist_cuda__job *j, 
 #endif
 
 /* [SECTION] the calls */
+/* Do two ranks of c use one device?  (Collective over c->d; -1 when the
+   exchange failed.)  A device is its host and its UUID. */
+static int dist_cuda__devices_shared(dist_cuda_t *c) {
+    char key[300];
+    dist_cuda__CUuuid u;
+    int64_t mine = (int64_t)1469598103934665603ull, *all = (int64_t *)DIST_MALLOC(sizeof *all * (size_t)c->world);
+    int shared = 0;
+    memset(&u, 0, sizeof u);
+    dist_cuda__host_identity(key, sizeof key);
+    if (dist_cuda__cu.DeviceGetUuid(&u, c->dev) != 0) snprintf(u.bytes, sizeof u.bytes, "ordinal %d", c->ordinal);
+    for (size_t i = 0; key[i]; i++) mine = (int64_t)(((uint64_t)mine ^ (unsigned char)key[i]) * 1099511628211ull);   /* FNV-1a */
+    for (size_t i = 0; i < sizeof u.bytes; i++) mine = (int64_t)(((uint64_t)mine ^ (unsigned char)u.bytes[i]) * 1099511628211ull);
+    if (!all || dist_all_gather(c->d, &mine, all, 1, DIST_INT64) != DIST_OK) { DIST_FREE(all); return -1; }
+    for (int a = 0; a < c->world && !shared; a++)
+        for (int b = a + 1; b < c->world && !shared; b++) shared = all[a] == all[b];
+    DIST_FREE(all);
+    return shared;
+}
+
 DIST_API dist_result dist_cuda_init(dist_t *d, const dist_cuda_config *cfg_in, dist_cuda_t **out) {
     dist_cuda_config cfg;
     dist_cuda_t *c;
     dist_result res;
     int64_t agree[2];
+    int agreed;
     const char *env = getenv("DIST_CUDA_BACKEND");
     if (!out) return dist_cuda__fail(DIST_ERR_INVALID, "dist_cuda_init: NULL out");
     *out = NULL;
@@ -980,10 +1777,11 @@ DIST_API dist_result dist_cuda_init(dist_t *d, const dist_cuda_config *cfg_in, d
     if (cfg.backend == DIST_CUDA_AUTO && env && *env) {
         if (!strcmp(env, "staged")) cfg.backend = DIST_CUDA_STAGED;
         else if (!strcmp(env, "nccl")) cfg.backend = DIST_CUDA_NCCL;
+        else if (!strcmp(env, "ipc")) cfg.backend = DIST_CUDA_IPC;
         else if (strcmp(env, "auto") != 0)
-            return dist_cuda__fail(DIST_ERR_INVALID, "dist_cuda_init: DIST_CUDA_BACKEND=%s: want auto, staged or nccl", env);
+            return dist_cuda__fail(DIST_ERR_INVALID, "dist_cuda_init: DIST_CUDA_BACKEND=%s: want auto, staged, nccl or ipc", env);
     }
-    if (cfg.backend < DIST_CUDA_AUTO || cfg.backend > DIST_CUDA_NCCL)
+    if (cfg.backend < DIST_CUDA_AUTO || cfg.backend > DIST_CUDA_IPC)
         return dist_cuda__fail(DIST_ERR_INVALID, "dist_cuda_init: backend %d is not a dist_cuda_backend", (int)cfg.backend);
     if (!(c = (dist_cuda_t *)DIST_MALLOC(sizeof *c))) return dist_cuda__fail(DIST_ERR_NOMEM, "dist_cuda_init: out of memory");
     memset(c, 0, sizeof *c);
@@ -993,34 +1791,48 @@ DIST_API dist_result dist_cuda_init(dist_t *d, const dist_cuda_config *cfg_in, d
     c->backend = cfg.backend;
     res = dist_cuda__open_device(c, &cfg);
     /* Every rank must take the same path: agree on whether all have a
-       device and NCCL (MIN over the ranks), and on the chunk size (MIN). */
+       device and NCCL (MIN over the ranks), and on the chunk size (MIN);
+       then, when it is not NCCL, choose between STAGED and IPC. */
 #ifndef DIST_CUDA_NO_NCCL
-    agree[0] = res != DIST_OK ? -1 : c->backend != DIST_CUDA_STAGED && dist_cuda__load_nccl() == 1 ? 1 : 0;
+    agree[0] = res != DIST_OK ? -1 : (c->backend == DIST_CUDA_AUTO || c->backend == DIST_CUDA_NCCL) && dist_cuda__load_nccl() == 1 ? 1 : 0;
 #else
     agree[0] = res != DIST_OK ? -1 : 0;
 #endif
     agree[1] = cfg.chunk_bytes ? (int64_t)(cfg.chunk_bytes < 4096 ? 4096 : cfg.chunk_bytes) : (int64_t)1 << 20;
-    if (dist_all_reduce(d, agree, 2, DIST_INT64, DIST_MIN) != DIST_OK) {
+    agreed = dist_all_reduce(d, agree, 2, DIST_INT64, DIST_MIN) == DIST_OK;
+    if (agreed && agree[0] == 1 && cfg.backend == DIST_CUDA_AUTO) {
+        /* (every rank is here: all have a device and NCCL) NCCL takes one
+           rank per device; ranks that share one go on to IPC or STAGED */
+        int shared = dist_cuda__devices_shared(c);
+        if (shared < 0) agreed = 0;
+        else if (shared) agree[0] = 0;
+    }
+    if (!agreed) {
         char why[DIST_CUDA__ERRLEN];
         snprintf(why, sizeof why, "%s", dist_error_message(d));
         if (res == DIST_OK) res = dist_cuda__fail(DIST_ERR_INIT, "dist_cuda_init on rank %d: agreeing with the other ranks: %s", c->rank, why);
     } else if (res == DIST_OK && agree[0] < 0) {
         res = dist_cuda__fail(DIST_ERR_NO_DEVICE, "dist_cuda_init on rank %d: another rank has no usable CUDA device (its error says why)", c->rank);
-    } else if (res == DIST_OK && cfg.backend == DIST_CUDA_NCCL && agree[0] == 0) {
+    } else if (agree[0] == 0) {
+        /* every rank has a device, so every rank gets here and chooses alike */
+        res = dist_cuda__choose(c, cfg.backend);
+        if (res == DIST_OK && cfg.backend == DIST_CUDA_NCCL) {
 #ifdef DIST_CUDA_NO_NCCL
-        res = dist_cuda__fail(DIST_ERR_UNSUPPORTED, "dist_cuda_init: the NCCL backend was left out of this build (DIST_CUDA_NO_NCCL)");
+            res = dist_cuda__fail(DIST_ERR_UNSUPPORTED, "dist_cuda_init: the NCCL backend was left out of this build (DIST_CUDA_NO_NCCL)");
 #else
-        res = dist_cuda__fail(DIST_ERR_NO_DEVICE, "dist_cuda_init on rank %d: backend NCCL, but %s", c->rank,
-                              dist_cuda__nccl.state == 1 ? "another rank cannot load NCCL" : dist_cuda__nccl.why);
+            res = dist_cuda__fail(DIST_ERR_NO_DEVICE, "dist_cuda_init on rank %d: backend NCCL, but %s", c->rank,
+                                  dist_cuda__nccl.state == 1 ? "another rank cannot load NCCL" : dist_cuda__nccl.why);
 #endif
+        }
     }
     if (res == DIST_OK) {
-        c->backend = agree[0] == 1 ? DIST_CUDA_NCCL : DIST_CUDA_STAGED;
+        if (agree[0] == 1) c->backend = DIST_CUDA_NCCL;          /* else dist_cuda__choose set it */
 #ifndef DIST_CUDA_NO_NCCL
         if (c->backend == DIST_CUDA_NCCL) res = dist_cuda__open_nccl(c);
         else
 #endif
             res = dist_cuda__open_staged(c, (size_t)agree[1]);
+        if (res == DIST_OK && c->backend == DIST_CUDA_IPC) res = dist_cuda__open_ipc(c);
     }
     if (res != DIST_OK) { dist_cuda__close(c); return res; }
     *out = c;
@@ -1052,6 +1864,7 @@ static dist_result dist_cuda__run(dist_cuda_t *c, dist_cuda__job *j, dist_cuda_s
 #ifndef DIST_CUDA_NO_NCCL
     if (c->backend == DIST_CUDA_NCCL) return dist_cuda__nccl_run(c, j, stream);
 #endif
+    if (c->backend == DIST_CUDA_IPC && !p2p) return dist_cuda__ipc_run(c, j, stream);
     return dist_cuda__staged(c, j, stream);
 }
 
@@ -1138,7 +1951,7 @@ DIST_API dist_result dist_cuda_reduce_local(dist_cuda_t *c, void *dst, const voi
     DIST_CUDA__CHECK(c, dist_cuda__cu.CtxSetCurrent(c->ctx), "dist_cuda_reduce_local: cuCtxSetCurrent");
     ins[0] = dst;
     ins[1] = src;
-    return dist_cuda__launch_reduce(c, dst, ins, 2, count, dtype, op, stream);
+    return dist_cuda__launch_reduce(c, dst, ins, 2, count, dtype, op, stream, "dist_cuda_reduce_local");
 }
 
 #endif /* DIST_CUDA_IMPLEMENTATION */

@@ -8,7 +8,9 @@
      sm_70/sm_75 (NVRTC 13 dropped sm_70: said on a line of its own);
    - dist_cuda_init in a 2-rank job fails with DIST_ERR_NO_DEVICE and a
      sentence, with no driver, with the toolkit's stub driver, and with a
-     driver path that does not exist; every call refuses NULL.
+     driver path that does not exist, and so it does with backend IPC
+     (asked in the config, or DIST_CUDA_BACKEND=ipc); an unknown
+     DIST_CUDA_BACKEND is refused; every call refuses NULL.
    On a machine with a device, tests/test_cuda_gpu.c runs the GPU checks.
    Exit 0: all passed; 77: skipped (no NVRTC); 1: a check failed. */
 #define DIST_IMPLEMENTATION
@@ -48,6 +50,11 @@ _Static_assert(DIST_CUDA__STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING && DIST_
                    DIST_CUDA__HOSTALLOC_PORTABLE == CU_MEMHOSTALLOC_PORTABLE,
                "flags");
 _Static_assert(sizeof(dist_cuda__CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
+_Static_assert(sizeof(dist_cuda__CUipcMemHandle) == sizeof(CUipcMemHandle) && sizeof(CUipcMemHandle) == 64 &&
+                   DIST_CUDA__IPC_HANDLE_SIZE == CU_IPC_HANDLE_SIZE, "CUipcMemHandle");
+_Static_assert(sizeof(dist_cuda__CUuuid) == sizeof(CUuuid), "CUuuid");
+_Static_assert(DIST_CUDA__IPC_LAZY_ENABLE_PEER_ACCESS == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS");
+_Static_assert(DIST_CUDA__POINTER_BUFFER_ID == CU_POINTER_ATTRIBUTE_BUFFER_ID, "CU_POINTER_ATTRIBUTE_BUFFER_ID");
 #  endif
 #  if __has_include(<nccl.h>)
 #    include <nccl.h>
@@ -91,16 +98,24 @@ static int test_nvrtc(void) {
 }
 
 /* ---- without a device -------------------------------------------------------- */
-typedef struct { const char *libcuda; const char *says; } nodev_case;
+typedef struct {
+    const char *libcuda; const char *says;
+    dist_cuda_backend backend;           /* in the config */
+    const char *env;                     /* DIST_CUDA_BACKEND, or NULL */
+    dist_result want;                    /* 0: DIST_ERR_NO_DEVICE */
+} nodev_case;
 
 static int nodev_rank(dist_t *world, void *arg) {
     const nodev_case *k = (const nodev_case *)arg;
+    const dist_result want = k->want ? k->want : DIST_ERR_NO_DEVICE;
     dist_cuda_t *c = (dist_cuda_t *)0x1;
-    dist_result r = dist_cuda_init(world, NULL, &c);
+    dist_cuda_config cc = { 0 };
+    cc.backend = k->backend;
+    dist_result r = dist_cuda_init(world, &cc, &c);
     if (r == DIST_OK) { dist_cuda_destroy(c); return 3; }        /* a device: not this test's case */
-    if (r != DIST_ERR_NO_DEVICE || c != NULL || !strstr(dist_cuda_error_message(), k->says)) {
-        printf("FAIL rank %d: dist_cuda_init gave %s, out %p, \"%s\"; want DIST_ERR_NO_DEVICE, NULL, saying \"%s\"\n", dist_rank(world),
-               dist_result_name(r), (void *)c, dist_cuda_error_message(), k->says);
+    if (r != want || c != NULL || !strstr(dist_cuda_error_message(), k->says)) {
+        printf("FAIL rank %d: dist_cuda_init gave %s, out %p, \"%s\"; want %s, NULL, saying \"%s\"\n", dist_rank(world),
+               dist_result_name(r), (void *)c, dist_cuda_error_message(), dist_result_name(want), k->says);
         return 1;
     }
     if (dist_rank(world) == 0) printf("     rank 0: \"%s\"\n", dist_cuda_error_message());
@@ -110,19 +125,35 @@ static int nodev_rank(dist_t *world, void *arg) {
 
 static void test_no_device(void) {
     static const nodev_case cases[] = {
-        { NULL, "" },                                                     /* says: filled below */
-        { "/usr/local/cuda/lib64/stubs/libcuda.so", "did not start" },
-        { "/nonexistent/libcuda.so.1", "DIST_CUDA_LIBCUDA=/nonexistent/libcuda.so.1" },
+        { NULL, "", DIST_CUDA_AUTO, NULL, DIST_OK },                      /* says: filled below */
+        { "/usr/local/cuda/lib64/stubs/libcuda.so", "did not start", DIST_CUDA_AUTO, NULL, DIST_OK },
+        { "/nonexistent/libcuda.so.1", "DIST_CUDA_LIBCUDA=/nonexistent/libcuda.so.1", DIST_CUDA_AUTO, NULL, DIST_OK },
+        { NULL, "", DIST_CUDA_IPC, NULL, DIST_OK },                       /* backend IPC: the same */
+        { "/usr/local/cuda/lib64/stubs/libcuda.so", "did not start", DIST_CUDA_IPC, NULL, DIST_OK },
+        { NULL, "", DIST_CUDA_AUTO, "ipc", DIST_OK },
+        { "/nonexistent/libcuda.so.1", "DIST_CUDA_LIBCUDA=/nonexistent/libcuda.so.1", DIST_CUDA_AUTO, "ipc", DIST_OK },
+        { NULL, "DIST_CUDA_BACKEND=bogus: want auto, staged, nccl or ipc", DIST_CUDA_AUTO, "bogus", DIST_ERR_INVALID },
     };
+    static const char *const names[] = { "auto", "staged", "nccl", "ipc" };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nodev_case k = cases[i];
-        if (k.libcuda && access(k.libcuda, R_OK) != 0 && i == 1) { printf("note: no stub driver at %s; that case not run\n", k.libcuda); continue; }
-        if (!k.libcuda) k.says = "dist_cuda_init on rank";
+        char how[96];
+        if (k.libcuda && access(k.libcuda, R_OK) != 0 && strstr(k.libcuda, "stubs")) {
+            printf("note: no stub driver at %s; that case not run\n", k.libcuda);
+            continue;
+        }
+        if (!k.libcuda && !k.says[0]) k.says = "dist_cuda_init on rank";
         if (k.libcuda) setenv("DIST_CUDA_LIBCUDA", k.libcuda, 1); else unsetenv("DIST_CUDA_LIBCUDA");
+        if (k.env) setenv("DIST_CUDA_BACKEND", k.env, 1); else unsetenv("DIST_CUDA_BACKEND");
         int rc = dist_spawn(2, nodev_rank, &k, NULL);
         unsetenv("DIST_CUDA_LIBCUDA");
-        TCHECK(rc == 0, "2 ranks, driver %s: dist_spawn returned %d", k.libcuda ? k.libcuda : "(default)", rc);
-        if (rc == 0) printf("ok   2 ranks, driver %s: DIST_ERR_NO_DEVICE on both, with a sentence\n", k.libcuda ? k.libcuda : "(default: libcuda.so.1)");
+        unsetenv("DIST_CUDA_BACKEND");
+        if (k.env) snprintf(how, sizeof how, "DIST_CUDA_BACKEND=%s", k.env);
+        else snprintf(how, sizeof how, "backend %s", names[k.backend]);
+        TCHECK(rc == 0, "2 ranks, driver %s, %s: dist_spawn returned %d", k.libcuda ? k.libcuda : "(default)", how, rc);
+        if (rc == 0)
+            printf("ok   2 ranks, driver %s, %s: %s on both, with a sentence\n", k.libcuda ? k.libcuda : "(default: libcuda.so.1)", how,
+                   dist_result_name(k.want ? k.want : DIST_ERR_NO_DEVICE));
     }
     /* every call refuses a NULL communicator */
     int x = 0, before = g_fail;
