@@ -50,6 +50,13 @@ COMPILE-TIME OPTIONS
                              library's own invariants (never of user input or
                              network bytes, which return errors).  Default:
                              assert().
+   DIST_SHM_REF_BYTES        where: the implementation file.  Over shared
+                             memory, payloads of this many bytes or more are
+                             copied straight from the sender's memory instead
+                             of through the ring (default 64 KiB).
+   DIST_SHM_COOP_BYTES       ...and from this size both ends copy them, the
+                             waiting sender writing half the pieces into the
+                             receiver (default 1 MiB; 0: the receiver alone).
 
 RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    MASTER_ADDR, MASTER_PORT  where rank 0 hosts the store (env://)
@@ -84,7 +91,8 @@ STEP BY STEP
       a ring per pair in an anonymous segment (nothing in /dev/shm, gone
       with the last process), messages of 64 KiB and more copied once,
       straight from the sender's memory (Linux cross-memory attach; without
-      it they stream through the ring).  The TCP connection stays as the
+      it they stream through the ring), from 1 MiB by both ends at once:
+      the sender, waiting anyway, writes pieces as the receiver reads.  The TCP connection stays as the
       pair's doorbell and lifeline: a rank killed outright is noticed
       at once, as over TCP.  DIST_TRANSPORT=tcp turns this off.
    2. Point-to-point: dist_send / dist_recv block; dist_isend / dist_irecv
