@@ -136,6 +136,12 @@ DEFINE_FAIL_AT(MAXW, &sh->claimed[rank], sh->fail[rank])
 static int64_t obj_len(int id) { return 1 + id % 5; }
 static int64_t obj_elem(int id, int64_t i) { return (int64_t)id * 1000 + i + 7; }
 
+/* Read in a worker, where a handler thread may be releasing: atomically
+   (the releases that follow a check come after other processes' steps,
+   which ThreadSanitizer cannot see as ordering). */
+#define REL(i) __atomic_load_n(&sh->released[i], __ATOMIC_SEQ_CST)
+#define MADE(i) __atomic_load_n(&sh->made[i], __ATOMIC_SEQ_CST)
+
 static void release_obj(void *data, void *user) {
     int id = (int)(intptr_t)user;
     if (id >= 0 && id < MAXOBJ) {
@@ -422,7 +428,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
         /* what this worker owns is gone by the time its shutdown returns */
         for (int id = 0; id < MAXOBJ; id++)
             if (__atomic_load_n(&sh->made[id], __ATOMIC_SEQ_CST) == r + 1 && __atomic_load_n(&sh->released[id], __ATOMIC_SEQ_CST) != 1)
-                bad |= WFAIL("object %d, owned here: released %d time(s) when the graceful shutdown returned, want once", id, sh->released[id]);
+                bad |= WFAIL("object %d, owned here: released %d time(s) when the graceful shutdown returned, want once", id, REL(id));
         /* the application's handles stay valid after the shutdown, detached:
            freeing them now releases nothing more (the parent checks) */
         for (int i = 0; i < g_nin; i++) if (g_in[i].r) { dist_rref_free(g_in[i].r); g_in[i].r = NULL; }
@@ -523,7 +529,7 @@ static int fn_basic(int rank, int n) {
         dist_value_free(v); v = NULL;
         if (o1 != 2 || u1 != 0) return WFAIL("w1's counts: %lld owned, %lld users; want 2, 0", (long long)o1, (long long)u1);
     }
-    if (sh->released[1] || sh->released[2]) return WFAIL("objects released while referenced: %d, %d", sh->released[1], sh->released[2]);
+    if (REL(1) || REL(2)) return WFAIL("objects released while referenced: %d, %d", REL(1), REL(2));
     dist_rref_free(ri);
     dist_rref_free(rt);
     dist_rref_free(rs);
@@ -549,7 +555,7 @@ static int fn_directions(int rank, int n) {
     if ((res = dist_rpc_sync("w1", "read_local", dist_value_pack("[RI]", r, (int64_t)10), &v)) != DIST_OK || !is_int(v, 10))
         return WFAIL("(a) user -> owner: read_local: %s: %s", dist_result_name(res), MSG);
     dist_value_free(v); v = NULL;
-    if (sh->released[10]) return WFAIL("(a) object 10 released while w0 still holds its reference");
+    if (REL(10)) return WFAIL("(a) object 10 released while w0 still holds its reference");
     dist_rref_free(r); r = NULL;
     if (await_flag(&sh->released[10], 1, scaled(5000)) != 0) return WFAIL("(a) object 10 not released 5 s after its last reference was freed");
     /* (a') the same, w0 freeing its reference while the call is in flight */
@@ -573,7 +579,7 @@ static int fn_directions(int rank, int n) {
     if (obj_bad(v, 11, why, sizeof why)) return WFAIL("(b) to_here: %s", why);
     dist_value_free(v); v = NULL;
     if (wait_confirmed(r, scaled(5000)) != 0) return WFAIL("(b) the reference from its owner was not confirmed in 5 s");
-    if (sh->released[11]) return WFAIL("(b) object 11 released while w0 still holds its reference");
+    if (REL(11)) return WFAIL("(b) object 11 released while w0 still holds its reference");
     dist_rref_free(r); r = NULL;
     if (await_flag(&sh->released[11], 1, scaled(5000)) != 0) return WFAIL("(b) object 11 not released 5 s after its last reference was freed");
     /* (c) user -> user, twice: 12 after the call returned, 13 while it is in flight */
@@ -642,7 +648,7 @@ static int fn_timeout(int rank, int n) {
     dist_rref_free(r2);
     /* object 31 is made 600 ms after the call; its owner must still release it (checked at the end) */
     if (await_flag(&sh->released[31], 1, scaled(5000)) != 0)
-        return WFAIL("object 31 (made after its remote() timed out) not released 5 s after the only reference was freed (made by rank %d)", sh->made[31] - 1);
+        return WFAIL("object 31 (made after its remote() timed out) not released 5 s after the only reference was freed (made by rank %d)", MADE(31) - 1);
     return 0;
 }
 
@@ -741,7 +747,7 @@ static int fn_ring(int rank, int n) {
         if (rank == 0)
             for (int c = 0; c < n; c++)
                 for (int t = 0; t < n; t++)
-                    if (c != t && sh->released[c * 5 + t]) return WFAIL("phase %d: object %d released while references to it live", phase, c * 5 + t);
+                    if (c != t && REL(c * 5 + t)) return WFAIL("phase %d: object %d released while references to it live", phase, c * 5 + t);
         /* what came: owner and exact value */
         pthread_mutex_lock(&g_in_lock);
         int nin = g_nin;
@@ -766,7 +772,7 @@ static int fn_ring(int rank, int n) {
     if (rank == 0)
         for (int c = 0; c < n; c++)
             for (int t = 0; t < n; t++)
-                if (c != t && sh->released[c * 5 + t]) return WFAIL("object %d released before the last references were dropped", c * 5 + t);
+                if (c != t && REL(c * 5 + t)) return WFAIL("object %d released before the last references were dropped", c * 5 + t);
     if (barrier(n, n + 2)) return 1;
     /* the rest, shuffled */
     {
@@ -811,7 +817,7 @@ static int fn_held(int rank, int n) {
     if (barrier(n, 1)) return 1;
     if (rank == 0)
         for (int id = 0; id < 4 * n; id++)
-            if (id % 4 != 3 && sh->released[id]) return WFAIL("object %d released while references to it are held", id);
+            if (id % 4 != 3 && REL(id)) return WFAIL("object %d released while references to it are held", id);
     if (barrier(n, 2)) return 1;
     /* 3: a remote() still running when the shutdown starts */
     if ((res = dist_remote(a, "sleep_make", dist_value_pack("[II]", (int64_t)300, (int64_t)(rank * 4 + 3)), &r[3])) != DIST_OK || !r[3])
