@@ -14,6 +14,7 @@
 #   scripts          tests/test_NAME.sh, run with bash
 # FILTER keeps the tests whose name contains it.
 #
+# The compile checks run first, as many at a time as there are CPUs.
 # Each test runs under `timeout -k 5 LIMIT` (120 s unless its source has a
 # line `// TIMEOUT: 300` or `# TIMEOUT: 300`), from the repository root,
 # with stdin from /dev/null and its output in BUILD_DIR/logs/NAME.log.
@@ -26,6 +27,8 @@
 #   DIST_TEST_TIMEOUT     default limit in seconds (120)
 #   DIST_TIMEOUT_SCALE    multiplies every limit (sanitizer passes)
 #   DIST_TEST_WRAPPER     command put in front of each test (e.g. setarch)
+#   DIST_TEST_SKIP        names of tests this pass leaves out (reported as
+#                         skipped, never as passed)
 #   DIST_TEST_TRANSPORTS  the transports of the tests that declare them
 #                         (default: every one they declare; a test that
 #                         declares none of these runs on its first)
@@ -132,9 +135,40 @@ trap 'interrupted=1; [ -n "$current" ] && kill -TERM "$current" 2>/dev/null' INT
 
 show_tail() { tail -n "${2:-15}" "$1" | sed 's/^/    | /'; }
 
+# The compile checks are independent compilations: they run up front, as
+# many at a time as there are CPUs, each under its limit; the loop below
+# reports their results in order with the rest.
+done_dir=$build_dir/logs/.done
+rm -rf "$done_dir"; mkdir -p "$done_dir" || exit 2
+ncpu=$(nproc 2>/dev/null || echo 2)
+for entry in "${tests[@]+"${tests[@]}"}"; do
+    IFS=$sep read -r name src cmd <<<"$entry"
+    case $name in compile/*) ;; *) continue ;; esac
+    case $name in *"$filter"*) ;; *) continue ;; esac
+    while [ "$(jobs -rp | wc -l)" -ge "$ncpu" ]; do wait -n 2>/dev/null || break; done
+    [ "$interrupted" = 0 ] || break
+    log=$log_dir/$name.log
+    mkdir -p "$(dirname "$log")"
+    limit=$(limit_of "$src")
+    (
+        start=$(now)
+        # shellcheck disable=SC2086
+        timeout -k 5 "$limit" $wrapper $cmd </dev/null >"$log" 2>&1
+        rc=$?
+        echo "$rc $(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') $limit" >"$done_dir/${name//\//_}"
+    ) &
+done
+wait
+
 for entry in "${tests[@]+"${tests[@]}"}"; do
     IFS=$sep read -r name src cmd <<<"$entry"
     case $name in *"$filter"*) ;; *) continue ;; esac
+    base=${name%%\[*}
+    case " ${DIST_TEST_SKIP:-} " in *" $base "*)
+        echo "SKIP $name: left out of this pass (DIST_TEST_SKIP)"
+        skipped=$((skipped + 1))
+        continue ;;
+    esac
 
     log=$log_dir/$name.log
     mkdir -p "$(dirname "$log")"
@@ -147,6 +181,9 @@ for entry in "${tests[@]+"${tests[@]}"}"; do
         continue
     fi
 
+    if [ -f "$done_dir/${name//\//_}" ]; then         # a compile check, run above
+        read -r rc secs limit <"$done_dir/${name//\//_}"
+    else
     start=$(now)
     # timeout puts the test in its own process group and, at the limit,
     # signals the whole group (ranks a test forked included).
@@ -167,6 +204,7 @@ for entry in "${tests[@]+"${tests[@]}"}"; do
     fi
     current=""
     secs=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+    fi
 
     if [ "$rc" = 0 ]; then
         echo "PASS $name ($secs s)"
