@@ -2907,7 +2907,7 @@ static void dist__msg_deliver(dist__engine *e, dist__msg *m, dist_req_t *r) {
     dist__msg_put(e, m);
 }
 
-static int dist__coop_end(dist__peer *p);
+static int dist__coop_end(dist__peer *p, int64_t wait_ns);
 
 static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result code) {
     dist_req_t *r, *next, *prev = NULL;
@@ -2924,7 +2924,7 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
     }
     p->ack_tail = NULL;
     p->rx_ref = 0;
-    if (p->coop) dist__coop_end(p);
+    if (p->coop) dist__coop_end(p, 20000000);   /* a live sender finishes its piece in well under that */
     /* A collective that involves a rank that died cannot complete: all its
        receives fail, whichever peer they wait for.  (A rank that left
        cleanly did its part of every collective before it left.) */
@@ -3258,16 +3258,16 @@ static void dist__coop_post(dist__peer *p) {
 /* Receiver: ends the job.  Claims what is left, so the sender starts no
    other piece, and waits (briefly: a piece is a fraction of a millisecond)
    for the pieces it is copying.  Returns 0 if they did not finish within
-   a second.  (A sender that failed is not waited for.) */
-static int dist__coop_end(dist__peer *p) {
+   wait_ns (a dead sender never finishes its piece, nor writes any more). */
+static int dist__coop_end(dist__peer *p, int64_t wait_ns) {
     dist__ring *j = p->rx_ring;
     uint64_t c = DIST__LOAD_ACQ(&j->job_claim), claimed;
-    int64_t give_up = dist__now_ns() + 1000000000;
+    int64_t give_up = dist__now_ns() + wait_ns;
     while (c >> DIST__COOP_OFF_BITS == p->coop &&
            !__atomic_compare_exchange_n(&j->job_claim, &c, (p->coop << DIST__COOP_OFF_BITS) | DIST__COOP_OFF_MASK, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {}
     claimed = DIST__MIN(c & DIST__COOP_OFF_MASK, p->cur.nbytes);
-    while (p->state == DIST__PEER_OK && DIST__LOAD_ACQ(&j->job_done) < claimed) {
+    while (DIST__LOAD_ACQ(&j->job_done) < claimed) {
         if (dist__now_ns() > give_up) break;
         DIST__CPU_RELAX();
     }
@@ -3341,7 +3341,7 @@ static int dist__peer_pull(dist__engine *e, dist__peer *p) {
             return 1;
         }
         if (DIST__LOAD_ACQ(&j->job_done) < p->cur.nbytes) return 0;   /* the sender's last pieces */
-        dist__coop_end(p);
+        dist__coop_end(p, 0);             /* (all done: nothing to wait for) */
         if (DIST__LOAD_ACQ(&j->job_err)) {   /* it could not write a piece: read it all again, alone */
             p->dst = p->coop_dst;
             p->coop_alone = 1;
@@ -3613,7 +3613,7 @@ static void dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms) {
         else if (r->source >= 0 && r->source < e->world && e->peers[r->source].rx_req == r) {
             dist__peer *p = &e->peers[r->source];
             p->rx_req = NULL;
-            if (p->coop && !dist__coop_end(p))
+            if (p->coop && !dist__coop_end(p, 1000000000))
                 dist__logf(&e->log, DIST_LOG_WARN, "rank %d was still copying into a receive that timed out after 1 s", p->rank);
             p->dst = NULL;    /* the rest of that payload is discarded */
         }
