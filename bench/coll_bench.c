@@ -39,6 +39,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "benchutil.h"
+
 typedef struct opts {
     size_t minb, maxb;
     int factor, iters, warm, check, nprocs, root;
@@ -52,69 +54,7 @@ static const char *coll_names[C_COUNT] = { "broadcast", "reduce", "all_reduce", 
                                            "reduce_scatter", "all_to_all", "barrier" };
 static const char *op_names[] = { "sum", "product", "max", "min", "avg" };
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static size_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'k': case 'K': v *= 1024; break;
-    case 'm': case 'M': v *= 1024 * 1024; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-    }
-    return (size_t)v;
-}
-
 /* ---- values: small integers, stored in any dtype exactly ---------------- */
-
-static uint16_t to_half(float f) {     /* exact for the small integers used here */
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffff) == 0) return (uint16_t)(x >> 16);
-    return (uint16_t)(((x >> 16) & 0x8000) | ((((x >> 23) & 0xff) - 112) << 10) | ((x >> 13) & 0x3ff));
-}
-static float from_half(uint16_t h) {
-    uint32_t x = (uint32_t)(h & 0x8000) << 16;
-    if (h & 0x7fff) x |= ((uint32_t)(((h >> 10) & 0x1f) + 112) << 23) | ((uint32_t)(h & 0x3ff) << 13);
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-static void put(void *buf, size_t i, dist_dtype t, double v) {
-    float f = (float)v;
-    uint32_t b;
-    switch (t) {
-    case DIST_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case DIST_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case DIST_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case DIST_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case DIST_FLOAT16: ((uint16_t *)buf)[i] = to_half(f); break;
-    case DIST_BFLOAT16: memcpy(&b, &f, 4); ((uint16_t *)buf)[i] = (uint16_t)(b >> 16); break;
-    case DIST_FLOAT32: ((float *)buf)[i] = f; break;
-    case DIST_FLOAT64: ((double *)buf)[i] = v; break;
-    default: break;
-    }
-}
-static double get(const void *buf, size_t i, dist_dtype t) {
-    uint32_t b;
-    float f;
-    switch (t) {
-    case DIST_INT8: return ((const int8_t *)buf)[i];
-    case DIST_UINT8: return ((const uint8_t *)buf)[i];
-    case DIST_INT32: return ((const int32_t *)buf)[i];
-    case DIST_INT64: return (double)((const int64_t *)buf)[i];
-    case DIST_FLOAT16: return from_half(((const uint16_t *)buf)[i]);
-    case DIST_BFLOAT16: b = (uint32_t)((const uint16_t *)buf)[i] << 16; memcpy(&f, &b, 4); return f;
-    case DIST_FLOAT32: return ((const float *)buf)[i];
-    case DIST_FLOAT64: return ((const double *)buf)[i];
-    default: return 0;
-    }
-}
 
 /* Rank r's input element i: 1..3 (products of a few stay exact), or for
    sums a value from -2..2 whose totals stay small. */
@@ -223,11 +163,6 @@ static long check_once(dist_t *w, const opts *o, bufs *b, size_t count, dist_res
     default: break;
     }
     return wrong;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static int bench(dist_t *w, void *arg) {
