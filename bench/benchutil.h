@@ -6,6 +6,7 @@
 #define DIST_BENCHUTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -78,6 +79,26 @@ static double get(const void *buf, size_t i, dist_dtype t) {
     case DIST_FLOAT64: return ((const double *)buf)[i];
     default: return 0;
     }
+}
+
+/* Runs fn as every rank: forked here (nprocs > 0, dist_spawn), else as
+   the one rank this process is under a launcher (dist_init).  The exit
+   status: 0 when every rank returned 0. */
+static int bench_launch(const char *prog, int nprocs, int (*fn)(dist_t *, void *), void *arg) {
+    dist_t *w;
+    int rc;
+    if (nprocs > 0) {
+        rc = dist_spawn(nprocs, fn, arg, NULL);
+        if (rc != 0 && dist_error_message(NULL)[0]) fprintf(stderr, "%s: %s\n", prog, dist_error_message(NULL));
+        return rc != 0;
+    }
+    if (dist_init(&w, NULL) != DIST_OK) {
+        fprintf(stderr, "%s: %s\n(run it under distrun, or with -N RANKS)\n", prog, dist_error_message(NULL));
+        return 1;
+    }
+    rc = fn(w, arg);
+    dist_destroy(w);
+    return rc;
 }
 
 #endif

@@ -282,20 +282,5 @@ int main(int argc, char **argv) {
     }
     if (o.factor < 2 || o.minb > o.maxb) usage();
     if (o.minb == 0) o.minb = 1;
-    if (o.nprocs > 0) {
-        int rc = dist_spawn(o.nprocs, bench, &o, NULL);
-        if (rc != 0) fprintf(stderr, "coll_bench: %s\n", dist_error_message(NULL));
-        return rc != 0;
-    }
-    {
-        dist_t *w;
-        int rc;
-        if (dist_init(&w, NULL) != DIST_OK) {
-            fprintf(stderr, "coll_bench: %s\n(run it under distrun, or with -N RANKS)\n", dist_error_message(NULL));
-            return 1;
-        }
-        rc = bench(w, &o);
-        dist_destroy(w);
-        return rc;
-    }
+    return bench_launch("coll_bench", o.nprocs, bench, &o);
 }

@@ -958,22 +958,6 @@ int main(int argc, char **argv) {
         if (dist_env_rank(&r, &n) != DIST_OK) o.nprocs = 1;   /* no launcher: one rank of our own */
         else if (o.root >= n) usage();
     }
-    if (o.nprocs > 0) {
-        int rc;
-        if (o.root >= o.nprocs) usage();
-        rc = dist_spawn(o.nprocs, rank_main, &o, NULL);
-        if (rc < 0) fprintf(stderr, "cuda_bench: %s\n", dist_error_message(NULL));
-        return rc != 0;
-    }
-    {
-        dist_t *w;
-        int rc;
-        if (dist_init(&w, NULL) != DIST_OK) {
-            fprintf(stderr, "cuda_bench: %s\n(run it under distrun, or with -N RANKS)\n", dist_error_message(NULL));
-            return 1;
-        }
-        rc = rank_main(w, &o);
-        dist_destroy(w);
-        return rc;
-    }
+    if (o.nprocs > 0 && o.root >= o.nprocs) usage();
+    return bench_launch("cuda_bench", o.nprocs, rank_main, &o);
 }
