@@ -3223,6 +3223,7 @@ static int dist__peer_fill_more(dist__engine *e, dist__peer *p, size_t want) {
    is copied, so the sender never touches the buffers after its send
    completes.  A claim is a compare-and-swap on (job number, offset), so a
    piece of a finished job can never be claimed against the next one. */
+static const uint64_t dist__coop_min = DIST_SHM_COOP_BYTES;   /* (a variable: 0 must not make a comparison always true) */
 #define DIST__COOP_OFF_BITS 42
 #define DIST__COOP_OFF_MASK (((uint64_t)1 << DIST__COOP_OFF_BITS) - 1)
 
@@ -3323,8 +3324,7 @@ static int dist__peer_pull(dist__engine *e, dist__peer *p) {
     size_t chunk;
     ssize_t n = 0;
     if (p->reads_left-- <= 0) return 0;
-    if (!p->coop && !p->coop_alone && p->cma && p->dst && (uint64_t)DIST_SHM_COOP_BYTES > 0 && p->left == p->cur.nbytes &&
-        p->left >= (uint64_t)DIST_SHM_COOP_BYTES &&
+    if (!p->coop && !p->coop_alone && p->cma && p->dst && dist__coop_min > 0 && p->left == p->cur.nbytes && p->left >= dist__coop_min &&
         !(p->rx_req && p->rx_req->reduce))
         dist__coop_post(p);
     if (p->coop) {
