@@ -92,9 +92,9 @@ STEP BY STEP
       with the last process), messages of 64 KiB and more copied once,
       straight from the sender's memory (Linux cross-memory attach; without
       it they stream through the ring), from 1 MiB by both ends at once:
-      the sender, waiting anyway, writes pieces as the receiver reads.  The TCP connection stays as the
-      pair's doorbell and lifeline: a rank killed outright is noticed
-      at once, as over TCP.  DIST_TRANSPORT=tcp turns this off.
+      the sender, waiting anyway, writes pieces as the receiver reads.
+      The TCP connection stays as the pair's doorbell and lifeline: a
+      rank killed outright is noticed at once, as over TCP.  DIST_TRANSPORT=tcp turns this off.
    2. Point-to-point: dist_send / dist_recv block; dist_isend / dist_irecv
       return a request that dist_wait completes (and frees) and dist_test
       polls.  Messages from one rank to another with the same tag never
@@ -766,34 +766,24 @@ static int dist__shm_open_peer(int pid, int fd) {
     return r;
 }
 
-/* Copies len bytes at `addr` in process `pid` to `dst`.  Returns the bytes
-   copied or -1 (errno). */
-static ssize_t dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t len) {
+/* Copies len bytes between `local` here and `addr` in process `pid`: from
+   there to here, or (write) from here to there.  Returns the bytes copied
+   or -1 (errno). */
+static ssize_t dist__peer_memory_copy(int pid, void *local, uint64_t addr, size_t len, int write) {
 #ifdef __linux__
-    struct iovec local, remote;
-    local.iov_base = dst; local.iov_len = len;
-    remote.iov_base = (void *)(uintptr_t)addr; remote.iov_len = len;
-    return process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+    struct iovec here, there;
+    here.iov_base = local; here.iov_len = len;
+    there.iov_base = (void *)(uintptr_t)addr; there.iov_len = len;
+    return write ? process_vm_writev((pid_t)pid, &here, 1, &there, 1, 0) : process_vm_readv((pid_t)pid, &here, 1, &there, 1, 0);
 #else
-    DIST__UNUSED(pid); DIST__UNUSED(dst); DIST__UNUSED(addr); DIST__UNUSED(len);
+    DIST__UNUSED(pid); DIST__UNUSED(local); DIST__UNUSED(addr); DIST__UNUSED(len); DIST__UNUSED(write);
     errno = ENOSYS;
     return -1;
 #endif
 }
-
-/* Copies len bytes from `src` to `addr` in process `pid`.  Returns the
-   bytes copied or -1 (errno). */
+static ssize_t dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t len) { return dist__peer_memory_copy(pid, dst, addr, len, 0); }
 static ssize_t dist__peer_memory_write(int pid, uint64_t addr, const void *src, size_t len) {
-#ifdef __linux__
-    struct iovec local, remote;
-    local.iov_base = (void *)(uintptr_t)src; local.iov_len = len;
-    remote.iov_base = (void *)(uintptr_t)addr; remote.iov_len = len;
-    return process_vm_writev((pid_t)pid, &local, 1, &remote, 1, 0);
-#else
-    DIST__UNUSED(pid); DIST__UNUSED(addr); DIST__UNUSED(src); DIST__UNUSED(len);
-    errno = ENOSYS;
-    return -1;
-#endif
+    return dist__peer_memory_copy(pid, (void *)(uintptr_t)src, addr, len, 1);
 }
 
 /* CPUs this process may run on. */
