@@ -56,7 +56,7 @@
    algorithm; ring n=4 V=3 and n=3 V=0; halving n=4 V=0 and n=5 V=4; tree
    32 MiB n=5 V=2), broadcast 64 MiB (n=4 V=1, n=3 V=0 the root, tree n=5
    V=2), reduce 32 MiB, gather 64 MiB, all_gather 32 MiB, scatter 64 MiB
-   (V the root), reduce_scatter 32 MiB, all_to_all 8 MiB; async:
+   (V the root), reduce_scatter 32 MiB, all_to_all 16 MiB; async:
    all_reduce_async (n=4 V=2 during; 64 MiB n=3 V=1 mid), all_reduce_async
    + barrier_async queued (n=5 V=3 during: both requests fail),
    barrier_async (n=3 V=2 before); on groups: all_reduce on {1,2,3} of 4
@@ -233,7 +233,7 @@ static const kcase cases[] = {
     { OP_ALLGATHER, 4, 2, MID, MiB(32), 0, NULL, 0, 0, 5 },
     { OP_SCATTER, 4, 0, MID, MiB(64), 0, NULL, 0, 0, 2 },
     { OP_REDSCAT, 3, 0, MID, MiB(32), 0, NULL, 0, 0, 5 },
-    { OP_ALLTOALL, 5, 1, MID, MiB(8), 0, NULL, 0, 0, 5 },
+    { OP_ALLTOALL, 5, 1, MID, MiB(16), 0, NULL, 0, 0, 2 },
     /* async twins */
     { OP_ALLREDUCE, 4, 2, DURING, SMALL, 0, NULL, 1, 0, 0 },
     { OP_ALLREDUCE, 3, 1, MID, MiB(64), 0, NULL, 1, 0, 10 },
