@@ -16,6 +16,9 @@
      -c 0|1     check results                               default 1
      -N RANKS   no launcher: fork this many local ranks
      -R ROOT    root of rooted collectives                  default 0
+     -u 0|1     add a column: CPU time per operation, all ranks default 0
+                together (us; against the time, it shows how busy the
+                cores were: 4 ranks on 2 cores at most 2 x time)
 
    Sizes are in bytes of the largest buffer, as nccl-tests count them: the
    whole output of all_gather, the whole input of reduce_scatter, one
@@ -43,7 +46,7 @@
 
 typedef struct opts {
     size_t minb, maxb;
-    int factor, iters, warm, check, nprocs, root;
+    int factor, iters, warm, check, nprocs, root, cpu;
     int coll;
     dist_dtype dtype;
     dist_op op;
@@ -185,8 +188,10 @@ static int bench(dist_t *w, void *arg) {
     if (r == 0) {
         printf("# dist %s coll_bench: %s, %d ranks, %s, op %s, DIST_ALGO=%s\n", dist_version(), coll_names[o->coll], n,
                dist_dtype_name(o->dtype), op_names[o->op], getenv("DIST_ALGO") ? getenv("DIST_ALGO") : "auto");
-        printf("#%11s %12s %9s %7s %11s %9s %9s %7s\n", "bytes", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong");
-        printf("#%11s %12s %9s %7s %11s %9s %9s %7s\n", "", "(per rank)", "", "", "median", "GB/s", "GB/s", "");
+        printf("#%11s %12s %9s %7s %11s %9s %9s %7s%s\n", "bytes", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong",
+               o->cpu ? "     cpu(us)" : "");
+        printf("#%11s %12s %9s %7s %11s %9s %9s %7s%s\n", "", "(per rank)", "", "", "median", "GB/s", "GB/s", "",
+               o->cpu ? "   all ranks" : "");
     }
     for (size_t bytes = o->minb; bytes <= o->maxb; bytes = bytes * (size_t)o->factor) {
         size_t count = bytes / es / (blockwise ? (size_t)n : 1);
@@ -194,17 +199,19 @@ static int bench(dist_t *w, void *arg) {
         int iters = o->iters > 0 ? o->iters : (int)(bytes <= 65536 ? 1000 : bytes <= (4 << 20) ? 100 : 20);
         int warm = o->warm >= 0 ? o->warm : (iters / 10 > 2 ? iters / 10 : 2);
         long wrong = 0, all_wrong = 0;
-        double med, worst;
+        double med, worst, cpu;
         dist_result res = DIST_OK;
         if (iters > 100000) iters = 100000;
         if (o->coll == C_BARRIER) { count = 0; shown = 0; }
         for (int i = 0; i < warm && res == DIST_OK; i++) res = run_once(w, o, &b, count);
         if (res == DIST_OK) res = dist_barrier(w);
+        cpu = cpu_us();
         for (int i = 0; i < iters && res == DIST_OK; i++) {
             double t0 = now_us();
             res = run_once(w, o, &b, count);
             times[i] = now_us() - t0;
         }
+        cpu = (cpu_us() - cpu) / iters;
         if (res != DIST_OK) { fprintf(stderr, "rank %d: %s\n", r, dist_error_message(w)); return 1; }
         qsort(times, (size_t)iters, sizeof *times, cmp_d);
         med = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
@@ -214,15 +221,18 @@ static int bench(dist_t *w, void *arg) {
             if (wrong < 0) { fprintf(stderr, "rank %d: %s\n", r, dist_error_message(w)); return 1; }
         }
         if (dist_all_reduce(w, &worst, 1, DIST_FLOAT64, DIST_MAX) != DIST_OK ||
-            dist_all_reduce(w, &wrong, 1, DIST_INT64, DIST_SUM) != DIST_OK) {
+            dist_all_reduce(w, &wrong, 1, DIST_INT64, DIST_SUM) != DIST_OK ||
+            dist_all_reduce(w, &cpu, 1, DIST_FLOAT64, DIST_SUM) != DIST_OK) {
             fprintf(stderr, "rank %d: %s\n", r, dist_error_message(w));
             return 1;
         }
         all_wrong = wrong;
         if (r == 0) {
             double algbw = shown / worst / 1e3, busbw = algbw * factor;
-            printf("%12zu %12zu %9s %7s %11.2f %9.3f %9.3f %7ld\n", shown, count, dist_dtype_name(o->dtype),
+            printf("%12zu %12zu %9s %7s %11.2f %9.3f %9.3f %7ld", shown, count, dist_dtype_name(o->dtype),
                    op_names[o->op], worst, algbw, busbw, o->check ? all_wrong : -1L);
+            if (o->cpu) printf(" %11.2f", cpu);
+            printf("\n");
             fflush(stdout);
             sum_busbw += busbw;
         }
@@ -237,12 +247,12 @@ static int bench(dist_t *w, void *arg) {
 
 static void usage(void) {
     fprintf(stderr, "usage: coll_bench [-b min] [-e max] [-f factor] [-o collective] [-d dtype] [-r op] [-n iters] "
-                    "[-w warmup] [-c 0|1] [-N ranks] [-R root]\n");
+                    "[-w warmup] [-c 0|1] [-N ranks] [-R root] [-u 0|1]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
-    opts o = { 8, 64u << 20, 4, 0, -1, 1, 0, 0, C_ALL_REDUCE, DIST_FLOAT32, DIST_SUM };
+    opts o = { 8, 64u << 20, 4, 0, -1, 1, 0, 0, 0, C_ALL_REDUCE, DIST_FLOAT32, DIST_SUM };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (a[0] != '-' || !a[1] || a[2] || !v) usage();
@@ -256,6 +266,7 @@ int main(int argc, char **argv) {
         case 'c': o.check = atoi(v); break;
         case 'N': o.nprocs = atoi(v); break;
         case 'R': o.root = atoi(v); break;
+        case 'u': o.cpu = atoi(v); break;
         case 'o': {
             int k = 0;
             while (k < C_COUNT && strcmp(v, coll_names[k])) k++;

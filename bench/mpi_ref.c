@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static size_t parse_size(const char *s) {
     char *end;
@@ -16,6 +17,12 @@ static size_t parse_size(const char *s) {
     if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
     if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
     return (size_t)v;
+}
+
+static double cpu_us(void) {   /* this process's CPU time, all threads (us) */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -41,13 +48,15 @@ int main(int argc, char **argv) {
     float *s = malloc(maxb + 64), *d = malloc(maxb + 64);
     double *t = malloc(sizeof(double) * 1000);
     memset(s, 0, maxb + 64); memset(d, 0, maxb + 64);
-    if (r == 0) printf("# MPI reference: %s, %d ranks, float32 sum\n#%11s %11s %9s %9s\n", op, n, "bytes", "time(us)", "algbw", "busbw");
+    if (r == 0) printf("# MPI reference: %s, %d ranks, float32 sum\n#%11s %11s %9s %9s %11s\n", op, n, "bytes", "time(us)", "algbw", "busbw", "cpu(us)");
     for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
         int count = (int)(bytes / 4 / (blockwise ? (size_t)n : 1));
         size_t shown = (size_t)count * 4 * (blockwise ? (size_t)n : 1);
         int iters = bytes <= 65536 ? 1000 : bytes <= (4 << 20) ? 100 : 20, warm = iters / 10 > 2 ? iters / 10 : 2;
+        double cpu = 0, all_cpu;
         for (int i = 0; i < warm + iters; i++) {
             double t0 = MPI_Wtime();
+            if (i == warm) cpu = cpu_us();
             if (!strcmp(op, "all_reduce")) MPI_Allreduce(MPI_IN_PLACE, d, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             else if (!strcmp(op, "broadcast")) MPI_Bcast(d, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
             else if (!strcmp(op, "reduce")) MPI_Reduce(r == 0 ? MPI_IN_PLACE : d, d, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -57,10 +66,12 @@ int main(int argc, char **argv) {
             else MPI_Barrier(MPI_COMM_WORLD);
             if (i >= warm) t[i - warm] = (MPI_Wtime() - t0) * 1e6;
         }
+        cpu = (cpu_us() - cpu) / iters;
+        MPI_Reduce(&cpu, &all_cpu, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         qsort(t, (size_t)iters, sizeof *t, cmp_d);
         double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]), worst;
         MPI_Allreduce(&med, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (r == 0) printf("%12zu %11.2f %9.3f %9.3f\n", shown, worst, shown / worst / 1e3, shown / worst / 1e3 * fac);
+        if (r == 0) printf("%12zu %11.2f %9.3f %9.3f %11.2f\n", shown, worst, shown / worst / 1e3, shown / worst / 1e3 * fac, all_cpu);
         fflush(stdout);
     }
     free(s); free(d); free(t);
