@@ -3,7 +3,10 @@
    rank, largest over the ranks), with MPI's collectives.  Not part of the
    build; bench/compare_mpi.sh compiles it with mpicc when MPI is there.
 
-   mpirun -n 2 mpi_ref -b 8 -e 64M -f 4 -o all_reduce */
+   mpirun -n 2 mpi_ref -b 8 -e 64M -f 4 -o all_reduce [-n ITERS]
+
+   Per size: bytes, time (us), algbw, busbw, and the CPU time of one
+   operation on all ranks together (us). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +35,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     size_t minb = 8, maxb = 64u << 20;
-    int factor = 4, n, r;
+    int factor = 4, n, r, fixed_iters = 0;
     const char *op = "all_reduce";
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -42,17 +45,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-e")) maxb = parse_size(argv[i + 1]);
         else if (!strcmp(argv[i], "-f")) factor = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-o")) op = argv[i + 1];
+        else if (!strcmp(argv[i], "-n")) fixed_iters = atoi(argv[i + 1]);
     }
     int blockwise = !strcmp(op, "all_gather") || !strcmp(op, "reduce_scatter") || !strcmp(op, "all_to_all");
     double fac = !strcmp(op, "all_reduce") ? 2.0 * (n - 1) / n : blockwise ? (double)(n - 1) / n : 1.0;
     float *s = malloc(maxb + 64), *d = malloc(maxb + 64);
-    double *t = malloc(sizeof(double) * 1000);
+    double *t = malloc(sizeof(double) * (fixed_iters > 1000 ? (size_t)fixed_iters : 1000));
     memset(s, 0, maxb + 64); memset(d, 0, maxb + 64);
     if (r == 0) printf("# MPI reference: %s, %d ranks, float32 sum\n#%11s %11s %9s %9s %11s\n", op, n, "bytes", "time(us)", "algbw", "busbw", "cpu(us)");
     for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
         int count = (int)(bytes / 4 / (blockwise ? (size_t)n : 1));
         size_t shown = (size_t)count * 4 * (blockwise ? (size_t)n : 1);
-        int iters = bytes <= 65536 ? 1000 : bytes <= (4 << 20) ? 100 : 20, warm = iters / 10 > 2 ? iters / 10 : 2;
+        int iters = fixed_iters > 0 ? fixed_iters : bytes <= 65536 ? 1000 : bytes <= (4 << 20) ? 100 : 20, warm = iters / 10 > 2 ? iters / 10 : 2;
         double cpu = 0, all_cpu;
         for (int i = 0; i < warm + iters; i++) {
             double t0 = MPI_Wtime();
