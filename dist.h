@@ -2225,9 +2225,10 @@ typedef struct dist__shm_hdr {      /* the start of a segment */
 /* Bytes each rank combines per step of a shared-memory collective (so a
    step of n ranks is n times this, at most DIST_SHM_COLL_BYTES): small
    enough to stay in cache, large enough that the three waits of a step
-   cost little. */
+   cost little.  256 KiB measured ahead of 128 KiB at every size and rank
+   count, most from 16 MiB up (bench/RESULTS.md). */
 #ifndef DIST_SHM_SLICE_BYTES
-#  define DIST_SHM_SLICE_BYTES (128 * 1024)
+#  define DIST_SHM_SLICE_BYTES (256 * 1024)
 #endif
 /* Bytes of one buffer of the collective area (two pipelined steps). */
 #ifndef DIST_SHM_COLL_BYTES
