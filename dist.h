@@ -4714,6 +4714,7 @@ static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
    holds the same bits. */
 static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
     int r = c->d->rank, p, extra, v, lo = 0, hi;
+    dist_req_t **q;
     size_t es = c->es, bytes = c->count * es;
     if (dist__fold_in(c, buf, bytes, &p, &extra, &v)) return c->res;
     hi = p;
@@ -4724,12 +4725,26 @@ static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
                            partner, buf + (up ? m : l) * es, (up ? h - m : m - l) * es, 1, pv < v) != DIST_OK) return c->res;
         if (up) lo = mid; else hi = mid;
     }
-    for (int mask = 1; mask < p; mask <<= 1) {       /* all-gather: swap what each holds */
-        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, mlo = v & ~(mask - 1), plo = pv & ~(mask - 1);
-        size_t mo = dist__block_off(c->count, p, mlo), po = dist__block_off(c->count, p, plo);
-        if (dist__exchange(c, partner, buf + mo * es, (dist__block_off(c->count, p, mlo + mask) - mo) * es,
-                           partner, buf + po * es, (dist__block_off(c->count, p, plo + mask) - po) * es, 0, 0) != DIST_OK) return c->res;
+    /* All-gather: swap what each holds.  The ranges received are disjoint,
+       so every receive is posted first and data that comes early lands in
+       place (not in a buffer, copied again later); each send goes once the
+       range it carries is complete. */
+    if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)p, sizeof(dist_req_t *))) return c->res;
+    q = c->d->slots;
+    for (int mask = 1, i = 0; mask < p; mask <<= 1, i++) {
+        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, plo = pv & ~(mask - 1);
+        size_t po = dist__block_off(c->count, p, plo);
+        q[i] = q[p + i] = NULL;
+        if ((q[i] = dist__coll_recv(c, partner, buf + po * es, (dist__block_off(c->count, p, plo + mask) - po) * es)) == NULL) return c->res;
     }
+    for (int mask = 1, i = 0; mask < p; mask <<= 1, i++) {
+        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, mlo = v & ~(mask - 1);
+        size_t mo = dist__block_off(c->count, p, mlo);
+        if (i > 0 && dist__coll_wait(c, q[i - 1]) != DIST_OK) return c->res;
+        if ((q[p + i] = dist__coll_send(c, partner, buf + mo * es, (dist__block_off(c->count, p, mlo + mask) - mo) * es)) == NULL) return c->res;
+    }
+    for (int i = 0; (1 << i) < p; i++)
+        if (((1 << (i + 1)) >= p && dist__coll_wait(c, q[i]) != DIST_OK) || dist__coll_wait(c, q[p + i]) != DIST_OK) return c->res;
     if (r < 2 * extra) return dist__exchange(c, r - 1, buf, bytes, -1, NULL, 0, 0, 0);
     return DIST_OK;
 }
