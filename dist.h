@@ -4063,6 +4063,13 @@ DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_s
 #ifndef DIST_SMALL_BYTES
 #  define DIST_SMALL_BYTES (64 * 1024)    /* up to this, latency-optimal algorithms */
 #endif
+/* When every rank shares this host, all_reduce works in the shared
+   segments above this size: at 64 KiB it beat recursive doubling over the
+   rings 2.2-3.2x on 2, 3 and 4 ranks; at 32 KiB it won on 2 ranks and
+   lost on 3 and 4 (bench/RESULTS.md). */
+#ifndef DIST_SHM_SMALL_BYTES
+#  define DIST_SHM_SMALL_BYTES (32 * 1024)
+#endif
 
 static const char *dist__coll_name(int kind) {
     switch (kind) {
@@ -4972,7 +4979,7 @@ static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
        same answer on every rank: all_shm was agreed at init, shm_off only
        changes after a failure, and a disagreement shows in the descriptor). */
     if (kind == DIST__COLL_ALL_REDUCE && d->top == d && d->world > 1 && d->eng->all_shm && !d->shm_off &&
-        (want == DIST__ALGO_SHM || (want == DIST__ALGO_AUTO && bytes > DIST_SMALL_BYTES)))
+        (want == DIST__ALGO_SHM || (want == DIST__ALGO_AUTO && bytes > DIST_SHM_SMALL_BYTES)))
         return DIST__ALGO_SHM;
     if (want == DIST__ALGO_SHM) want = DIST__ALGO_AUTO;
     switch (kind) {
