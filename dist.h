@@ -57,6 +57,14 @@ COMPILE-TIME OPTIONS
    DIST_SHM_COOP_BYTES       ...and from this size both ends copy them, the
                              waiting sender writing half the pieces into the
                              receiver (default 1 MiB; 0: the receiver alone).
+   DIST_SMALL_BYTES          where: the implementation file.  Collectives up
+                             to this size take latency-optimal trees
+                             (default 64 KiB) ...
+   DIST_SHM_SMALL_BYTES      ...and an all_reduce of a world on one host
+                             works in the shared segments above this size
+                             (default 32 KiB).
+   DIST_SHM_SLICE_BYTES      Bytes each rank combines per step of that
+                             shared-segment all_reduce (default 256 KiB).
 
 RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    MASTER_ADDR, MASTER_PORT  where rank 0 hosts the store (env://)
