@@ -48,7 +48,7 @@
    key V would set), store_add (n=3 V=0 before), new_group {1,2} (n=3 V=1
    before); recv (n=3 V=1 before, n=4 V=3 during), irecv+wait (n=5 V=2
    during), recv(ANY_SOURCE) (n=3 V=2 during, n=4 V=0 before), send (n=4
-   V=3 before; 64 MiB n=3 V=0 and n=3 V=1 mid), isend+wait 64 MiB (n=4 V=2
+   V=3 before; 128 MiB n=3 V=0 and n=3 V=1 mid), isend+wait 64 MiB (n=4 V=2
    mid), recv of 64 MiB from the sending victim (n=5 V=4 mid), the late
    receive above (n=3 V=2); each of the nine collectives with 4 KiB three
    times (n=3, 4 and 5; victim the root, another rank and the last; before
@@ -178,17 +178,19 @@ static const kcase cases[] = {
     { OP_STORE_ADD, 3, 0, BEFORE, 0, 0, NULL, 0, 0, 0 },
     { OP_STORE_GET, 4, 3, DURING, 0, 0, NULL, 0, 0, 0 },
     { OP_NEW_GROUP, 3, 1, BEFORE, 0, 0, NULL, 0, 0x6, 0 },
-    /* point-to-point */
+    /* point-to-point (over shared memory with both ends copying, 64 MiB
+       took ~5 ms on a fast day: the large ones die 2 ms in, or once the
+       first bytes land when the victim receives) */
     { OP_RECV, 3, 1, BEFORE, 16, 0, NULL, 0, 0, 0 },
     { OP_RECV, 4, 3, DURING, 16, 0, NULL, 0, 0, 0 },
     { OP_IRECV, 5, 2, DURING, 16, 0, NULL, 0, 0, 0 },
     { OP_RECV_ANY, 3, 2, DURING, 16, 0, NULL, 0, 0, 0 },
     { OP_RECV_ANY, 4, 0, BEFORE, 16, 0, NULL, 0, 0, 0 },
     { OP_SEND, 4, 3, BEFORE, 16, 0, NULL, 0, 0, 0 },
-    { OP_SEND, 3, 0, MID, MiB(64), 0, NULL, 0, 0, 5 },
-    { OP_ISEND, 4, 2, MID, MiB(64), 0, NULL, 0, 0, 5 },
-    { OP_RECV_BIG, 5, 4, MID, MiB(64), 0, NULL, 0, 0, 5 },
-    { OP_SEND, 3, 1, MID, MiB(64), 0, NULL, 0, 0, 5 },
+    { OP_SEND, 3, 0, MID, MiB(128), 0, NULL, 0, 0, 2 },
+    { OP_ISEND, 4, 2, MID, MiB(64), 0, NULL, 0, 0, 2 },
+    { OP_RECV_BIG, 5, 4, MID, MiB(64), 0, NULL, 0, 0, 2 },
+    { OP_SEND, 3, 1, MID, MiB(128), 0, NULL, 0, 0, 2 },
     { OP_RECV_LATE, 3, 2, MID, MiB(128), 0, NULL, 0, 0, 25 },
     /* every collective, small */
     { OP_BCAST, 3, 0, DURING, SMALL, 0, NULL, 0, 0, 0 },
@@ -371,8 +373,23 @@ static void die(void) {
     for (;;) pause();
 }
 
+/* A victim that receives large messages dies once the first bytes of any
+   of them have landed (watched at the start of each block, where the
+   copying begins), so it dies mid-transfer however fast the machine
+   copies; the delay is then only the bound.  Others die after the delay. */
+static const volatile float *g_watch;   /* the victim's receive blocks */
+static size_t g_watch_block;
+static int g_watch_blocks, g_watch_skip;
+static float g_watch_init;
+
 static void *killer_main(void *p) {
-    sleep_ms(*(const int *)p);
+    int64_t t0 = now_ns();
+    while (g_watch && secs_since(t0) * 1000 < *(const int *)p * 20) {
+        for (int b = 0; b < g_watch_blocks; b++)
+            if (b != g_watch_skip && g_watch[(size_t)b * g_watch_block] != g_watch_init) die();
+        sleep_us(20);
+    }
+    if (!g_watch) sleep_ms(*(const int *)p);
     die();
     return NULL;
 }
@@ -493,8 +510,13 @@ static dist_result run_p2p(const kcase *k, dist_t *w, int rank, bufs_t *bf) {
         if ((res = dist_irecv(w, bf->a, cnt(k), DIST_FLOAT32, v, 5, &rq)) != DIST_OK) return res;
         return dist_wait(rq);
     case OP_RECV_ANY: return dist_recv(w, bf->a, cnt(k), DIST_FLOAT32, DIST_ANY_SOURCE, 5);
-    case OP_SEND: return dist_send(w, bf->a, cnt(k), DIST_FLOAT32, v, 6);
-    case OP_ISEND:
+    case OP_SEND: case OP_ISEND:
+        /* Mid: sent once the victim is in its call.  Sooner, its progress
+           thread would take the whole message into a buffer of its own
+           (sends are eager) and the send would be over before the call. */
+        if (k->when == MID)
+            while (!__atomic_load_n(&g_sh->victim_enter_ns, __ATOMIC_SEQ_CST)) sleep_us(100);
+        if (k->op == OP_SEND) return dist_send(w, bf->a, cnt(k), DIST_FLOAT32, v, 6);
         if ((res = dist_isend(w, bf->a, cnt(k), DIST_FLOAT32, v, 6, &rq)) != DIST_OK) return res;
         return dist_wait(rq);
     case OP_RECV_BIG: return dist_recv(w, bf->a, cnt(k), DIST_FLOAT32, v, 7);
@@ -586,7 +608,7 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
     }
     c = g ? g : w;                              /* NULL outside the group */
     if (k->group && k->op != OP_NEW_GROUP && !g) c = NULL;
-    if (alloc_bufs(k, k->group ? gsize(k) : n, gr < 0 ? 0 : gr, rank == v && k->op == OP_SEND, &bf) != 0) return FAIL("out of memory");
+    if (alloc_bufs(k, k->group ? gsize(k) : n, gr < 0 ? 0 : gr, rank == v && (k->op == OP_SEND || k->op == OP_ISEND), &bf) != 0) return FAIL("out of memory");
     set_flag(rank, offsetof(rrec, ready));
     if (wait_ranks(all, offsetof(rrec, ready), scaled(10000))) return FAIL("not every rank got ready");
 
@@ -597,6 +619,9 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
         /* mid: the others are inside; this rank enters last, and dies in it */
         sleep_ms(30);
         kill_ms = k->delay_ms;
+        if (k->op == OP_SEND || k->op == OP_ISEND) {
+            g_watch = bf.a; g_watch_block = cnt(k); g_watch_blocks = n; g_watch_skip = rank; g_watch_init = (float)(rank + 1);
+        }
         __atomic_store_n(&g_sh->victim_enter_ns, now_ns(), __ATOMIC_SEQ_CST);
         start_killer(&kill_ms);
         res = run_op(k, w, c, rank, &bf, &res2, &newg, g_sh->victim_msg);
