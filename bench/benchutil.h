@@ -1,7 +1,9 @@
 /* bench/benchutil.h - small helpers the benchmarks share: a clock,
    a comparison for medians, sizes with K/M/G suffixes, and elements of
    every dtype read and written as doubles (float16 exact for the small
-   integers the benchmarks use as inputs).  Include after dist.h. */
+   integers the benchmarks use as inputs).  Include after dist.h (its
+   declarations are enough: mpi_ref uses these without the library).
+   All static inline: a program that uses a few gets no warnings. */
 #ifndef DIST_BENCHUTIL_H
 #define DIST_BENCHUTIL_H
 
@@ -11,25 +13,25 @@
 #include <string.h>
 #include <time.h>
 
-static double now_us(void) {
+static inline double now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
 /* CPU time this process has used, all threads, user and system (us). */
-static double cpu_us(void) {
+static inline double cpu_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int cmp_d(const void *a, const void *b) {
+static inline int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static size_t parse_size(const char *s) {
+static inline size_t parse_size(const char *s) {
     char *end;
     double v = strtod(s, &end);
     switch (*end) {
@@ -41,14 +43,14 @@ static size_t parse_size(const char *s) {
     return v > 0 ? (size_t)v : 0;
 }
 
-static uint16_t to_half(float f) {     /* exact for the small integers used here */
+static inline uint16_t to_half(float f) {     /* exact for the small integers used here */
     uint32_t x;
     memcpy(&x, &f, 4);
     if ((x & 0x7fffffff) == 0) return (uint16_t)(x >> 16);
     return (uint16_t)(((x >> 16) & 0x8000) | ((((x >> 23) & 0xff) - 112) << 10) | ((x >> 13) & 0x3ff));
 }
 
-static float from_half(uint16_t h) {
+static inline float from_half(uint16_t h) {
     uint32_t x = (uint32_t)(h & 0x8000) << 16;
     float f;
     if (h & 0x7fff) x |= ((uint32_t)(((h >> 10) & 0x1f) + 112) << 23) | ((uint32_t)(h & 0x3ff) << 13);
@@ -56,7 +58,7 @@ static float from_half(uint16_t h) {
     return f;
 }
 
-static void put(void *buf, size_t i, dist_dtype t, double v) {
+static inline void put(void *buf, size_t i, dist_dtype t, double v) {
     float f = (float)v;
     uint32_t b;
     switch (t) {
@@ -72,7 +74,7 @@ static void put(void *buf, size_t i, dist_dtype t, double v) {
     }
 }
 
-static double get(const void *buf, size_t i, dist_dtype t) {
+static inline double get(const void *buf, size_t i, dist_dtype t) {
     uint32_t b;
     float f;
     switch (t) {
@@ -91,7 +93,7 @@ static double get(const void *buf, size_t i, dist_dtype t) {
 /* Runs fn as every rank: forked here (nprocs > 0, dist_spawn), else as
    the one rank this process is under a launcher (dist_init).  The exit
    status: 0 when every rank returned 0. */
-static int bench_launch(const char *prog, int nprocs, int (*fn)(dist_t *, void *), void *arg) {
+static inline int bench_launch(const char *prog, int nprocs, int (*fn)(dist_t *, void *), void *arg) {
     dist_t *w;
     int rc;
     if (nprocs > 0) {

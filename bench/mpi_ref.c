@@ -13,25 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-static size_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1024;
-    if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-    if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-    return (size_t)v;
-}
-
-static double cpu_us(void) {   /* this process's CPU time, all threads (us) */
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+/* The declarations of dist.h (its dtypes, for the shared helpers): the
+   clock, CPU time, medians and sizes are the ones coll_bench uses. */
+#include "../dist.h"
+#include "benchutil.h"
 
 int main(int argc, char **argv) {
     size_t minb = 8, maxb = 64u << 20;
