@@ -43,6 +43,21 @@ static inline size_t parse_size(const char *s) {
     return v > 0 ? (size_t)v : 0;
 }
 
+/* The ops as the benchmarks spell them (-r), in dist_op order. */
+static const char *const op_names[DIST_OP_COUNT] = { "sum", "product", "max", "min", "avg" };
+
+/* A dtype (-d) or op (-r) by name; -1 when there is none. */
+static inline int dtype_by_name(const char *v) {
+    for (int k = 0; k < DIST_DTYPE_COUNT; k++)
+        if (strcmp(v, dist_dtype_name((dist_dtype)k)) == 0) return k;
+    return -1;
+}
+static inline int op_by_name(const char *v) {
+    for (int k = 0; k < DIST_OP_COUNT; k++)
+        if (strcmp(v, op_names[k]) == 0) return k;
+    return -1;
+}
+
 static inline uint16_t to_half(float f) {     /* exact for the small integers used here */
     uint32_t x;
     memcpy(&x, &f, 4);

@@ -55,7 +55,6 @@ typedef struct opts {
 enum { C_BROADCAST, C_REDUCE, C_ALL_REDUCE, C_GATHER, C_ALL_GATHER, C_SCATTER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_BARRIER, C_COUNT };
 static const char *coll_names[C_COUNT] = { "broadcast", "reduce", "all_reduce", "gather", "all_gather", "scatter",
                                            "reduce_scatter", "all_to_all", "barrier" };
-static const char *op_names[] = { "sum", "product", "max", "min", "avg" };
 
 /* ---- values: small integers, stored in any dtype exactly ---------------- */
 
@@ -275,16 +274,14 @@ int main(int argc, char **argv) {
             break;
         }
         case 'd': {
-            int k = 0;
-            while (k < DIST_DTYPE_COUNT && strcmp(v, dist_dtype_name((dist_dtype)k))) k++;
-            if (k == DIST_DTYPE_COUNT) usage();
+            int k = dtype_by_name(v);
+            if (k < 0) usage();
             o.dtype = (dist_dtype)k;
             break;
         }
         case 'r': {
-            int k = 0;
-            while (k < DIST_OP_COUNT && strcmp(v, op_names[k])) k++;
-            if (k == DIST_OP_COUNT) usage();
+            int k = op_by_name(v);
+            if (k < 0) usage();
             o.op = (dist_op)k;
             break;
         }

@@ -97,7 +97,6 @@
 enum { C_BROADCAST, C_REDUCE, C_ALL_REDUCE, C_GATHER, C_ALL_GATHER, C_SCATTER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_COUNT };
 static const char *const coll_names[C_COUNT] = { "broadcast", "reduce", "all_reduce", "gather", "all_gather", "scatter",
                                                  "reduce_scatter", "all_to_all" };
-static const char *const op_names[DIST_OP_COUNT] = { "sum", "product", "max", "min", "avg" };
 
 /* "host" is dist.h on malloc'ed memory: the reference, not a dist_cuda backend. */
 enum { B_HOST, B_STAGED, B_IPC, B_NCCL, B_COUNT };
@@ -928,17 +927,15 @@ int main(int argc, char **argv) {
         case 'R': o.root = atoi(v); break;
         case 'o': parse_list(v, coll_names, C_COUNT, 0, colls); have_colls = 1; break;
         case 'd': {
-            int k = 0;
-            while (k < DIST_DTYPE_COUNT && strcmp(v, dist_dtype_name((dist_dtype)k))) k++;
-            if (k == DIST_DTYPE_COUNT) usage();
+            int k = dtype_by_name(v);
+            if (k < 0) usage();
             o.dtype = (dist_dtype)k;
             o.dtype_given = 1;
             break;
         }
         case 'r': {
-            int k = 0;
-            while (k < DIST_OP_COUNT && strcmp(v, op_names[k])) k++;
-            if (k == DIST_OP_COUNT) usage();
+            int k = op_by_name(v);
+            if (k < 0) usage();
             o.op = (dist_op)k;
             break;
         }
