@@ -699,24 +699,25 @@ static const check_t checks[] = {
 
 /* A watchdog in every rank: a check that is still running after
    WATCHDOG_S seconds (more than the communicator's 20 s timeout, so the
-   library's own timeout reports first) is failed and its rank ends, which
+   library's own timeout reports first; both x DIST_TIMEOUT_SCALE) is failed and its rank ends, which
    makes dist_spawn stop the others.  Without it a stuck dist_wait_all of
    many requests could wait 20 s per request. */
 #define WATCHDOG_S 45
+static int g_watchdog_s = WATCHDOG_S;    /* scaled in main */
 typedef struct { pthread_mutex_t mu; pthread_cond_t cv; int finished, rank; const char *name; } watchdog_t;
 
 static void *watchdog_main(void *p) {
     watchdog_t *wd = (watchdog_t *)p;
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += WATCHDOG_S;
+    dl.tv_sec += g_watchdog_s;
     pthread_mutex_lock(&wd->mu);
     while (!wd->finished)
         if (pthread_cond_timedwait(&wd->cv, &wd->mu, &dl) != 0) break;
     int finished = wd->finished;
     pthread_mutex_unlock(&wd->mu);
     if (!finished) {
-        fail_at(wd->rank, __LINE__, "watchdog: %s still running after %d s", wd->name, WATCHDOG_S);
+        fail_at(wd->rank, __LINE__, "watchdog: %s still running after %d s", wd->name, g_watchdog_s);
         _exit(3);
     }
     return NULL;
@@ -745,6 +746,7 @@ int main(int argc, char **argv) {
     static const int sizes[] = { 2, 3, 4, 5, 8 };
     const char *filter = argc > 1 ? argv[1] : NULL;
     double scale = timeout_scale();
+    g_watchdog_s = (int)(WATCHDOG_S * scale);
     /* Leave room under the runner's limit (240 s x scale) to report. */
     double budget = 240 * scale - 60;
     int failed = 0, ran = 0;
@@ -757,13 +759,13 @@ int main(int argc, char **argv) {
         for (size_t c = 0; c < sizeof checks / sizeof checks[0]; c++) {
             if (filter && !strstr(checks[c].name, filter)) continue;
             ran++;
-            if (now_s() - t_all > budget - WATCHDOG_S) {
+            if (now_s() - t_all > budget - g_watchdog_s) {
                 failed++;
                 printf("FAIL n=%d %s: not run, the test's time budget (%.0f s) is spent\n", n, checks[c].name, budget);
                 continue;
             }
             dist_config cfg = { 0 };
-            cfg.timeout_ms = 20000;
+            cfg.timeout_ms = (int)(20000 * scale);
             memset(sh, 0, sizeof *sh);
             double t0 = now_s();
             int rc = dist_spawn(n, run_check, (void *)&checks[c], &cfg);
