@@ -300,7 +300,9 @@ DIST_API size_t      dist_dtype_size(dist_dtype t);        /* 0 when invalid */
 DIST_API const char *dist_dtype_name(dist_dtype t);       /* "float32" */
 /* The last detailed sentence for this communicator; with NULL, the calling
    thread's last one (which is where a failed dist_init reports).  Never
-   NULL; "" when nothing failed. */
+   NULL; "" when nothing failed.  Safe while other threads use the
+   communicator: the text is this thread's copy, valid until its fourth
+   next call. */
 DIST_API const char *dist_error_message(const dist_t *d);
 
 /* ---- life cycle ---- */
@@ -2492,7 +2494,19 @@ static dist_result dist__fail(dist_t *d, dist_result code, const char *fmt, ...)
 }
 
 DIST_API const char *dist_error_message(const dist_t *d) {
-    return d ? d->err : dist__thread_error;
+    /* A copy, taken under the lock: another thread (an async job's worker,
+       a second caller) may be writing the communicator's sentence.  Four
+       rotating buffers per thread, so a few calls in one expression each
+       keep their own. */
+    static DIST__TLS char copies[4][DIST__ERRLEN];
+    static DIST__TLS unsigned next;
+    char *c;
+    if (!d) return dist__thread_error;
+    c = copies[next++ & 3];
+    pthread_mutex_lock((pthread_mutex_t *)&d->err_lock);
+    memcpy(c, d->err, DIST__ERRLEN);
+    pthread_mutex_unlock((pthread_mutex_t *)&d->err_lock);
+    return c;
 }
 
 DIST_API int dist_rank(const dist_t *d) { return d ? d->rank : -1; }
