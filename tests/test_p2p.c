@@ -28,6 +28,10 @@
 
 #include "testutil.h"
 
+/* How long a dist_test loop may spin before a check fails (20 s x
+   DIST_TIMEOUT_SCALE; valgrind runs with 10). */
+static double g_limit_s = 20;
+
 #define MAXR 8
 
 /* ---- shared failure reports ------------------------------------------- */
@@ -174,7 +178,7 @@ static int t_any_source(dist_t *w, void *arg) {
         OK(dist_irecv(w, got[k], 2, DIST_INT32, DIST_ANY_SOURCE, 10, &r));
         while (!done) {
             OK(dist_test(r, &done));
-            EXPECT(now_s() - t0 < 20, "irecv(ANY_SOURCE) #%d not done after 20 s", k);
+            EXPECT(now_s() - t0 < g_limit_s, "irecv(ANY_SOURCE) #%d not done after %.0f s", k, g_limit_s);
         }
         src[k] = dist_req_source(r);
         OK(dist_wait(r));
@@ -199,7 +203,7 @@ static int t_any_source(dist_t *w, void *arg) {
         int done = 0;
         while (!done) {
             OK(dist_test(rq[k], &done));
-            EXPECT(now_s() - t0 < 20, "pre-posted irecv(ANY_SOURCE) #%d not done after 20 s", k);
+            EXPECT(now_s() - t0 < g_limit_s, "pre-posted irecv(ANY_SOURCE) #%d not done after %.0f s", k, g_limit_s);
         }
         src[k] = dist_req_source(rq[k]);
     }
@@ -384,7 +388,7 @@ static int t_test_polling(dist_t *w, void *arg) {
         double t0 = now_s();
         while (!done) {
             OK(dist_test(r, &done));
-            EXPECT(now_s() - t0 < 20, "isend not done after 20 s of dist_test");
+            EXPECT(now_s() - t0 < g_limit_s, "isend not done after %.0f s of dist_test", g_limit_s);
         }
         OK(dist_wait(r));
         return 0;
@@ -403,7 +407,7 @@ static int t_test_polling(dist_t *w, void *arg) {
             OK(dist_test(r, &done));
             polls++;
             for (int i = 0; i < 2000; i++) acc = acc * 0.999 + i;   /* "computation" */
-            EXPECT(now_s() - t0 < 20, "irecv from rank %d not done after 20 s of dist_test", p);
+            EXPECT(now_s() - t0 < g_limit_s, "irecv from rank %d not done after %.0f s of dist_test", p, g_limit_s);
         }
         double el = now_s() - t0;
         EXPECT(el >= 0.049, "dist_test said done %.1f ms after the post; the sender waited 50 ms before sending", el * 1e3);
@@ -459,7 +463,7 @@ static int t_self(dist_t *w, void *arg) {
     double t0 = now_s();
     while (!done) {
         OK(dist_test(r, &done));
-        EXPECT(now_s() - t0 < 20, "irecv(ANY_SOURCE) of a message to self not done");
+        EXPECT(now_s() - t0 < g_limit_s, "irecv(ANY_SOURCE) of a message to self not done");
     }
     EXPECT(dist_req_source(r) == rank, "source of a message to self = %d", dist_req_source(r));
     OK(dist_wait(r));
@@ -747,6 +751,7 @@ int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     double scale = timeout_scale();
     g_watchdog_s = (int)(WATCHDOG_S * scale);
+    g_limit_s = 20 * scale;
     /* Leave room under the runner's limit (240 s x scale) to report. */
     double budget = 240 * scale - 60;
     int failed = 0, ran = 0;
