@@ -4513,10 +4513,12 @@ static void dist__chunk(size_t ce, size_t len, size_t k, size_t *off, size_t *n)
 
 /* Runs T steps over blocks of at most `block` elements, cut into the same
    number of chunks (at least one, so an empty block still sends a frame
-   that carries the descriptor); in_first: a combining receive computes
-   op(incoming, rbuf). */
+   that carries the descriptor; block 0: each step whole, one chunk);
+   in_first: a combining receive computes op(incoming, rbuf).  Every
+   receive is posted first; a step's chunk k is sent once the step
+   before received its chunk k. */
 static dist_result dist__run_steps(dist__coll *c, const dist__step *st, int T, size_t block, int in_first) {
-    size_t es = c->es, off, n, ce = dist__chunk_elems(es), K = block == 0 ? 1 : (block + ce - 1) / ce;
+    size_t es = c->es, off, n, ce = block == 0 ? SIZE_MAX : dist__chunk_elems(es), K = block == 0 ? 1 : (block + ce - 1) / ce;
     dist_req_t **rq, **sq;
     if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)T * K, sizeof(dist_req_t *))) return c->res;
     rq = c->d->slots;
@@ -4742,8 +4744,8 @@ static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
    Each block is combined along one path and then copied, so every rank
    holds the same bits. */
 static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
-    int r = c->d->rank, p, extra, v, lo = 0, hi;
-    dist_req_t **q;
+    int r = c->d->rank, p, extra, v, lo = 0, hi, T = 0;
+    dist__step *st;
     size_t es = c->es, bytes = c->count * es;
     if (dist__fold_in(c, buf, bytes, &p, &extra, &v)) return c->res;
     hi = p;
@@ -4754,26 +4756,20 @@ static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
                            partner, buf + (up ? m : l) * es, (up ? h - m : m - l) * es, 1, pv < v) != DIST_OK) return c->res;
         if (up) lo = mid; else hi = mid;
     }
-    /* All-gather: swap what each holds.  The ranges received are disjoint,
-       so every receive is posted first and data that comes early lands in
-       place (not in a buffer, copied again later); each send goes once the
-       range it carries is complete. */
-    if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)p, sizeof(dist_req_t *))) return c->res;
-    q = c->d->slots;
-    for (int mask = 1, i = 0; mask < p; mask <<= 1, i++) {
-        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, plo = pv & ~(mask - 1);
-        size_t po = dist__block_off(c->count, p, plo);
-        q[i] = q[p + i] = NULL;
-        if ((q[i] = dist__coll_recv(c, partner, buf + po * es, (dist__block_off(c->count, p, plo + mask) - po) * es)) == NULL) return c->res;
+    /* All-gather: swap what each holds, log p whole steps.  The ranges
+       received are disjoint, so run_steps posts every receive first and
+       data that comes early lands in place (not in a buffer, copied again
+       later); each send goes once the step before has received. */
+    for (int mask = 1; mask < p; mask <<= 1) T++;
+    if ((st = dist__steps(c, T)) == NULL) return c->res;
+    for (int mask = 1, t = 0; mask < p; mask <<= 1, t++) {
+        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, mlo = v & ~(mask - 1), plo = pv & ~(mask - 1);
+        size_t mo = dist__block_off(c->count, p, mlo), po = dist__block_off(c->count, p, plo);
+        st[t].from = st[t].to = partner; st[t].reduce = 0;
+        st[t].rbuf = buf + po * es; st[t].rlen = dist__block_off(c->count, p, plo + mask) - po;
+        st[t].sbuf = buf + mo * es; st[t].slen = dist__block_off(c->count, p, mlo + mask) - mo;
     }
-    for (int mask = 1, i = 0; mask < p; mask <<= 1, i++) {
-        int pv = v ^ mask, partner = pv < extra ? 2 * pv + 1 : pv + extra, mlo = v & ~(mask - 1);
-        size_t mo = dist__block_off(c->count, p, mlo);
-        if (i > 0 && dist__coll_wait(c, q[i - 1]) != DIST_OK) return c->res;
-        if ((q[p + i] = dist__coll_send(c, partner, buf + mo * es, (dist__block_off(c->count, p, mlo + mask) - mo) * es)) == NULL) return c->res;
-    }
-    for (int i = 0; (1 << i) < p; i++)
-        if (((1 << (i + 1)) >= p && dist__coll_wait(c, q[i]) != DIST_OK) || dist__coll_wait(c, q[p + i]) != DIST_OK) return c->res;
+    if (dist__run_steps(c, st, T, 0, 0) != DIST_OK) return c->res;
     if (r < 2 * extra) return dist__exchange(c, r - 1, buf, bytes, -1, NULL, 0, 0, 0);
     return DIST_OK;
 }
