@@ -357,6 +357,7 @@ typedef struct {
 typedef struct {
     int64_t death_ns;                     /* the victim, just before it dies */
     int64_t victim_enter_ns;              /* mid: when it entered its call */
+    pid_t victim_pid;
     int victim_returned, victim_res;      /* mid: its call returned before the kill */
     char victim_msg[MSGLEN];
     rrec r[MAXW];
@@ -392,6 +393,31 @@ static void *killer_main(void *p) {
     if (!g_watch) sleep_ms(*(const int *)p);
     die();
     return NULL;
+}
+
+/* A victim that sends one large block to a survivor (gather's root) cannot
+   see its bytes land, and with both ends copying over shared memory the
+   block may be through before a 2 ms timer fires.  The receiving survivor
+   watches the start of the victim's block instead and kills it there. */
+typedef struct { const volatile float *at; float init; int bound_ms; } rwatch;
+static rwatch g_rwatch;
+
+static void *receiver_watch_main(void *p) {
+    const rwatch *w = (const rwatch *)p;
+    int64_t t0 = 0;
+    for (;;) {
+        int64_t entered = __atomic_load_n(&g_sh->victim_enter_ns, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&g_sh->death_ns, __ATOMIC_SEQ_CST)) return NULL;
+        if (entered && !t0) t0 = now_ns();
+        if (t0 && secs_since(t0) * 1000 > w->bound_ms) return NULL;   /* the victim's own timer does it */
+        if (entered && *w->at != w->init) {
+            int64_t expect = 0;
+            if (__atomic_compare_exchange_n(&g_sh->death_ns, &expect, now_ns(), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+                kill(__atomic_load_n(&g_sh->victim_pid, __ATOMIC_SEQ_CST), SIGKILL);
+            return NULL;
+        }
+        sleep_us(20);
+    }
 }
 
 static void start_killer(int *ms) {
@@ -624,6 +650,7 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
             g_watch = bf.a; g_watch_block = cnt(k); g_watch_blocks = n; g_watch_skip = rank; g_watch_init = (float)(rank + 1);
         }
 #endif
+        __atomic_store_n(&g_sh->victim_pid, getpid(), __ATOMIC_SEQ_CST);
         __atomic_store_n(&g_sh->victim_enter_ns, now_ns(), __ATOMIC_SEQ_CST);
         start_killer(&kill_ms);
         res = run_op(k, w, c, rank, &bf, &res2, &newg, g_sh->victim_msg);
@@ -642,6 +669,15 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
         }
         sleep_ms(scaled(300));
     }
+#ifndef UNDER_TSAN   /* (as the victim's own watcher) */
+    if (k->when == MID && k->op == OP_GATHER && gr == k->root) {
+        pthread_t th;
+        g_rwatch.at = bf.b + (size_t)grank(k, v) * cnt(k);
+        g_rwatch.init = -1.0f;
+        g_rwatch.bound_ms = k->delay_ms * 20;
+        if (pthread_create(&th, NULL, receiver_watch_main, &g_rwatch) == 0) pthread_detach(th);
+    }
+#endif
     set_flag(rank, offsetof(rrec, entering));
     if (c || !is_coll(k->op)) {
         me->called = 1;
