@@ -687,12 +687,40 @@ static void dist__set_cloexec(int fd) {
 
 static void dist__close(dist__socket s) { if (s >= 0) close(s); }
 
+/* Does the connected socket `s` stay on this host: a loopback address, or
+   its peer's address is its own? */
+static int dist__same_host_socket(dist__socket s) {
+    struct sockaddr_storage a, b;
+    socklen_t la = sizeof a, lb = sizeof b;
+    if (getsockname(s, (struct sockaddr *)&a, &la) != 0 || getpeername(s, (struct sockaddr *)&b, &lb) != 0) return 0;
+    if (a.ss_family != b.ss_family) return 0;
+    if (b.ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const struct sockaddr_in *)&a, *y = (const struct sockaddr_in *)&b;
+        return (ntohl(y->sin_addr.s_addr) >> 24) == 127 || x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (b.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)&a, *y = (const struct sockaddr_in6 *)&b;
+        return IN6_IS_ADDR_LOOPBACK(&y->sin6_addr) || memcmp(&x->sin6_addr, &y->sin6_addr, sizeof y->sin6_addr) == 0 ||
+               (IN6_IS_ADDR_V4MAPPED(&y->sin6_addr) && y->sin6_addr.s6_addr[12] == 127);
+    }
+    return 0;
+}
+
 static void dist__tune_socket(dist__socket s) {
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 #ifdef SO_NOSIGPIPE
     setsockopt(s, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+#ifdef TCP_CONGESTION
+    /* A connection that never leaves this host has no network to share, so
+       congestion control only costs it.  Under BBR (a common server
+       default) the kernel paces such a connection with a timer every few
+       packets and caps its window near a few-microsecond round trip:
+       62,000 pacing timers in 2 s of 4-rank all_reduce, and 4 MiB took
+       3.7 ms against 2.1 ms with Reno (always permitted to any user). */
+    if (dist__same_host_socket(s)) setsockopt(s, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
 #endif
 }
 
