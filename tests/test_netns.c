@@ -28,7 +28,9 @@
    clean     4 namespaces over the kernel bridge: the mesh addresses the
              ranks published are their own veth addresses (10.A.B.R+1);
              no rank logs "shared memory with" (the namespaces differ, so the
-             same-host check must pick TCP); all_reduce float32 sum (1 ..
+             same-host check must pick TCP); their connections keep the
+             namespaces' congestion control (set to cubic, or bbr, by the
+             test), while the control pair's use Reno; all_reduce float32 sum (1 ..
              4 Mi elements = 16 MiB; integer-valued, so the sum is exact),
              float32 max, int64 sum (up to 16 MiB), broadcast, all_gather,
              reduce_scatter, all_to_all, point-to-point (ring of
@@ -114,6 +116,7 @@
 #define CHECK_LIST(X)                                                                        \
     X(C_INIT, "dist_init over the veths; the mesh addresses are the ranks' own veth addresses") \
     X(C_TRANSPORT, "transport between the namespaces is TCP (no rank logged \"shared memory with\")") \
+    X(C_CC, "connections between namespaces keep the namespace's congestion control (not the same-host Reno)") \
     X(C_RTT, "round trip of an 8-byte message (20 ping-pongs, rank 0 <-> rank 1)")          \
     X(C_AR_F32, "all_reduce float32 sum, exact")                                             \
     X(C_AR_MAX, "all_reduce float32 max, exact")                                             \
@@ -181,6 +184,7 @@ static char g_ns[NR + 1][64];          /* rank namespaces 0..NR-1, hub NR */
 static int g_ns_made[NR + 1];
 static volatile pid_t g_kids[NR + 2];  /* ranks and the switch */
 static char g_subnet[32];              /* "10.A.B" */
+static char g_cc[32];                  /* the rank namespaces' default congestion control ("" if not set) */
 static char g_skip_why[400];
 
 static void kill_kids(void) {
@@ -715,6 +719,23 @@ static void note_transport(int rank) {
     shm_log_take(&me->shm_lines, &me->shm_n, &level, me->shm_text, sizeof me->shm_text);
 }
 
+/* The congestion control of each of rank `rank`'s mesh connections equals
+   `want`?  0 when it does; else 1 with the first difference in why. */
+static int mesh_cc_is(dist_t *w, int rank, const char *want, char *why, size_t cap) {
+    for (int i = 0; i < w->eng->world; i++) {
+        char got[32] = "";
+        socklen_t len = sizeof got - 1;
+        if (i == rank) continue;
+        if (getsockopt(w->eng->peers[i].fd, IPPROTO_TCP, TCP_CONGESTION, got, &len) != 0) {
+            snprintf(why, cap, "getsockopt(TCP_CONGESTION) on the connection to rank %d: %s", i, strerror(errno));
+            return 1;
+        }
+        got[len < sizeof got ? len : sizeof got - 1] = 0;
+        if (strcmp(got, want) != 0) { snprintf(why, cap, "the connection to rank %d uses %s, expected %s", i, got, want); return 1; }
+    }
+    return 0;
+}
+
 /* control: two ranks in one namespace (rank 0's) */
 static int rank_control(int rank) {
     dist_config cfg;
@@ -728,6 +749,10 @@ static int rank_control(int rank) {
     int32_t v = rank;
     OK(dist_all_reduce(w, &v, 1, DIST_INT32, DIST_SUM));
     if (v != 1) return FAIL("all_reduce gave %d", v);
+    {   /* both ends on one address: the same-host choice */
+        char why[200];
+        if (mesh_cc_is(w, rank, "reno", why, sizeof why)) return FAIL("within one namespace: %s", why);
+    }
     note_transport(rank);
     res = dist_destroy(w);
     if (res != DIST_OK) return FAIL("dist_destroy: %s: %s", dist_result_name(res), dist_error_message(NULL));
@@ -774,6 +799,11 @@ static int rank_suite(int rank) {
     else if (sh->r[g_phase][rank].shm_lines)
         fail_(C_TRANSPORT, rank, "logged \"%s\": shared memory between different network namespaces", sh->r[g_phase][rank].shm_text);
     else fail_(C_TRANSPORT, rank, "the logger got no line at all at info level, so the check proves nothing");
+    if (g_cc[0]) {
+        char why[200];
+        if (mesh_cc_is(w, rank, g_cc, why, sizeof why)) fail_(C_CC, rank, "%s", why);
+        else { pass_(C_CC); if (rank == 0) set_info(C_CC, "%s, the namespaces' default", g_cc); }
+    }
 
     if (suite(w, rank, impaired ? &impaired_sizes : &clean_sizes, !impaired)) {
         dist_abort(w);
@@ -1036,7 +1066,7 @@ static void report_checks(int phase, const char *label, int nranks, const int *i
     }
 }
 
-static const int suite_ids[] = { C_INIT, C_TRANSPORT, C_RTT, C_AR_F32, C_AR_MAX, C_AR_I64, C_WIRE, C_BCAST,
+static const int suite_ids[] = { C_INIT, C_TRANSPORT, C_CC, C_RTT, C_AR_F32, C_AR_MAX, C_AR_I64, C_WIRE, C_BCAST,
                                  C_ALLGATHER, C_RS, C_A2A, C_BARRIER, C_P2P, C_DESTROY };
 
 /* ---- link-down: the parent's part while the ranks run ------------------ */
@@ -1269,7 +1299,13 @@ static void phase_clean(void) {
     const char *label = "clean";
     int64_t t0 = now_ns();
     run_ranks(PH_CLEAN, NR, rank_suite, scaled_s(50), label, NULL);
-    report_checks(PH_CLEAN, label, NR, suite_ids, (int)(sizeof suite_ids / sizeof suite_ids[0]));
+    if (g_cc[0]) report_checks(PH_CLEAN, label, NR, suite_ids, (int)(sizeof suite_ids / sizeof suite_ids[0]));
+    else {
+        int ids[sizeof suite_ids / sizeof suite_ids[0]], n = 0;
+        for (size_t i = 0; i < sizeof suite_ids / sizeof suite_ids[0]; i++) if (suite_ids[i] != C_CC) ids[n++] = suite_ids[i];
+        report_checks(PH_CLEAN, label, NR, ids, n);
+        skip_check(label, check_names[C_CC], "neither cubic nor bbr could be made the namespaces' default, and Reno cannot be told apart", 1);
+    }
     printf("     clean phase: %.1f s in all\n", secs_since(t0));
 }
 
@@ -1278,6 +1314,7 @@ static void phase_control(void) {
     run_ranks(PH_CONTROL, 2, rank_control, scaled_s(35), label, NULL);
     rank_t *a = &sh->r[PH_CONTROL][0], *b = &sh->r[PH_CONTROL][1];
     if (!a->done || !b->done) return;   /* reported by run_ranks */
+    printf("ok   [%s] the connection within one namespace uses Reno (the namespace's default: %s)\n", label, g_cc[0] ? g_cc : "not set");
     if (a->shm_lines == 1 && b->shm_lines == 1 && a->shm_n == 1 && b->shm_n == 1)
         printf("ok   [%s] 2 ranks in one namespace log \"%s\" (so the logger hook sees that line)\n", label, a->shm_text);
     else if (a->shm_lines == 0 && b->shm_lines == 0)
@@ -1326,6 +1363,15 @@ static void setup(void) {
             must("setup", "ip -n %s addr add %s.%d/24 dev eth0", g_ns[r], g_subnet, r + 1) ||
             must("setup", "ip -n %s link set dev eth0 up", g_ns[r]))
             exit(1);
+    }
+    /* A default other than Reno, so the mesh's choice for same-host
+       connections can be told apart from it. */
+    for (int i = 0; i < 2 && !g_cc[0]; i++) {
+        const char *cc = i == 0 ? "cubic" : "bbr";
+        int okk = 1;
+        for (int r = 0; r < NR && okk; r++)
+            okk = run_cmd(NULL, 0, "ip netns exec %s sh -c 'echo %s > /proc/sys/net/ipv4/tcp_congestion_control'", g_ns[r], cc) == 0;
+        if (okk) snprintf(g_cc, sizeof g_cc, "%s", cc);
     }
     /* can a process enter them? */
     fflush(NULL);
