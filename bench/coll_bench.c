@@ -192,6 +192,10 @@ static int bench(dist_t *w, void *arg) {
         printf("#%11s %12s %9s %7s %11s %9s %9s %7s%s\n", "", "(per rank)", "", "", "median", "GB/s", "GB/s", "",
                o->cpu ? "   all ranks" : "");
     }
+    for (double t0 = now_us(), more = 1; more > 0;) {   /* settle (BENCH_SETTLE_US) */
+        more = now_us() - t0 < BENCH_SETTLE_US;
+        if (dist_all_reduce(w, &more, 1, DIST_FLOAT64, DIST_MAX) != DIST_OK) { fprintf(stderr, "settling: %s\n", dist_error_message(w)); return 1; }
+    }
     for (size_t bytes = o->minb; bytes <= o->maxb; bytes = bytes * (size_t)o->factor) {
         size_t count = bytes / es / (blockwise ? (size_t)n : 1);
         size_t shown = count * es * (blockwise ? (size_t)n : 1);

@@ -38,6 +38,10 @@ int main(int argc, char **argv) {
     double *t = malloc(sizeof(double) * (fixed_iters > 1000 ? (size_t)fixed_iters : 1000));
     memset(s, 0, maxb + 64); memset(d, 0, maxb + 64);
     if (r == 0) printf("# MPI reference: %s, %d ranks, float32 sum\n#%11s %11s %9s %9s %11s\n", op, n, "bytes", "time(us)", "algbw", "busbw", "cpu(us)");
+    for (double t0 = now_us(), more = 1; more > 0;) {   /* settle (BENCH_SETTLE_US) */
+        more = now_us() - t0 < BENCH_SETTLE_US;
+        MPI_Allreduce(MPI_IN_PLACE, &more, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    }
     for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
         int count = (int)(bytes / 4 / (blockwise ? (size_t)n : 1));
         size_t shown = (size_t)count * 4 * (blockwise ? (size_t)n : 1);
