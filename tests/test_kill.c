@@ -374,23 +374,28 @@ static void die(void) {
     for (;;) pause();
 }
 
+/* Blocks whose first element changes when the first bytes of a transfer
+   land there (the copying begins at the start of a block). */
+typedef struct { const volatile float *at; size_t stride; int n, skip; float init; } watch_t;
+
+static int landed(const watch_t *w) {
+    for (int b = 0; b < w->n; b++)
+        if (b != w->skip && w->at[(size_t)b * w->stride] != w->init) return 1;
+    return 0;
+}
+
 /* A victim that receives large messages dies once the first bytes of any
-   of them have landed (watched at the start of each block, where the
-   copying begins), so it dies mid-transfer however fast the machine
+   of them have landed, so it dies mid-transfer however fast the machine
    copies; the delay is then only the bound.  Others die after the delay. */
-static const volatile float *g_watch;   /* the victim's receive blocks */
-static size_t g_watch_block;
-static int g_watch_blocks, g_watch_skip;
-static float g_watch_init;
+static watch_t g_watch;                  /* the victim's receive blocks (at NULL: none) */
 
 static void *killer_main(void *p) {
     int64_t t0 = now_ns();
-    while (g_watch && secs_since(t0) * 1000 < *(const int *)p * 20) {
-        for (int b = 0; b < g_watch_blocks; b++)
-            if (b != g_watch_skip && g_watch[(size_t)b * g_watch_block] != g_watch_init) die();
+    while (g_watch.at && secs_since(t0) * 1000 < *(const int *)p * 20) {
+        if (landed(&g_watch)) die();
         sleep_us(20);
     }
-    if (!g_watch) sleep_ms(*(const int *)p);
+    if (!g_watch.at) sleep_ms(*(const int *)p);
     die();
     return NULL;
 }
@@ -398,29 +403,29 @@ static void *killer_main(void *p) {
 /* A victim that sends one large block to a survivor (gather's root) cannot
    see its bytes land, and with both ends copying over shared memory the
    block may be through before a 2 ms timer fires.  The receiving survivor
-   watches the start of the victim's block instead and kills it there. */
-#ifndef UNDER_TSAN   /* (see the victim's own watcher) */
-typedef struct { const volatile float *at; float init; int bound_ms; } rwatch;
-static rwatch g_rwatch;
+   watches the victim's block instead and kills it there (within the
+   victim's own bound: after that its timer does it). */
+#ifndef UNDER_TSAN   /* (as the victim's own watcher) */
+static watch_t g_rwatch;
+static int g_rwatch_bound_ms;
 
 static void *receiver_watch_main(void *p) {
-    const rwatch *w = (const rwatch *)p;
     int64_t t0 = 0;
-    for (;;) {
+    (void)p;
+    while (!__atomic_load_n(&g_sh->death_ns, __ATOMIC_SEQ_CST)) {
         int64_t entered = __atomic_load_n(&g_sh->victim_enter_ns, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&g_sh->death_ns, __ATOMIC_SEQ_CST)) return NULL;
         if (entered && !t0) t0 = now_ns();
-        if (t0 && secs_since(t0) * 1000 > w->bound_ms) return NULL;   /* the victim's own timer does it */
-        if (entered && *w->at != w->init) {
+        if (t0 && secs_since(t0) * 1000 > g_rwatch_bound_ms) break;
+        if (entered && landed(&g_rwatch)) {
             int64_t expect = 0;
             if (__atomic_compare_exchange_n(&g_sh->death_ns, &expect, now_ns(), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
                 kill(__atomic_load_n(&g_sh->victim_pid, __ATOMIC_SEQ_CST), SIGKILL);
-            return NULL;
+            break;
         }
         sleep_us(20);
     }
+    return NULL;
 }
-
 #endif
 
 static void start_killer(int *ms) {
@@ -650,7 +655,7 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
         kill_ms = k->delay_ms;
 #ifndef UNDER_TSAN   /* (watching a buffer while it is received is a race by design; ThreadSanitizer's slow copies are mid-transfer 2 ms in) */
         if (k->op == OP_SEND || k->op == OP_ISEND) {
-            g_watch = bf.a; g_watch_block = cnt(k); g_watch_blocks = n; g_watch_skip = rank; g_watch_init = (float)(rank + 1);
+            g_watch = (watch_t){ bf.a, cnt(k), n, rank, (float)(rank + 1) };
         }
 #endif
         __atomic_store_n(&g_sh->victim_pid, getpid(), __ATOMIC_SEQ_CST);
@@ -675,10 +680,9 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
 #ifndef UNDER_TSAN   /* (as the victim's own watcher) */
     if (k->when == MID && k->op == OP_GATHER && gr == k->root) {
         pthread_t th;
-        g_rwatch.at = bf.b + (size_t)grank(k, v) * cnt(k);
-        g_rwatch.init = -1.0f;
-        g_rwatch.bound_ms = k->delay_ms * 20;
-        if (pthread_create(&th, NULL, receiver_watch_main, &g_rwatch) == 0) pthread_detach(th);
+        g_rwatch = (watch_t){ bf.b + (size_t)grank(k, v) * cnt(k), 0, 1, -1, -1.0f };
+        g_rwatch_bound_ms = k->delay_ms * 20;
+        if (pthread_create(&th, NULL, receiver_watch_main, NULL) == 0) pthread_detach(th);
     }
 #endif
     set_flag(rank, offsetof(rrec, entering));
