@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* The declarations of dist.h (its dtypes, for the shared helpers): the
    clock, CPU time, medians and sizes are the ones coll_bench uses. */

@@ -55,7 +55,8 @@
    or during); mid-transfer: all_reduce 64 MiB (n=3 V=1 with the transport's
    algorithm; ring n=4 V=3 and n=3 V=0; halving n=4 V=0 and n=5 V=4; tree
    32 MiB n=5 V=2), broadcast 64 MiB (n=4 V=1, n=3 V=0 the root, tree n=5
-   V=2), reduce 32 MiB, gather 64 MiB, all_gather 32 MiB, scatter 64 MiB
+   V=2), reduce 32 MiB, gather 64 MiB (the root kills the sending victim
+   once its block starts to land), all_gather 32 MiB, scatter 64 MiB
    (V the root), reduce_scatter 32 MiB, all_to_all 16 MiB; async:
    all_reduce_async (n=4 V=2 during; 64 MiB n=3 V=1 mid), all_reduce_async
    + barrier_async queued (n=5 V=3 during: both requests fail),
