@@ -89,8 +89,10 @@ int main(int argc, char **argv) {
 
        "Blocking" means the call returns only when it is safe to touch the
        buffer again: for dist_recv, when the data is in it; for dist_send,
-       when the data has been handed over (sent or buffered), which here
-       happens without waiting for the receiver.
+       when the data has been handed over (sent or buffered).  A small
+       message goes without waiting for the receiver; a large one (over
+       1 MiB by default) waits until the receiver has posted its receive,
+       as MPI_Send may.
 
        Rank 0 starts the token; everyone else first waits for it from the
        left, adds its rank, and passes it right.  Rank 0 receives it last,

@@ -79,10 +79,11 @@ enum { TAG_NAIVE = 1, TAG_REDUCE_SCATTER = 2, TAG_ALL_GATHER = 3 };
    and in the next step send b and receive into a.  Posting the send with
    dist_isend before the blocking dist_recv matters too: every rank sends
    before it receives, so no rank waits for a neighbour that is itself
-   waiting.  (dist.h's sends never wait for the receiver, so a blocking
-   dist_send would also work here, but isend is the portable habit: in MPI a
-   large blocking send may wait for its receive, and a ring of them would
-   deadlock.) */
+   waiting.  (A blocking dist_send would work here for small arrays, which
+   go out without waiting for the receiver, but not for large ones: a send
+   of over a quarter of DIST_EAGER_BYTES (1 MiB by default) waits until its
+   receive is posted, as MPI's may, and a ring of them would wait for ever,
+   or here until the timeout.  isend is the habit that always works.) */
 static dist_result naive_ring_allreduce(dist_t *world, const float *send, float *recv, size_t count,
                                         float *a, float *b) {
     int rank = dist_rank(world), n = dist_world_size(world);

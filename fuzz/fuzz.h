@@ -46,12 +46,17 @@
 
    The world communicator has id 0, the group {0, 1} id FUZZ_FRAME_GROUP.
    With FUZZ_FRAME_COLL_STATE the world has finished collective 3 (an
-   all_reduce of 4 x float32, sum) and runs collective 4 (the same). */
+   all_reduce of 4 x float32, sum) and runs collective 4 (the same).
+   Rank 1 has granted this side a budget of 64 KiB (its first CREDIT);
+   announcements by rank 1 carry rendezvous ids it chooses, payloads by
+   reference point at FUZZ_REF_ADDR. */
 #define FUZZ_FRAME_SHM        0x01u  /* over a shared-memory ring (else a TCP socket) */
 #define FUZZ_FRAME_EOF        0x02u  /* the peer closes after the stream */
 #define FUZZ_FRAME_COLL_STATE 0x04u  /* collectives done and active, as above */
-#define FUZZ_FRAME_ACK_WAIT   0x08u  /* a by-reference send waits for rank 1's ACK */
+#define FUZZ_FRAME_ACK_WAIT   0x08u  /* sends to rank 1 wait: announced by reference (shm; for its ACK) or for
+                                        its CTS (TCP; sid 1), one queued for credit, one pulled ahead (PULL) */
 #define FUZZ_FRAME_SLEEPING   0x10u  /* shm: the peer sleeps (doorbells are sent) */
+#define FUZZ_FRAME_TIGHT      0x20u  /* rank 1's flow-control budget here is 4 KiB (else 1 MiB) */
 #define FUZZ_FRAME_WORLD      3
 #define FUZZ_FRAME_GROUP      7u
 #define FUZZ_FRAME_RECV_SIZE  5

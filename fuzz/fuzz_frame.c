@@ -7,14 +7,19 @@
    shared-memory ring (starting anywhere in the ring, so frames cross its
    end; maybe the doorbell socket's end after it), and read by
    dist__peer_read, the function the progress engine calls for a peer with
-   bytes (dist__peer_doorbell for the end of a shared-memory peer).  So every byte goes through
-   dist__frame_decode, the by-reference header and its copy from the
-   sender's memory (dist__peer_pull), the abort notice (dist__on_abort),
-   the collective descriptor checks (dist__desc_differs through
+   bytes (the transport's `readable` for the end of a shared-memory peer),
+   followed, as the engine does, by dist__peer_pull (copies by reference
+   from the sender's memory) and dist__peer_write (what the frames made
+   this side owe: CTS, ACK, CREDIT, refusals, pulled messages).  So every
+   byte goes through dist__frame_decode, announcements and their payload
+   pieces, the flow-control budget, the abort notice (dist__on_abort), the
+   collective descriptor checks (dist__desc_differs through
    dist__coll_mismatch, dist__coll_check_early and dist__coll_check_late),
-   the matching of posted receives, the unexpected-message queue, combining
-   receives (dist__peer_reduce_step) and ACKs.  Receives posted after the
-   stream meet the unexpected messages (dist__post_recv, dist__msg_deliver).
+   the match index (posted receives, unexpected messages), combining
+   receives (dist__rx_reduce_step), and the control frames about this
+   side's own sends (CTS, ACK, CANCEL, CREDIT, PULL).  Receives posted
+   after the stream meet the unexpected messages (dist__post_recv,
+   dist__take).
 
    Each receive's buffer is exactly its size, so ASan sees any byte a frame
    makes the engine write past it.  The first 40 bytes of the stream also
@@ -49,8 +54,9 @@ static void ref_region(void) {
 }
 
 static void check_frame(const dist__frame *f) {
-    FUZZ_CHECK(f->kind >= DIST__FRAME_DATA && f->kind <= DIST__FRAME_ACK);
+    FUZZ_CHECK(f->kind > DIST__FRAME_NONE && f->kind < DIST__FRAME_KINDS);
     FUZZ_CHECK(f->nbytes <= DIST__MAX_MESSAGE);
+    FUZZ_CHECK(!f->flags || f->kind == DIST__FRAME_DATA || f->kind == DIST__FRAME_COLL);
     if (f->kind == DIST__FRAME_DATA) {
         FUZZ_CHECK(f->dtype < DIST_DTYPE_COUNT && f->count * dist_dtype_size((dist_dtype)f->dtype) == f->nbytes);
         FUZZ_CHECK(f->tag >= 0 && f->tag <= INT_MAX);
@@ -60,14 +66,14 @@ static void check_frame(const dist__frame *f) {
         FUZZ_CHECK(f->nbytes % dist_dtype_size((dist_dtype)f->dtype) == 0 && f->tag >= 0 && f->count <= DIST__MAX_MESSAGE);
     } else if (f->kind == DIST__FRAME_ABORT) {
         FUZZ_CHECK(f->nbytes <= DIST__MAX_ABORT_TEXT && f->tag >= 0);
-    } else {
+    } else if (f->kind != DIST__FRAME_PAYLOAD) {
         FUZZ_CHECK(f->nbytes == 0);
     }
 }
 
 static void pure_decode(const uint8_t *b, size_t n) {
     dist__frame f, g;
-    uint8_t enc[DIST__HDR_SIZE];
+    uint8_t enc[DIST__HDR_MAX];
     char why[200];
     if (n < DIST__HDR_SIZE) return;
     for (size_t cap = 1; cap <= sizeof why; cap += sizeof why - 1) {
@@ -79,7 +85,7 @@ static void pure_decode(const uint8_t *b, size_t n) {
         }
         check_frame(&f);
         dist__frame_encode(&f, enc);
-        FUZZ_CHECK(enc[0] == (b[0] & 0x7f) && memcmp(enc + 1, b + 1, DIST__HDR_SIZE - 1) == 0);
+        FUZZ_CHECK(memcmp(enc, b, DIST__HDR_SIZE) == 0);
         FUZZ_CHECK(dist__frame_decode(enc, &g, why, cap) == 0);
         FUZZ_CHECK(memcmp(&f, &g, offsetof(dist__frame, root) + sizeof f.root) == 0 || (f.kind == g.kind &&
                    f.dtype == g.dtype && f.op == g.op && f.coll == g.coll && f.comm == g.comm && f.tag == g.tag &&
@@ -117,8 +123,8 @@ typedef struct harness {
     int sv[2];
     uint8_t *rx_mem, *tx_mem;   /* shared memory: the rings */
     dist__shm_hdr *peer_hdr;
-    dist_req_t *ack_send;
-    uint8_t ack_payload[64];
+    dist_req_t *sends[4];
+    uint8_t send_buf[3][512];
 } harness;
 
 #define RING_BYTES ((uint64_t)1 << 13)
@@ -148,6 +154,16 @@ static void coll_desc(dist__frame *f) {
     f->dtype = DIST_FLOAT32; f->count = 4; f->op = DIST_SUM; f->root = 0;
 }
 
+/* A send of ours to rank 1 of `bytes`, tag `tag`. */
+static dist_req_t *our_send(harness *h, int i, size_t bytes, int tag) {
+    dist_req_t *r = dist__req_alloc(h->e);
+    FUZZ_CHECK(r != NULL);
+    dist__req_init(h->world, r, DIST__REQ_SEND, bytes, DIST_UINT8, 1, tag);
+    r->sbuf = bytes <= sizeof h->send_buf[0] ? h->send_buf[i % 3] : (const uint8_t *)(uintptr_t)FUZZ_REF_ADDR;
+    h->sends[i] = r;
+    return r;
+}
+
 static void setup(harness *h, unsigned flags, unsigned where) {
     dist__log log;
     static const int pair[2] = { 0, 1 };
@@ -156,27 +172,33 @@ static void setup(harness *h, unsigned flags, unsigned where) {
     log.logger.func = fuzz_log; log.level = DIST_LOG_DEBUG; log.rank = 0;
     h->e = dist__engine_new(0, FUZZ_FRAME_WORLD, &log);
     FUZZ_CHECK(h->e != NULL);
+    h->e->budget = (flags & FUZZ_FRAME_TIGHT) ? 4096 : (uint64_t)1 << 20;
     h->p = &h->e->peers[1];
-    h->p->stage = (uint8_t *)malloc(DIST__STAGE_SIZE);
+    h->p->rx.stage = (uint8_t *)malloc(DIST__STAGE_SIZE);
+    h->p->budget = h->p->granted = h->p->credit = 64 << 10;     /* rank 1's first grant to us */
     FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, h->sv) == 0);
     dist__set_nonblocking(h->sv[0], 1);
     dist__set_nonblocking(h->sv[1], 1);
     h->p->fd = h->sv[0];
-    h->e->ntcp = 1;
+    h->e->shm.ntcp = 1;
     if (flags & FUZZ_FRAME_SHM) {
         dist__peer *p = h->p;
+        dist__shm_link *l = (dist__shm_link *)calloc(1, sizeof *l);
         uint64_t start = (uint64_t)where * 61 % RING_BYTES;
         h->rx_mem = (uint8_t *)calloc(1, sizeof(dist__ring) + RING_BYTES);
         h->tx_mem = (uint8_t *)calloc(1, sizeof(dist__ring) + RING_BYTES);
         h->peer_hdr = (dist__shm_hdr *)calloc(1, sizeof *h->peer_hdr);
         h->peer_hdr->sleeping = (flags & FUZZ_FRAME_SLEEPING) != 0;
-        p->shm = 1; p->cma = 1; p->pid = (int)getpid();
-        p->rx_ring = (dist__ring *)h->rx_mem; p->tx_ring = (dist__ring *)h->tx_mem;
-        p->rx_ring->head = p->rx_ring->tail = start;
-        p->peer_hdr = h->peer_hdr;
-        p->ring_size = RING_BYTES;
-        p->pull = (uint8_t *)malloc(DIST__STAGE_SIZE);
-        h->e->ntcp = 0; h->e->nshm = 1;
+        l->can_read = 1; l->pid = (int)getpid();
+        l->rx_ring = (dist__ring *)h->rx_mem; l->tx_ring = (dist__ring *)h->tx_mem;
+        l->rx_ring->head = l->rx_ring->tail = start;
+        l->peer_hdr = h->peer_hdr;
+        l->ring_size = RING_BYTES;
+        l->pull = (uint8_t *)malloc(DIST__STAGE_SIZE);
+        p->shm = l;
+        p->t = &dist__shm_transport;
+        p->ref_min = 256;
+        h->e->shm.ntcp = 0; h->e->shm.nshm = 1;
     }
     h->world = comm_new(h->e, 0, FUZZ_FRAME_WORLD, NULL);
     h->group = comm_new(h->e, FUZZ_FRAME_GROUP, 2, pair);
@@ -187,14 +209,18 @@ static void setup(harness *h, unsigned flags, unsigned where) {
         h->world->done_seq = 3;
     }
     if (flags & FUZZ_FRAME_ACK_WAIT) {
-        /* a payload rank 1 reads from our memory, then acknowledges */
-        dist_req_t *r = dist__req_alloc(h->e);
-        dist__req_init(h->world, r, DIST__REQ_SEND, sizeof h->ack_payload, DIST_UINT8, 1, 0);
-        r->sbuf = h->ack_payload;
-        r->hdr_len = DIST__HDR_MAX;
-        r->queued = 1;
-        h->p->ack_head = h->p->ack_tail = r;
-        h->ack_send = r;
+        /* an announced send waiting for rank 1 (sid 1: by reference, for
+           its ACK; over TCP, for its CTS), a queued one too large for the
+           credit left, and a small one it may pull (tag 3) */
+        dist_req_t *r = our_send(h, 0, 100000, 0);
+        r->by_ref = (flags & FUZZ_FRAME_SHM) != 0;
+        r->sid = ++h->p->next_sid;
+        r->state = DIST__RS_ANNOUNCED;
+        FUZZ_CHECK(dist__rdv_add(h->e, DIST__IX_RDV_SEND, 1, r->sid, &r->link, &r->ixq) == 0);
+        r->rdv_counted = 1; h->p->rdv_out++;
+        h->p->credit = 600;
+        dist__post_send(h->e, our_send(h, 1, 400, 2));
+        dist__post_send(h->e, our_send(h, 2, 300, 3));
     }
 }
 
@@ -229,12 +255,13 @@ static dist_req_t *post(harness *h, recv_spec *s, const uint8_t *spec) {
     return r;
 }
 
-/* What the engine does with a shared-memory peer after reading: sends
-   what it owes (ACKs, abort notices), and the peer takes it. */
+/* What the engine does with a peer after reading: copies by reference,
+   sends what it owes; the peer takes it. */
 static void after_read(harness *h) {
     dist__peer *p = h->p;
-    if (p->fd >= 0 && (p->sq_head || p->acks_owed)) dist__peer_write(h->e, p);
-    if (p->shm) p->tx_ring->head = p->tx_ring->tail;
+    if (p->fd >= 0 && !dist__list_empty(&p->pullq)) dist__peer_pull(h->e, p);
+    if (p->fd >= 0) dist__peer_write(h->e, p);
+    if (p->shm) p->shm->tx_ring->head = p->shm->tx_ring->tail;
     {   /* TCP: the frames; shared memory: doorbells */
         uint8_t sink[4096];
         while (recv(h->sv[1], sink, sizeof sink, MSG_DONTWAIT) > 0) {}
@@ -243,20 +270,24 @@ static void after_read(harness *h) {
 
 static void check_peer(harness *h, recv_spec *specs, int nspecs) {
     dist__peer *p = h->p;
+    const dist__rx *x = &p->rx;
     FUZZ_CHECK_STR(p->why, sizeof p->why);
-    FUZZ_CHECK(p->stage_pos <= p->stage_end && p->stage_end <= DIST__STAGE_SIZE);
-    FUZZ_CHECK(p->hdr_got <= DIST__HDR_MAX);
-    if (p->in_payload && p->rx_req) {
+    FUZZ_CHECK(x->pos <= x->end && x->end <= DIST__STAGE_SIZE);
+    FUZZ_CHECK(x->got <= DIST__HDR_MAX);
+    /* what rank 1's messages hold here stays within its budget */
+    FUZZ_CHECK(p->held + p->owed <= h->e->budget + DIST__MAX_MESSAGE * (uint64_t)(p->state != DIST__PEER_OK));
+    if (x->in_payload && x->req && x->dst) {
         /* the rest of the payload fits in the buffer it goes to */
         for (int i = 0; i < nspecs; i++)
-            if (specs[i].r == p->rx_req && p->dst)
-                FUZZ_CHECK(p->dst >= specs[i].buf && (uint64_t)(p->dst - specs[i].buf) + p->left <= specs[i].bytes);
+            if (specs[i].r == x->req)
+                FUZZ_CHECK(x->dst >= specs[i].buf && (uint64_t)(x->dst - specs[i].buf) + x->left <= specs[i].bytes);
     }
     for (int i = 0; i < nspecs; i++) {
         dist_req_t *r = specs[i].r;
         if (!r) continue;
-        FUZZ_CHECK_STR(r->err, sizeof r->err);
-        if (r->done == 1 && r->result != DIST_OK) FUZZ_CHECK(r->err[0] != 0);
+        if (r->err) FUZZ_CHECK_STR(r->err, DIST__ERRLEN);
+        if (r->done == 1 && r->result != DIST_OK) FUZZ_CHECK(r->err && r->err[0] != 0);
+        FUZZ_CHECK(r->moved <= r->nbytes);
     }
 }
 
@@ -286,10 +317,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t put = 0;
         if (off < n) {
             if (h.p->shm) {
-                dist__ring *r = h.p->rx_ring;
-                struct iovec iov;
-                iov.iov_base = (void *)(b + off);
-                iov.iov_len = n - off;
+                dist__ring *r = h.p->shm->rx_ring;
+                dist__iov iov;
+                dist__iov_set(&iov, b + off, n - off);
                 put = dist__ring_write(r, RING_BYTES, &iov, 1);
                 if (put < iov.iov_len) r->producer_waiting = 1;   /* as dist__peer_tx: room, please */
             } else {
@@ -300,22 +330,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else if ((flags & FUZZ_FRAME_EOF) && h.sv[1] >= 0) {
             shutdown(h.sv[1], SHUT_WR);
             if (h.p->shm) {   /* the doorbell socket ends: what the ring holds is read first */
-                dist__peer_doorbell(h.e, h.p);
+                h.p->t->readable(h.e, h.p);
                 after_read(&h);
                 check_peer(&h, specs, nspecs);
                 break;
             }
         }
         {
-            size_t before_pos = h.p->stage_pos, before_end = h.p->stage_end, before_hdr = h.p->hdr_got;
-            uint64_t before_left = h.p->left;
-            uint64_t before_head = h.p->shm ? h.p->rx_ring->head : 0;
+            size_t before_pos = h.p->rx.pos, before_end = h.p->rx.end, before_hdr = h.p->rx.got;
+            uint64_t before_left = h.p->rx.left;
+            uint64_t before_head = h.p->shm ? h.p->shm->rx_ring->head : 0;
+            int pulls = !dist__list_empty(&h.p->pullq);
             dist__peer_read(h.e, h.p);
             after_read(&h);
             check_peer(&h, specs, nspecs);
-            if (off >= n && put == 0 && before_pos == h.p->stage_pos && before_end == h.p->stage_end &&
-                before_hdr == h.p->hdr_got && before_left == h.p->left &&
-                (!h.p->shm || before_head == h.p->rx_ring->head) && iters > 2)
+            if (off >= n && put == 0 && before_pos == h.p->rx.pos && before_end == h.p->rx.end &&
+                before_hdr == h.p->rx.got && before_left == h.p->rx.left && !pulls &&
+                (!h.p->shm || before_head == h.p->shm->rx_ring->head) && iters > 2)
                 break;   /* nothing moves any more */
         }
     }
@@ -324,7 +355,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const uint8_t *spec = data + 3 + (size_t)i * FUZZ_FRAME_RECV_SIZE;
         if (spec[0] & FUZZ_RECV_LATE) post(&h, &specs[i], spec);
     }
-    if (h.p->fd >= 0) { dist__peer_read(h.e, h.p); after_read(&h); }
+    for (int k = 0; k < 64 && h.p->fd >= 0; k++) { dist__peer_read(h.e, h.p); after_read(&h); }
     check_peer(&h, specs, nspecs);
 
     /* the engine owns the requests and the peer's descriptors */
@@ -333,6 +364,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < nspecs; i++) free(specs[i].buf);
     comm_free(h.world);
     comm_free(h.group);
-    free(h.rx_mem); free(h.tx_mem); free(h.peer_hdr);
+    free(h.rx_mem); free(h.tx_mem); free(h.peer_hdr);   /* (the engine freed the link) */
     return 0;
 }

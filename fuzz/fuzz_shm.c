@@ -56,25 +56,27 @@ static void map_peer(unsigned flags, size_t file_size, const uint8_t *rec_in, co
     ok = dist__shm_map_peer(&e, &p, rec);
     FUZZ_CHECK(ok == 0 || ok == 1);
     if (ok) {
-        uint8_t *seg = (uint8_t *)p.peer_seg, *ring = (uint8_t *)p.tx_ring;
-        uint64_t rs = p.ring_size;
+        dist__shm_link *l = p.shm;
+        uint8_t *seg = (uint8_t *)l->peer_seg, *ring = (uint8_t *)l->tx_ring;
+        uint64_t rs = l->ring_size;
         uint8_t probe[8];
-        struct iovec iov = { probe, sizeof probe };
+        dist__iov iov;
+        dist__iov_set(&iov, probe, sizeof probe);
         FUZZ_CHECK(rs >= 4096 && (rs & (rs - 1)) == 0);
-        FUZZ_CHECK(ring >= seg + DIST__SHM_HDR && ring + sizeof(dist__ring) + rs <= seg + p.peer_seg_size);
-        FUZZ_CHECK(p.coll_area >= seg + DIST__SHM_HDR &&
-                   p.coll_area + 4 * (size_t)DIST_SHM_COLL_BYTES <= seg + p.peer_seg_size);
-        FUZZ_CHECK(p.peer_seg_size <= file_size);   /* every page of the mapping is backed */
-        FUZZ_CHECK(p.peer_hdr == (dist__shm_hdr *)seg && p.pid == (int)getpid());
+        FUZZ_CHECK(ring >= seg + DIST__SHM_HDR && ring + sizeof(dist__ring) + rs <= seg + l->peer_seg_size);
+        FUZZ_CHECK(l->coll_area >= seg + DIST__SHM_HDR &&
+                   l->coll_area + 4 * (size_t)DIST_SHM_COLL_BYTES <= seg + l->peer_seg_size);
+        FUZZ_CHECK(l->peer_seg_size <= file_size);   /* every page of the mapping is backed */
+        FUZZ_CHECK(l->peer_hdr == (dist__shm_hdr *)seg && l->pid == (int)getpid());
         /* what the engine does first with a peer's ring and area */
         memset(probe, 0x42, sizeof probe);
-        p.tx_ring->head = p.tx_ring->tail = 0;
-        FUZZ_CHECK(dist__ring_write(p.tx_ring, rs, &iov, 1) == sizeof probe);
-        p.coll_area[0] = 1;
-        p.coll_area[4 * (size_t)DIST_SHM_COLL_BYTES - 1] = 1;
-        munmap(p.peer_seg, p.peer_seg_size);
+        l->tx_ring->head = l->tx_ring->tail = 0;
+        FUZZ_CHECK(dist__ring_write(l->tx_ring, rs, &iov, 1) == sizeof probe);
+        l->coll_area[0] = 1;
+        l->coll_area[4 * (size_t)DIST_SHM_COLL_BYTES - 1] = 1;
+        dist__shm_link_free(&p);
     } else {
-        FUZZ_CHECK(p.peer_seg == NULL && p.tx_ring == NULL);
+        FUZZ_CHECK(p.shm == NULL);
     }
     close(fd);
     if (pipefd[0] >= 0) { close(pipefd[0]); close(pipefd[1]); }
@@ -86,7 +88,7 @@ static void ring_garbage(const uint8_t *w, size_t n) {
     size_t cap = sizeof(dist__ring) + (size_t)size;
     dist__ring *r = (dist__ring *)malloc(cap);
     uint8_t buf[300];
-    struct iovec iov[2];
+    dist__iov iov[2];
     int64_t used;
     size_t got, put;
     FUZZ_CHECK(r != NULL);
@@ -98,8 +100,8 @@ static void ring_garbage(const uint8_t *w, size_t n) {
     got = dist__ring_read(r, size, buf, DIST__MIN(sizeof buf, (size_t)w[17] + 1));
     FUZZ_CHECK(got <= DIST__MIN(sizeof buf, (size_t)w[17] + 1));
     FUZZ_CHECK(used >= 0 || got == 0);
-    iov[0].iov_base = (void *)(w + 18); iov[0].iov_len = n - 18;
-    iov[1].iov_base = buf; iov[1].iov_len = (size_t)w[17];
+    dist__iov_set(&iov[0], w + 18, n - 18);
+    dist__iov_set(&iov[1], buf, (size_t)w[17]);
     put = dist__ring_write(r, size, iov, 2);
     FUZZ_CHECK(put <= n - 18 + (size_t)w[17] && put <= size);
     free(r);

@@ -135,14 +135,16 @@ static void frame(buf *o, int kind, int dtype, int op, int coll, uint32_t comm, 
     put(o, b, sizeof b);
 }
 
-/* The same header, by reference: the payload stays in the sender's memory. */
-static void frame_ref(buf *o, int kind, int dtype, int op, int coll, uint32_t comm, int64_t tag, uint64_t count,
-                      uint64_t nbytes, uint64_t addr) {
+/* An announcement: the header with its trailer (rendezvous id, and the
+   payload's address in the sender's memory, or 0 when it travels later);
+   prompt: by reference and paid for, copied at once. */
+static void announce(buf *o, int kind, int dtype, int op, int coll, uint32_t comm, int64_t tag, uint64_t count,
+                     uint64_t nbytes, uint64_t sid, uint64_t addr, int prompt) {
     size_t at = o->n;
     frame(o, kind, dtype, op, coll, comm, tag, count, nbytes, 0);
-    o->b[at] |= DIST__FRAME_REF;
+    o->b[at] |= DIST__FRAME_RTS | (prompt ? DIST__FRAME_PROMPT : 0);
+    put64(o, sid);
     put64(o, addr);
-    put64(o, nbytes);
 }
 
 static void payload(buf *o, size_t n) { for (size_t i = 0; i < n; i++) put8(o, (unsigned)(i * 13 + 5)); }
@@ -191,18 +193,45 @@ static void seeds_frame(void) {
     recv_spec(&o, 0, 1, DIST_UINT8, 200, 0, 1, 0);
     recv_spec(&o, FUZZ_RECV_COLL | FUZZ_RECV_REDUCE | FUZZ_RECV_IN_FIRST | FUZZ_RECV_GROUP, 2, DIST_BFLOAT16, 30,
               DIST_MAX, DIST__COLL_REDUCE, 0);
-    frame_ref(&o, DIST__FRAME_DATA, DIST_UINT8, 0, 0, 0, 1, 200, 200, FUZZ_REF_ADDR + 64);
-    frame_ref(&o, DIST__FRAME_COLL, DIST_BFLOAT16, DIST_MAX, DIST__COLL_REDUCE, FUZZ_FRAME_GROUP, 2, 30, 40, FUZZ_REF_ADDR);
-    frame(&o, DIST__FRAME_ACK, 0, 0, 0, 0, 0, 0, 0, 0);
+    announce(&o, DIST__FRAME_DATA, DIST_UINT8, 0, 0, 0, 1, 200, 200, 7, FUZZ_REF_ADDR + 64, 1);
+    announce(&o, DIST__FRAME_COLL, DIST_BFLOAT16, DIST_MAX, DIST__COLL_REDUCE, FUZZ_FRAME_GROUP, 2, 30, 40, 8, FUZZ_REF_ADDR, 0);
+    frame(&o, DIST__FRAME_ACK, 0, 0, 0, 0, 1, 0, 0, 0);
     frame(&o, DIST__FRAME_DATA, DIST_FLOAT16, 0, 0, 0, 3, 2, 4, 0); payload(&o, 4);
     save(T, "shm-by-reference", &o);
     /* shared memory: a message nobody asked for, larger than the ring (its
-       receive, posted late, expects fewer), with the peer asleep (doorbells) */
-    o.n = 0; put8(&o, FUZZ_FRAME_SHM | FUZZ_FRAME_SLEEPING); put8(&o, 99); put8(&o, 1);
+       receive, posted late, expects fewer), with the peer asleep
+       (doorbells); one by reference filled at once, one that waits */
+    o.n = 0; put8(&o, FUZZ_FRAME_SHM | FUZZ_FRAME_SLEEPING); put8(&o, 99); put8(&o, 2);
     recv_spec(&o, FUZZ_RECV_LATE, 8, DIST_FLOAT64, 120, 0, 1, 0);
+    recv_spec(&o, FUZZ_RECV_LATE | FUZZ_RECV_ANY, 9, DIST_INT8, 200, 0, 1, 0);
     frame(&o, DIST__FRAME_DATA, DIST_FLOAT64, 0, 0, 0, 8, 1100, 8800, 0); payload(&o, 8800);
-    frame_ref(&o, DIST__FRAME_DATA, DIST_INT8, 0, 0, 0, 9, 100000, 100000, FUZZ_REF_ADDR);
+    announce(&o, DIST__FRAME_DATA, DIST_INT8, 0, 0, 0, 9, 200, 200, 3, FUZZ_REF_ADDR, 1);
+    announce(&o, DIST__FRAME_DATA, DIST_INT8, 0, 0, 0, 9, 100000, 100000, 4, FUZZ_REF_ADDR, 0);
+    frame(&o, DIST__FRAME_CANCEL, 0, 0, 0, 0, 4, 0, 0, 0);
     save(T, "shm-unexpected", &o);
+    /* TCP rendezvous: an announcement its receive takes (CTS goes out), its
+       payload in two pieces; one nobody takes yet, then withdrawn; our
+       announced send asked for (CTS) and one refused; credit back; a
+       PULL for our queued send; the peer waits for credit */
+    o.n = 0; put8(&o, FUZZ_FRAME_ACK_WAIT); put8(&o, 0); put8(&o, 2);
+    recv_spec(&o, 0, 4, DIST_INT32, 100, 0, 1, 0);
+    recv_spec(&o, FUZZ_RECV_LATE, 6, DIST_UINT8, 50, 0, 1, 0);
+    announce(&o, DIST__FRAME_DATA, DIST_INT32, 0, 0, 0, 4, 100, 400, 11, 0, 0);
+    frame(&o, DIST__FRAME_PAYLOAD, 0, 0, 0, 0, 11, 0, 160, 0); payload(&o, 160);
+    frame(&o, DIST__FRAME_PAYLOAD, 0, 0, 0, 0, 11, 160, 240, 0); payload(&o, 240);
+    announce(&o, DIST__FRAME_DATA, DIST_UINT8, 0, 0, 0, 6, 50, 50, 12, 0, 0);
+    frame(&o, DIST__FRAME_CANCEL, 0, 0, 0, 0, 12, 0, 0, 0);
+    frame(&o, DIST__FRAME_CTS, 0, 0, 0, 0, 1, 0, 0, 0);
+    frame(&o, DIST__FRAME_CANCEL, 0, 0, 0, 0, 2, DIST__REFUSED_MISMATCH, 0, 1);
+    frame(&o, DIST__FRAME_CREDIT, 0, 0, 0, 0, 0, 4096, 0, 0);
+    frame(&o, DIST__FRAME_PULL, 0, 0, DIST__FRAME_DATA, 0, 3, 0, 0, 0);
+    frame(&o, DIST__FRAME_BLOCKED, 0, 0, 0, 0, 0, 600, 0, 0);
+    frame(&o, DIST__FRAME_BYE, 0, 0, 0, 0, 0, 0, 0, 0);
+    save(T, "tcp-rendezvous", &o);
+    /* more than the budget allows: the peer is failed */
+    o.n = 0; put8(&o, FUZZ_FRAME_TIGHT); put8(&o, 0); put8(&o, 0);
+    for (int i = 0; i < 8; i++) { frame(&o, DIST__FRAME_DATA, DIST_UINT8, 0, 0, 0, 5, 1000, 1000, 0); payload(&o, 1000); }
+    save(T, "tcp-over-budget", &o);
     /* a header that is not one */
     o.n = 0; put8(&o, 0); put8(&o, 0); put8(&o, 0);
     puts_(&o, "this is not a frame header, it is forty.");

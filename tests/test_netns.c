@@ -1072,6 +1072,8 @@ static const int suite_ids[] = { C_INIT, C_TRANSPORT, C_CC, C_RTT, C_AR_F32, C_A
 /* ---- link-down: the parent's part while the ranks run ------------------ */
 static int64_t g_down_ns;
 static char g_down_err[600];
+static int64_t g_down_end_ns;   /* when `ip link set down` returned */
+
 static void linkdown_during(void) {
     int64_t t0 = now_ns();
     for (;;) {
@@ -1100,6 +1102,7 @@ static void linkdown_during(void) {
         snprintf(g_down_err, sizeof g_down_err, "`ip -n %s link set dev v%d down` exited with %d: %.300s", g_ns[NR], LD_RANK, rc, out);
         g_down_ns = 0;
     } else {
+        g_down_end_ns = g_down_ns;
         g_down_ns = t1 + (g_down_ns - t1) / 2;   /* the middle of the command */
     }
 }
@@ -1123,7 +1126,7 @@ static void phase_linkdown(void) {
         if (!me->done) { errs_ok = destroy_ok = 0; continue; }
         double after = (double)(me->err_ns - g_down_ns) / 1e9;
         double d = (double)(me->destroy_end_ns - me->destroy_start_ns) / 1e9;
-        int in_call = me->call_ns <= g_down_ns;
+        int in_call = me->call_ns <= g_down_end_ns;   /* began before the link was surely down */
         during += in_call;
         snprintf(rtext[r], sizeof rtext[r], "rank %d: %d all_reduce(s) done, then %s %.2f s after the link went down (call %s) \"%s\"; dist_destroy %.2f s -> %s%s%s",
                  r, me->iters, dist_result_name((dist_result)me->res), after, in_call ? "started before it" : "started after it",

@@ -4,9 +4,14 @@
 
    (a) one 1 GiB message (1<<30 x uint8) from rank 0 to rank 1; the receiver
        checks it against a pattern it generates itself and reports GB/s;
-   (b) both ranks call blocking dist_send of 256 MiB to each other at the
-       same moment, then dist_recv: no deadlock, contents checked;
-   (c) the same with dist_isend/dist_irecv (both post the send first).
+   (b) both ranks call blocking dist_send to each other at the same moment,
+       then dist_recv: with 64 KiB (sent eagerly, within the receiver's
+       flow-control budget) no deadlock, contents checked; with 256 MiB
+       (a send that large waits for its receive, as MPI_Send may) both
+       sends time out after the communicator's timeout (3 s here), and the
+       sentence names the peer and says to use dist_isend;
+   (c) 256 MiB with dist_isend/dist_irecv (both post the send first): no
+       deadlock, contents checked.
    Over shared memory, (a) also checks that both ends copied part of it.
    Each part runs in its own dist_spawn and frees its buffers, so at most
    about 1 GiB + 1 GiB (part a) is allocated at a time.  Patterns are a
@@ -84,14 +89,14 @@ static int part_a(dist_t *w, void *arg) {
            box: the engine's count of the bytes this rank wrote.) */
         {
             const dist__peer *p = &w->eng->peers[1];
-            if (p->shm && p->cma && !(p->coop_wrote > 0 && p->coop_wrote < GIB)) {
+            if (p->shm && p->ref_min && !(p->shm->coop_wrote > 0 && p->shm->coop_wrote < GIB)) {
                 free(buf);
                 return FAIL("over shared memory the sender wrote %llu of the 1 GiB itself; want some but not all",
-                            (unsigned long long)p->coop_wrote);
+                            (unsigned long long)p->shm->coop_wrote);
             }
-            if (p->shm && p->cma)
+            if (p->shm && p->ref_min)
                 snprintf(sh->note[0] + strlen(sh->note[0]), sizeof sh->note[0] - strlen(sh->note[0]), "; it wrote %.0f%% of it itself",
-                         100.0 * (double)p->coop_wrote / (double)GIB);
+                         100.0 * (double)p->shm->coop_wrote / (double)GIB);
         }
     } else {
         dist_req_t *r;
@@ -109,39 +114,58 @@ static int part_a(dist_t *w, void *arg) {
     return 0;
 }
 
-/* (b)/(c): both ranks send 256 MiB to each other at once, then receive. */
-static int exchange(dist_t *w, int nonblocking) {
+/* (b)/(c): both ranks send `bytes` to each other at once, then receive. */
+static int exchange(dist_t *w, int nonblocking, size_t bytes) {
     int rank = dist_rank(w), peer = 1 - rank;
     int32_t token = rank;
-    uint64_t *out = malloc(MIB256), *in = malloc(MIB256);
-    if (!out || !in) { free(out); free(in); return FAIL("cannot allocate 2 x 256 MiB"); }
-    fill(out, MIB256 / 8, seed_of(2 + (uint64_t)nonblocking, (uint64_t)rank));
-    memset(in, 0xA5, MIB256);
+    uint64_t *out = malloc(bytes), *in = malloc(bytes);
+    if (!out || !in) { free(out); free(in); return FAIL("cannot allocate 2 x %zu bytes", bytes); }
+    fill(out, bytes / 8, seed_of(2 + (uint64_t)nonblocking, (uint64_t)rank));
+    memset(in, 0xA5, bytes);
     /* line up: each has sent its token before either starts the big send */
     OK(dist_send(w, &token, 1, DIST_INT32, peer, 3));
     OK(dist_recv(w, &token, 1, DIST_INT32, peer, 3));
     if (token != peer) return FAIL("sync token %d", token);
+    if (!nonblocking && bytes > ((size_t)1 << 20)) {
+        /* Each send waits for the other's receive: both time out, saying why. */
+        double t0 = now_s();
+        dist_result r = dist_send(w, out, bytes / 4, DIST_FLOAT32, peer, 4);
+        double el = now_s() - t0;
+        const char *m = dist_error_message(w);
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", peer);
+        free(out); free(in);
+        if (r != DIST_ERR_TIMEOUT) return FAIL("both blocking 256 MiB sends first: rank %d's send returned %s, want DIST_ERR_TIMEOUT (\"%s\")",
+                                               rank, dist_result_name(r), m);
+        if (!strstr(m, who) || !strstr(m, "dist_isend"))
+            return FAIL("the timeout's sentence does not name %s and say to use dist_isend: \"%s\"", who, m);
+        if (el < 2.5 || el > 8.0) return FAIL("the send timed out after %.2f s; the timeout is 3 s", el);
+        snprintf(sh->note[rank], sizeof sh->note[rank], "timed out after %.1f s as it should", el);
+        return 0;
+    }
     if (!nonblocking) {
-        OK(dist_send(w, out, MIB256 / 4, DIST_FLOAT32, peer, 4));
-        OK(dist_recv(w, in, MIB256 / 4, DIST_FLOAT32, peer, 4));
+        OK(dist_send(w, out, bytes / 4, DIST_FLOAT32, peer, 4));
+        OK(dist_recv(w, in, bytes / 4, DIST_FLOAT32, peer, 4));
     } else {
         dist_req_t *rq[2];
-        OK(dist_isend(w, out, MIB256 / 4, DIST_FLOAT32, peer, 5, &rq[0]));
-        OK(dist_irecv(w, in, MIB256 / 4, DIST_FLOAT32, peer, 5, &rq[1]));
+        OK(dist_isend(w, out, bytes / 4, DIST_FLOAT32, peer, 5, &rq[0]));
+        OK(dist_irecv(w, in, bytes / 4, DIST_FLOAT32, peer, 5, &rq[1]));
         OK(dist_wait_all(2, rq));
     }
-    size_t at = verify(in, MIB256 / 8, seed_of(2 + (uint64_t)nonblocking, (uint64_t)peer));
+    size_t at = verify(in, bytes / 8, seed_of(2 + (uint64_t)nonblocking, (uint64_t)peer));
     free(out); free(in);
-    if (at != SIZE_MAX) return FAIL("256 MiB from rank %d differs at byte %zu", peer, at * 8);
+    if (at != SIZE_MAX) return FAIL("%zu bytes from rank %d differ at byte %zu", bytes, peer, at * 8);
     return 0;
 }
-static int part_b(dist_t *w, void *arg) { (void)arg; return exchange(w, 0); }
-static int part_c(dist_t *w, void *arg) { (void)arg; return exchange(w, 1); }
+static int part_b1(dist_t *w, void *arg) { (void)arg; return exchange(w, 0, (size_t)64 << 10); }
+static int part_b2(dist_t *w, void *arg) { (void)arg; return exchange(w, 0, MIB256); }
+static int part_c(dist_t *w, void *arg) { (void)arg; return exchange(w, 1, MIB256); }
 
 int main(void) {
     static const struct { const char *name; int (*fn)(dist_t *, void *); } parts[] = {
         { "1GiB_rank0_to_rank1", part_a },
-        { "256MiB_both_blocking_send_first", part_b },
+        { "64KiB_both_blocking_send_first", part_b1 },
+        { "256MiB_both_blocking_send_first_times_out", part_b2 },
         { "256MiB_both_isend_irecv", part_c },
     };
     int failed = 0;
@@ -150,7 +174,7 @@ int main(void) {
     if (sh == MAP_FAILED) { perror("mmap"); return 1; }
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         dist_config cfg = { 0 };
-        cfg.timeout_ms = 60000;   /* generous: sanitizers slow the copies down */
+        cfg.timeout_ms = parts[i].fn == part_b2 ? 3000 : 60000;   /* generous: sanitizers slow the copies down */
         memset(sh, 0, sizeof *sh);
         double t0 = now_s();
         int rc = dist_spawn(2, parts[i].fn, NULL, &cfg);

@@ -281,16 +281,20 @@ static int do_all_reduce(dist_t *w, size_t count, int salt) {
     return 0;
 }
 
-/* Each rank sends `bytes` to rank+1 with a blocking dist_send, then
-   receives from rank-1; contents keyed by the sender. */
+/* Each rank sends `bytes` to rank+1 with a blocking dist_send, its
+   receive from rank-1 posted first (a ring of large blocking sends with
+   their receives after them would wait for each other, as in MPI);
+   contents keyed by the sender. */
 static int do_ring(dist_t *w, size_t bytes, int tag) {
     int rank = dist_rank(w), n = dist_world_size(w), right = (rank + 1) % n, left = (rank + n - 1) % n;
     uint8_t *out = (uint8_t *)malloc(bytes), *in = (uint8_t *)malloc(bytes);
     if (!out || !in) { free(out); free(in); return FAIL("out of memory"); }
     fill_bytes(out, bytes, seed_of(2, (uint64_t)rank, (uint64_t)tag));
     memset(in, 0xA5, bytes);
-    dist_result res = dist_send(w, out, bytes, DIST_UINT8, right, tag);
-    if (res == DIST_OK) res = dist_recv(w, in, bytes, DIST_UINT8, left, tag);
+    dist_req_t *rq = NULL;
+    dist_result res = dist_irecv(w, in, bytes, DIST_UINT8, left, tag, &rq);
+    if (res == DIST_OK) res = dist_send(w, out, bytes, DIST_UINT8, right, tag);
+    if (rq) { dist_result r2 = dist_wait(rq); if (res == DIST_OK) res = r2; }
     if (res != DIST_OK) {
         free(out); free(in);
         return FAIL("ring of %zu bytes -> %s: %s", bytes, dist_result_name(res), dist_error_message(w));
