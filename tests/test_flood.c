@@ -1,0 +1,421 @@
+// TIMEOUT: 900
+// TRANSPORTS: auto tcp mixed
+/* test_flood.c - calls back to back, the way benchmark loops and real
+   programs make them: no barrier between calls, a root that runs ahead, a
+   rank that falls behind, a producer that floods a rank that sleeps.
+
+   (a) Loops of every collective (broadcast, reduce, all_reduce, gather,
+       all_gather, scatter, reduce_scatter, all_to_all, barrier) on 2, 3, 4
+       and 8 ranks: FLOOD_SMALL calls of 8 bytes per rank (100,000 by
+       default; 20,000 on 8 ranks, which share 2 cores 4 to 1) and
+       FLOOD_LARGE calls of 1 MiB (1,000), the rooted ones with the root
+       fixed at 0 and rotating (call i: root i mod n); plus a broadcast loop
+       whose last rank naps 2 ms every 500 calls (a rank behind).
+   (b) Rank 0 posts 1,000,000 dist_isend of 8 bytes to rank 1, which sleeps
+       0.5 s before it receives them one by one (FLOOD_MESSAGES).
+   (c) Rank 0 isends 256 messages of 64 KiB with tag 1 (16 MiB, four times
+       the receiver's budget) and then one with tag 2; rank 1 receives tag 2
+       first, then the others: the tag-2 message must overtake (PULL).
+
+   Each case checks, on every rank:
+     - every result exactly (small integers, so sums are exact), every call;
+     - memory: the peak RSS during the case (VmHWM, reset at its start)
+       exceeds the RSS at its start by at most the flow-control budget
+       times the peers, plus 24 MiB; cfg.eager_bytes is 1 MiB here, so a
+       receiver that queued what senders pushed would need far more;
+     - cost over time: the last tenth of the loop takes at most 3 times the
+       median tenth (+ 20 ms): the receiver of an unbounded backlog, or a
+       queue scanned per call, gets slower as the loop goes on.
+   Time: ~2-4 min per transport; FLOOD_SCALE divides the call counts (the
+   sanitizer passes set DIST_TIMEOUT_SCALE and get a tenth of them). */
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define MAXN 8
+#define BUDGET ((size_t)1 << 20)
+#define SLACK_KB (24 * 1024)
+#define MAXCASES 64
+
+typedef struct {
+    char name[96];
+    int n;
+    double tenth_s[MAXN][10];      /* seconds each tenth of the loop took, per rank */
+    long rss_kb[MAXN], hwm_kb[MAXN];
+    long calls;
+} case_rec;
+
+typedef struct {
+    atomic_int claimed[MAXN];
+    char msg[MAXN][600];
+    int ncases;
+    case_rec cases[MAXCASES];
+} shared_t;
+static shared_t *sh;
+
+DEFINE_FAIL_AT(MAXN, &sh->claimed[rank], sh->msg[rank])
+
+/* ---- memory: /proc/self ------------------------------------------------ */
+static long status_kb(const char *key) {
+    char line[256];
+    long v = -1;
+    size_t k = strlen(key);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, k) == 0) { v = strtol(line + k, NULL, 10); break; }
+    fclose(f);
+    return v;
+}
+/* The peak RSS starts again from the current one (Linux 4.0+). */
+static void reset_peak(void) {
+    int fd = open("/proc/self/clear_refs", O_WRONLY);
+    if (fd >= 0) { ssize_t w = write(fd, "5", 1); (void)w; close(fd); }
+}
+
+/* ---- what each rank contributes: small integers ------------------------ */
+static int32_t val(int rank, long i, size_t j) { return (int32_t)((rank + 1) * 1000 + (i % 997) + (long)(j % 1009)); }
+static int32_t sum_val(int n, long i, size_t j) { int32_t s = 0; for (int r = 0; r < n; r++) s += val(r, i, j); return s; }
+/* all_to_all: what rank `from` sends rank `to` */
+static int32_t a2a(int from, int to, long i, size_t j) { return (int32_t)(from * 100000 + to * 1000 + (i % 613) + (long)(j % 331)); }
+
+enum { C_BCAST, C_REDUCE, C_ALLREDUCE, C_GATHER, C_ALLGATHER, C_SCATTER, C_RS, C_A2A, C_BARRIER, C_KINDS };
+static const char *kind_name[C_KINDS] = { "broadcast", "reduce", "all_reduce", "gather", "all_gather", "scatter",
+                                          "reduce_scatter", "all_to_all", "barrier" };
+static int rooted(int k) { return k == C_BCAST || k == C_REDUCE || k == C_GATHER || k == C_SCATTER; }
+
+typedef struct {
+    int kind, rotate, nap;          /* nap: the last rank sleeps 2 ms every 500 calls */
+    size_t count;                   /* elements of int32 per rank's block */
+    long calls;
+} loop_spec;
+
+/* One call of the loop, and its check.  buf, a, b: scratch of n x count. */
+static int one_call(dist_t *w, const loop_spec *s, long i, int32_t *a, int32_t *b) {
+    int rank = dist_rank(w), n = dist_world_size(w), root = s->rotate ? (int)(i % n) : 0;
+    size_t c = s->count;
+    dist_result r = DIST_OK;
+    switch (s->kind) {
+    case C_BCAST:
+        for (size_t j = 0; j < c; j++) a[j] = rank == root ? val(root, i, j) : -1;
+        r = dist_broadcast(w, a, c, DIST_INT32, root);
+        if (r == DIST_OK)
+            for (size_t j = 0; j < c; j++) if (a[j] != val(root, i, j)) return FAIL("%s call %ld: [%zu] = %d, want %d", kind_name[s->kind], i, j, a[j], val(root, i, j));
+        break;
+    case C_REDUCE: case C_ALLREDUCE:
+        for (size_t j = 0; j < c; j++) a[j] = val(rank, i, j);
+        r = s->kind == C_REDUCE ? dist_reduce(w, a, c, DIST_INT32, DIST_SUM, root) : dist_all_reduce(w, a, c, DIST_INT32, DIST_SUM);
+        if (r == DIST_OK) {
+            int full = s->kind == C_ALLREDUCE || rank == root;
+            for (size_t j = 0; j < c; j++) {
+                int32_t want = full ? sum_val(n, i, j) : val(rank, i, j);
+                if (a[j] != want) return FAIL("%s call %ld (root %d): [%zu] = %d, want %d", kind_name[s->kind], i, root, j, a[j], want);
+            }
+        }
+        break;
+    case C_GATHER: case C_ALLGATHER:
+        for (size_t j = 0; j < c; j++) a[j] = val(rank, i, j);
+        for (size_t j = 0; j < c * (size_t)n; j++) b[j] = -1;
+        r = s->kind == C_GATHER ? dist_gather(w, a, b, c, DIST_INT32, root) : dist_all_gather(w, a, b, c, DIST_INT32);
+        if (r == DIST_OK && (s->kind == C_ALLGATHER || rank == root))
+            for (int q = 0; q < n; q++)
+                for (size_t j = 0; j < c; j++)
+                    if (b[(size_t)q * c + j] != val(q, i, j)) return FAIL("%s call %ld: block %d [%zu] = %d, want %d", kind_name[s->kind], i, q, j, b[(size_t)q * c + j], val(q, i, j));
+        break;
+    case C_SCATTER:
+        if (rank == root) for (int q = 0; q < n; q++) for (size_t j = 0; j < c; j++) b[(size_t)q * c + j] = val(q, i, j);
+        for (size_t j = 0; j < c; j++) a[j] = -1;
+        r = dist_scatter(w, b, a, c, DIST_INT32, root);
+        if (r == DIST_OK)
+            for (size_t j = 0; j < c; j++) if (a[j] != val(rank, i, j)) return FAIL("scatter call %ld: [%zu] = %d, want %d", i, j, a[j], val(rank, i, j));
+        break;
+    case C_RS:
+        for (size_t j = 0; j < c * (size_t)n; j++) b[j] = val(rank, i, j);
+        r = dist_reduce_scatter(w, b, a, c, DIST_INT32, DIST_SUM);
+        if (r == DIST_OK)
+            for (size_t j = 0; j < c; j++) {
+                int32_t want = sum_val(n, i, (size_t)rank * c + j);
+                if (a[j] != want) return FAIL("reduce_scatter call %ld: [%zu] = %d, want %d", i, j, a[j], want);
+            }
+        break;
+    case C_A2A:
+        for (int q = 0; q < n; q++) for (size_t j = 0; j < c; j++) b[(size_t)q * c + j] = a2a(rank, q, i, j);
+        r = dist_all_to_all(w, b, a, c, DIST_INT32);
+        if (r == DIST_OK)
+            for (int q = 0; q < n; q++)
+                for (size_t j = 0; j < c; j++)
+                    if (a[(size_t)q * c + j] != a2a(q, rank, i, j)) return FAIL("all_to_all call %ld: from %d [%zu] = %d, want %d", i, q, j, a[(size_t)q * c + j], a2a(q, rank, i, j));
+        break;
+    default:
+        r = dist_barrier(w);
+    }
+    if (r != DIST_OK) return FAIL("%s call %ld: %s: %s", kind_name[s->kind], i, dist_result_name(r), dist_error_message(w));
+    return 0;
+}
+
+/* Runs a loop: the ranks line up (barrier), then call back to back. */
+static int run_loop(dist_t *w, const loop_spec *s, int idx, const char *name) {
+    int rank = dist_rank(w), n = dist_world_size(w);
+    size_t cap = s->count * (size_t)n;
+    int32_t *a = malloc(cap * 4 + 64), *b = malloc(cap * 4 + 64);
+    case_rec *cr = &sh->cases[idx];
+    double t0, tp;
+    if (!a || !b) return FAIL("out of memory for %zu elements", cap);
+    memset(a, 0, cap * 4); memset(b, 0, cap * 4);
+    if (rank == 0) { snprintf(cr->name, sizeof cr->name, "%s", name); cr->n = n; cr->calls = s->calls; }
+    OK(dist_barrier(w));
+    reset_peak();
+    cr->rss_kb[rank] = status_kb("VmRSS:");
+    t0 = tp = now_s();
+    for (long i = 0; i < s->calls; i++) {
+        if (one_call(w, s, i, a, b)) { free(a); free(b); return 1; }
+        if (s->nap && rank == n - 1 && i % 500 == 499) sleep_ms(2);
+        if ((i + 1) % (s->calls / 10) == 0 && (i + 1) / (s->calls / 10) <= 10) {
+            double t = now_s();
+            cr->tenth_s[rank][(i + 1) / (s->calls / 10) - 1] = t - tp;
+            tp = t;
+        }
+    }
+    (void)t0;
+    cr->hwm_kb[rank] = status_kb("VmHWM:");
+    free(a); free(b);
+    return 0;
+}
+
+static long g_small, g_large, g_msgs;
+
+static int rank_loops(dist_t *w, void *arg) {
+    int rank = dist_rank(w), n = dist_world_size(w), idx = 0;
+    (void)arg;
+    for (int big = 0; big < 2; big++)
+        for (int k = 0; k < C_KINDS; k++)
+            for (int rot = 0; rot <= rooted(k); rot++) {
+                loop_spec s;
+                char name[96];
+                if (big && k == C_BARRIER) continue;
+                memset(&s, 0, sizeof s);
+                s.kind = k; s.rotate = rot;
+                /* 8 bytes, or 1 MiB of buffer (the largest one: n blocks for the block-wise ones) */
+                s.count = !big ? 2 : (k == C_GATHER || k == C_ALLGATHER || k == C_SCATTER || k == C_RS || k == C_A2A)
+                                     ? ((size_t)1 << 18) / (size_t)n : (size_t)1 << 18;
+                s.calls = big ? g_large : g_small;
+                if (!big && n == 8) s.calls /= 5;
+                if (s.calls < 10) s.calls = 10;
+                s.calls -= s.calls % 10;
+                snprintf(name, sizeof name, "%s %s x %ld%s", kind_name[k], big ? "1 MiB" : "8 B", s.calls,
+                         rooted(k) ? (rot ? ", root rotating" : ", root 0") : "");
+                if (run_loop(w, &s, idx++, name)) return 1;
+            }
+    {   /* a rank behind: broadcasts from rank 0, the last rank naps */
+        loop_spec s;
+        memset(&s, 0, sizeof s);
+        s.kind = C_BCAST; s.count = 2; s.nap = 1;
+        s.calls = n == 8 ? g_small / 5 : g_small;
+        s.calls -= s.calls % 10;
+        if (run_loop(w, &s, idx++, "broadcast 8 B, root 0, the last rank naps 2 ms every 500 calls")) return 1;
+    }
+    if (rank == 0) sh->ncases = idx;
+    return 0;
+}
+
+/* (b) the producer and the sleeper */
+static int rank_producer(dist_t *w, void *arg) {
+    int rank = dist_rank(w), idx = *(int *)arg;
+    case_rec *cr = &sh->cases[idx];
+    long total = g_msgs;
+    OK(dist_barrier(w));
+    reset_peak();
+    cr->rss_kb[rank] = status_kb("VmRSS:");
+    if (rank == 0) {
+        snprintf(cr->name, sizeof cr->name, "1 rank posts %ld isends of 8 B to one that sleeps 0.5 s, then receives", total);
+        cr->n = 2; cr->calls = total;
+        dist_req_t **rq = malloc(sizeof *rq * (size_t)total);
+        int64_t *vals = malloc(sizeof *vals * (size_t)total);
+        if (!rq || !vals) return FAIL("out of memory for %ld requests", total);
+        double t0 = now_s();
+        for (long i = 0; i < total; i++) {
+            vals[i] = i * 7 + 3;
+            OK(dist_isend(w, &vals[i], 1, DIST_INT64, 1, 7, &rq[i]));
+        }
+        double posted = now_s() - t0;
+        OK(dist_wait_all((int)total, rq));
+        snprintf(sh->msg[0] + 300, 200, "posted in %.2f s, all done %.2f s later", posted, now_s() - t0 - posted);
+        free(rq); free(vals);
+    } else {
+        double tp;
+        sleep_ms(500);
+        tp = now_s();
+        for (long i = 0; i < total; i++) {
+            int64_t v = -1;
+            OK(dist_recv(w, &v, 1, DIST_INT64, 0, 7));
+            if (v != i * 7 + 3) return FAIL("message %ld carries %lld, want %lld", i, (long long)v, (long long)(i * 7 + 3));
+            if ((i + 1) % (total / 10) == 0) { double t = now_s(); cr->tenth_s[1][(i + 1) / (total / 10) - 1] = t - tp; tp = t; }
+        }
+    }
+    cr->hwm_kb[rank] = status_kb("VmHWM:");
+    OK(dist_barrier(w));
+    return 0;
+}
+
+/* (c) a message that must overtake 16 MiB of others */
+static int rank_overtake(dist_t *w, void *arg) {
+    int rank = dist_rank(w), idx = *(int *)arg;
+    case_rec *cr = &sh->cases[idx];
+    const int many = 256;
+    const size_t words = (64u << 10) / 8;
+    uint64_t *bufs = malloc((size_t)many * words * 8);
+    if (!bufs) return FAIL("out of memory");
+    memset(bufs, 0x5a, (size_t)many * words * 8);   /* resident before the count starts */
+    OK(dist_barrier(w));
+    reset_peak();
+    cr->rss_kb[rank] = status_kb("VmRSS:");
+    if (rank == 0) {
+        dist_req_t **rq = malloc(sizeof *rq * (size_t)many);
+        int32_t last = 4242;
+        snprintf(cr->name, sizeof cr->name, "256 x 64 KiB with tag 1, then one with tag 2 that is received first");
+        cr->n = 2; cr->calls = many;
+        for (int m = 0; m < many; m++) {
+            for (size_t j = 0; j < words; j++) bufs[(size_t)m * words + j] = mix64((uint64_t)m * words + j);
+            OK(dist_isend(w, bufs + (size_t)m * words, words, DIST_INT64, 1, 1, &rq[m]));
+        }
+        OK(dist_send(w, &last, 1, DIST_INT32, 1, 2));
+        OK(dist_wait_all(many, rq));
+        free(rq);
+    } else {
+        int32_t last = 0;
+        sleep_ms(200);      /* the tag-1 messages fill the budget first */
+        OK(dist_recv(w, &last, 1, DIST_INT32, 0, 2));
+        if (last != 4242) return FAIL("the tag-2 message carries %d", last);
+        for (int m = 0; m < many; m++) {
+            OK(dist_recv(w, bufs, words, DIST_INT64, 0, 1));
+            for (size_t j = 0; j < words; j++)
+                if (bufs[j] != mix64((uint64_t)m * words + j)) return FAIL("tag-1 message %d differs at word %zu", m, j);
+        }
+    }
+    cr->hwm_kb[rank] = status_kb("VmHWM:");
+    free(bufs);
+    OK(dist_barrier(w));
+    return 0;
+}
+
+/* ---- judging ------------------------------------------------------------ */
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* timed: 1 every rank's tenths, 2 rank 1's (a receiver); 0 none.
+   from: the first rank whose memory is bounded (a producer's own queued
+   requests are its doing, and reported, not bounded). */
+static int judge(const case_rec *cr, int timed, int from) {
+    int bad = 0;
+    long bound_kb = (long)(BUDGET / 1024) * (cr->n - 1) + SLACK_KB, worst_kb = 0;
+    double worst_ratio = 0;
+    for (int r = 0; r < cr->n; r++) {
+        long grew = cr->hwm_kb[r] - cr->rss_kb[r];
+        if (cr->hwm_kb[r] <= 0 || cr->rss_kb[r] <= 0) { printf("FAIL %s: rank %d reported no memory figures\n", cr->name, r); return 1; }
+        if (r < from) continue;
+        if (grew > worst_kb) worst_kb = grew;
+        if (grew > bound_kb) {
+            printf("FAIL n=%d %s: rank %d's peak RSS grew by %ld KiB during the loop, bound %ld KiB\n", cr->n, cr->name, r, grew, bound_kb);
+            bad = 1;
+        }
+        if (timed == 1 || (timed == 2 && r == 1)) {
+            double t[10], med, last = cr->tenth_s[r][9];
+            memcpy(t, cr->tenth_s[r], sizeof t);
+            qsort(t, 10, sizeof t[0], cmp_double);
+            med = (t[4] + t[5]) / 2;
+            if (med > 0 && last / med > worst_ratio) worst_ratio = last / med;
+            if (last > 3 * med + 0.020) {
+                printf("FAIL n=%d %s: rank %d's last tenth took %.3f s, the median tenth %.3f s (calls get slower as the loop goes on)\n",
+                       cr->n, cr->name, r, last, med);
+                bad = 1;
+            }
+        }
+    }
+    if (!bad) {
+        double total = 0;
+        for (int k = 0; k < 10; k++) total += cr->tenth_s[timed == 2 ? 1 : 0][k];
+        printf("ok   n=%d %s:", cr->n, cr->name);
+        if (timed) printf(" %.2f us/call%s,", total / (double)cr->calls * 1e6, timed == 2 ? " (the receiver)" : " (rank 0)");
+        printf(" RSS +%ld KiB at most%s (bound %ld)", worst_kb, from ? " on the receiver" : "", bound_kb);
+        if (from) printf(", the sender's own +%ld KiB", cr->hwm_kb[0] - cr->rss_kb[0]);
+        if (timed) printf(", last tenth / median tenth <= %.2f", worst_ratio);
+        printf("\n");
+    }
+    return bad;
+}
+
+static int spawn_case(int n, int (*fn)(dist_t *, void *), void *arg) {
+    dist_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.timeout_ms = scaled(120000);
+    cfg.eager_bytes = BUDGET;
+    for (int r = 0; r < MAXN; r++) atomic_store(&sh->claimed[r], 0);
+    memset(sh->msg, 0, sizeof sh->msg);
+    int rc = dist_spawn(n, fn, arg, &cfg);
+    int bad = rc != 0;
+    for (int r = 0; r < n; r++) bad |= sh->claimed[r] != 0;
+    if (bad) {
+        printf("FAIL n=%d: dist_spawn returned %d%s%s\n", n, rc, rc ? ": " : "", rc ? dist_error_message(NULL) : "");
+        for (int r = 0; r < n; r++) if (sh->msg[r][0]) printf("     rank %d: %s\n", r, sh->msg[r]);
+    }
+    return bad;
+}
+
+int main(int argc, char **argv) {
+    static const int sizes[] = { 2, 3, 4, 8 };
+    int failed = 0, scale;
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    test_start();
+    scale = env_int("FLOOD_SCALE", 1, 1000, g_scale > 1 ? 10 : 1);
+    g_small = env_int("FLOOD_SMALL", 10, 10000000, 100000) / scale;
+    g_large = env_int("FLOOD_LARGE", 10, 1000000, 1000) / scale;
+    g_msgs = env_int("FLOOD_MESSAGES", 10, 10000000, 1000000) / scale;
+    if (g_small < 10) g_small = 10;
+    if (g_large < 10) g_large = 10;
+    if (g_msgs < 10) g_msgs = 10;
+    g_msgs -= g_msgs % 10;
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) { perror("mmap"); return 1; }
+    printf("# transport %s, budget %zu KiB per peer, %ld small / %ld large calls (8 ranks: a fifth of the small), %ld messages\n",
+           getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto", BUDGET >> 10, g_small, g_large, g_msgs);
+    if (!filter || strstr("producer", filter)) {
+        int idx = 0;
+        double t0 = now_s();
+        memset(sh->cases, 0, sizeof sh->cases);
+        if (spawn_case(2, rank_producer, &idx)) failed++;
+        else { failed += judge(&sh->cases[0], 2, 1); printf("     (%.1f s; rank 0: %s)\n", now_s() - t0, sh->msg[0] + 300); }
+    }
+    if (!filter || strstr("overtake", filter)) {
+        int idx = 0;
+        memset(sh->cases, 0, sizeof sh->cases);
+        if (spawn_case(2, rank_overtake, &idx)) failed++;
+        else failed += judge(&sh->cases[0], 0, 1);
+    }
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        char label[16];
+        double t0 = now_s();
+        snprintf(label, sizeof label, "loops%d", sizes[s]);
+        if (filter && !strstr(label, filter)) continue;
+        memset(sh->cases, 0, sizeof sh->cases);
+        sh->ncases = 0;
+        if (spawn_case(sizes[s], rank_loops, NULL)) { failed++; continue; }
+        for (int c = 0; c < sh->ncases; c++) failed += judge(&sh->cases[c], 1, 0);
+        printf("     (n=%d: %.1f s)\n", sizes[s], now_s() - t0);
+    }
+    printf("%d failed\n", failed);
+    return failed ? 1 : 0;
+}
