@@ -568,7 +568,6 @@ DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params);
 /* Index:
    [SECTION] configuration and errors
    [SECTION] values: nodes, building, reading
-   [SECTION] RPC: remote references
    [SECTION] values: format strings
    [SECTION] values: the wire format
    [SECTION] RPC: design notes
@@ -578,6 +577,7 @@ DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params);
    [SECTION] RPC: init and shutdown
    [SECTION] RPC: calls and futures
    [SECTION] RPC: inside a handler
+   [SECTION] RPC: remote references
    [SECTION] tensors and autograd
    [SECTION] distributed autograd
 */
@@ -657,7 +657,8 @@ enum { DIST_RPC__OWN_NODE = 1, DIST_RPC__OWN_DATA = 2, DIST_RPC__OWN_BLOCK = 4, 
    it and that worker's counter. */
 typedef struct { uint32_t rank; uint64_t id; } dist_rpc__id;
 
-/* [SECTION] RPC: remote references */
+/* Values hold references; what that takes is defined with them ([SECTION]
+   RPC: remote references). */
 static void dist_rpc__rref_drop(dist_rref_t *r);
 static int dist_rpc__rref_same(const dist_rref_t *a, const dist_rref_t *b);
 
