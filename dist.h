@@ -74,6 +74,11 @@ COMPILE-TIME OPTIONS
                              shared-segment all_reduce (default 256 KiB) ...
    DIST_SHM_COLL_BYTES       ...in buffers of this size, two per rank
                              (default 1 MiB).
+   DIST_SHM_FAST_BYTES       A world on one host passes broadcasts,
+                             all_reduces and all_gathers of up to this many
+                             bytes a rank, and barriers, through slots in
+                             the shared segments, without messages
+                             (default 16 KiB).
    DIST_SHM_SPIN_US          Microseconds a rank waiting in a shared-memory
                              collective polls before it sleeps (default
                              5000; never less than DIST_SPIN_US).
@@ -93,7 +98,7 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_DEBUG                info | detail: log to stderr
    DIST_SPIN_US              microseconds a waiting call polls before it
                              sleeps (200; 0 never polls)
-   DIST_ALGO                 ring | tree | halving | shm: the collectives'
+   DIST_ALGO                 ring | tree | halving | shm | slots: the collectives'
                              algorithm where there is a choice (default: by
                              message size and world size)
    DIST_TRANSPORT            auto | tcp | mixed: shared memory with ranks
@@ -194,8 +199,10 @@ COLLECTIVES
    and chains whose receives combine data as it arrives, or for all_reduce
    on 4, 8, 16... ranks recursive halving and doubling (Rabenseifner), and
    when every rank shares this host, slices combined straight from the
-   ranks' shared segments.  DIST_ALGO=ring, tree, halving or shm overrides
-   the choice.  Every frame carries the call's descriptor, so
+   ranks' shared segments; there, small broadcasts, all_reduces and
+   all_gathers and every barrier go through slots in those segments (no
+   messages at all).  DIST_ALGO=ring, tree, halving, shm or slots overrides
+   the choice.  Every frame (or slot) carries the call's descriptor, so
    ranks that disagree (count, dtype, op, root, which collective) fail with
    a sentence naming both sides instead of hanging or corrupting memory.
 
@@ -211,7 +218,8 @@ LICENSE
 /* The implementation needs POSIX and a few Linux extensions; they must be
    requested before the first system header, so include dist.h first in the
    file that defines DIST_IMPLEMENTATION (or build with -D_GNU_SOURCE). */
-#if defined(DIST_IMPLEMENTATION) && defined(__linux__) && !defined(_GNU_SOURCE)
+#if (defined(DIST_IMPLEMENTATION) || defined(DIST_RPC_IMPLEMENTATION) || defined(DIST_CUDA_IMPLEMENTATION)) && \
+    defined(__linux__) && !defined(_GNU_SOURCE)
 #  define _GNU_SOURCE
 #endif
 
@@ -516,8 +524,12 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 /* ==========================================================================
    IMPLEMENTATION
    ========================================================================== */
-#if defined(DIST_IMPLEMENTATION) && !defined(DIST__IMPLEMENTATION_DONE)
-#define DIST__IMPLEMENTATION_DONE
+/* The configuration and the platform layer are compiled once per
+   translation unit that implements any of dist.h, dist_rpc.h and
+   dist_cuda.h: all three reach the OS through them. */
+#if (defined(DIST_IMPLEMENTATION) || defined(DIST_RPC_IMPLEMENTATION) || defined(DIST_CUDA_IMPLEMENTATION)) && \
+    !defined(DIST__PLATFORM_DONE)
+#define DIST__PLATFORM_DONE
 
 /* Index (search for the bracketed name):
    [SECTION] design notes
@@ -527,7 +539,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    [SECTION] reductions: one kernel per dtype x op, generated
    [SECTION] wire format: little-endian, handshake, frame header
    [SECTION] SHA-256 and HMAC-SHA256 (FIPS 180-4, RFC 2104)
-   [SECTION] socket helpers: connect with retry, listen, timed I/O
+   [SECTION] socket helpers: connect with retry, timed I/O
    [SECTION] store: server
    [SECTION] core structures
    [SECTION] store: client and public API
@@ -646,8 +658,37 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #define DIST__FATAL_LINGER_MS  3000
 
 /* [SECTION] platform: time, threads, sockets, wake-up, randomness, processes
-   Everything POSIX-specific lives here, so another platform replaces this
-   section and nothing else. */
+   The only place in dist.h that talks to the OS: no other section calls a
+   system function, names a system type or constant, or looks at errno
+   after a system call (only at strtol's).  Everything POSIX-specific lives
+   here, so another platform (Windows, macOS) replaces this section and
+   nothing else.  It provides, in this order:
+     time         dist__now_ns/_ms, dist__sleep_ms, dist__ms_left
+     threads      dist__mutex_*, dist__cond_*, dist__thread_*, dist__yield
+     errors       dist__errno, dist__err_* (interrupted, would_block, reset,
+                  no_fds, addr_in_use), dist__err_text
+     sockets      dist__set_nonblocking/_cloexec, dist__close, byte I/O
+                  (dist__sock_recv/_send/_send_nowait/_sendv/_gone/_shutdown),
+                  dist__pollfd_*, dist__poll, dist__tune_socket
+     addresses    dist__sock_name, dist__ifname_address, dist__default_address,
+                  dist__sock_listen/_is_listening/_accept/_connect
+     wake-up      dist__wakeup_*: makes a thread blocked in dist__poll return
+     shared mem.  atomics and fences, dist__shm_*, dist__peer_memory_*,
+                  dist__getpid
+     files        dist__file_replace_locked/_read_locked/_remove (file://)
+     processes    dist__process_* (dist_spawn's children: fork semantics)
+     host         dist__cpu_count, dist__host_identity
+     randomness   dist__random_fill, dist__random_u64
+     libraries    dist__lib_open/_sym (dist_cuda.h)
+     environment  dist__getenv */
+/* Every function here is static and may go unused in a translation unit
+   (dist_rpc.h and dist_cuda.h use this section too). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define DIST__PLATFORM static __attribute__((unused))
+#else
+#  define DIST__PLATFORM static
+#endif
+
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -667,6 +708,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sys/mman.h>
+#include <dlfcn.h>
 #ifdef __linux__
 #  include <sys/eventfd.h>
 #  include <sys/prctl.h>
@@ -678,34 +720,29 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 
 typedef int dist__socket;
 #define DIST__NO_SOCKET (-1)
+/* A byte count or -1 (the result of a read or a write). */
+typedef ssize_t dist__ssize;
 
-static int64_t dist__now_ns(void) {
+DIST__PLATFORM int64_t dist__now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
-static int64_t dist__now_ms(void) { return dist__now_ns() / 1000000; }
+DIST__PLATFORM int64_t dist__now_ms(void) { return dist__now_ns() / 1000000; }
 
-static void dist__sleep_ms(int ms) {
+DIST__PLATFORM void dist__sleep_ms(int ms) {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* Milliseconds left until `deadline_ms`, clamped to [0, cap]. */
-static int dist__ms_left(int64_t deadline_ms, int cap) {
+DIST__PLATFORM int dist__ms_left(int64_t deadline_ms, int cap) {
     int64_t left = deadline_ms - dist__now_ms();
     if (left < 0) left = 0;
     if (left > cap) left = cap;
     return (int)left;
 }
 
-/* Platform functions some translation units leave unused (dist_rpc.h
-   and dist_cuda.h use this section too). */
-#if defined(__GNUC__) || defined(__clang__)
-#  define DIST__PLATFORM static __attribute__((unused))
-#else
-#  define DIST__PLATFORM static
-#endif
 
 /* Threads, locks, condition variables. */
 typedef pthread_mutex_t dist__mutex;
@@ -714,13 +751,18 @@ typedef pthread_t dist__thread;
 #define DIST__THREAD_RETURN void *
 #define DIST__THREAD_RETURN_VALUE NULL
 typedef DIST__THREAD_RETURN (*dist__thread_fn)(void *);
+/* Static initialisers, for locks that exist before anything can set them
+   up.  A condition made this way may only be waited on without a timeout:
+   dist__cond_wait_ms needs one made by dist__cond_init (its clock). */
+#define DIST__MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
+#define DIST__COND_INITIALIZER  PTHREAD_COND_INITIALIZER
 
-static void dist__mutex_init(dist__mutex *m) { pthread_mutex_init(m, NULL); }
-static void dist__mutex_destroy(dist__mutex *m) { pthread_mutex_destroy(m); }
-static void dist__mutex_lock(dist__mutex *m) { pthread_mutex_lock(m); }
-static void dist__mutex_unlock(dist__mutex *m) { pthread_mutex_unlock(m); }
+DIST__PLATFORM void dist__mutex_init(dist__mutex *m) { pthread_mutex_init(m, NULL); }
+DIST__PLATFORM void dist__mutex_destroy(dist__mutex *m) { pthread_mutex_destroy(m); }
+DIST__PLATFORM void dist__mutex_lock(dist__mutex *m) { pthread_mutex_lock(m); }
+DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { pthread_mutex_unlock(m); }
 
-static void dist__cond_init(dist__cond *c) {
+DIST__PLATFORM void dist__cond_init(dist__cond *c) {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
 #if defined(__linux__)
@@ -729,12 +771,12 @@ static void dist__cond_init(dist__cond *c) {
     pthread_cond_init(c, &a);
     pthread_condattr_destroy(&a);
 }
-static void dist__cond_destroy(dist__cond *c) { pthread_cond_destroy(c); }
+DIST__PLATFORM void dist__cond_destroy(dist__cond *c) { pthread_cond_destroy(c); }
 DIST__PLATFORM void dist__cond_signal(dist__cond *c) { pthread_cond_signal(c); }
-static void dist__cond_broadcast(dist__cond *c) { pthread_cond_broadcast(c); }
-static void dist__cond_wait(dist__cond *c, dist__mutex *m) { pthread_cond_wait(c, m); }
+DIST__PLATFORM void dist__cond_broadcast(dist__cond *c) { pthread_cond_broadcast(c); }
+DIST__PLATFORM void dist__cond_wait(dist__cond *c, dist__mutex *m) { pthread_cond_wait(c, m); }
 
-static void dist__cond_wait_ms(dist__cond *c, dist__mutex *m, int ms) {
+DIST__PLATFORM void dist__cond_wait_ms(dist__cond *c, dist__mutex *m, int ms) {
     struct timespec ts;
 #if defined(__linux__)
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -748,66 +790,80 @@ static void dist__cond_wait_ms(dist__cond *c, dist__mutex *m, int ms) {
 }
 
 /* 0 when the thread started. */
-static int dist__thread_start(dist__thread *t, dist__thread_fn fn, void *arg) { return pthread_create(t, NULL, fn, arg) != 0 ? -1 : 0; }
-static void dist__thread_join(dist__thread t) { pthread_join(t, NULL); }
+DIST__PLATFORM int dist__thread_start(dist__thread *t, dist__thread_fn fn, void *arg) { return pthread_create(t, NULL, fn, arg) != 0 ? -1 : 0; }
+DIST__PLATFORM void dist__thread_join(dist__thread t) { pthread_join(t, NULL); }
 /* Gives the CPU to another runnable thread or process. */
-static void dist__yield(void) { sched_yield(); }
+DIST__PLATFORM void dist__yield(void) { sched_yield(); }
 
 /* Errors of the last system call, by class. */
-static int dist__errno(void) { return errno; }
-static void dist__set_errno_would_block(void) { errno = EAGAIN; }
-static int dist__err_interrupted(int e) { return e == EINTR; }
-static int dist__err_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
-static int dist__err_reset(int e) { return e == ECONNRESET; }
-static const char *dist__err_text(int e) { return strerror(e); }
+DIST__PLATFORM int dist__errno(void) { return errno; }
+DIST__PLATFORM void dist__set_errno_would_block(void) { errno = EAGAIN; }
+DIST__PLATFORM int dist__err_interrupted(int e) { return e == EINTR; }
+DIST__PLATFORM int dist__err_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+DIST__PLATFORM int dist__err_reset(int e) { return e == ECONNRESET; }
+DIST__PLATFORM const char *dist__err_text(int e) { return strerror(e); }
+/* Out of descriptors or memory (accept cannot take a connection now). */
+DIST__PLATFORM int dist__err_no_fds(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
+DIST__PLATFORM int dist__err_addr_in_use(int e) { return e == EADDRINUSE; }
 
-static int dist__set_nonblocking(dist__socket s, int on) {
+DIST__PLATFORM int dist__set_nonblocking(dist__socket s, int on) {
     int fl = fcntl(s, F_GETFL, 0);
     if (fl < 0) return -1;
     return fcntl(s, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
 }
 
-static void dist__set_cloexec(int fd) {
+DIST__PLATFORM void dist__set_cloexec(int fd) {
     int fl = fcntl(fd, F_GETFD, 0);
     if (fl >= 0) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
 }
 
-static void dist__close(dist__socket s) { if (s >= 0) close(s); }
+DIST__PLATFORM void dist__close(dist__socket s) { if (s >= 0) close(s); }
 
 /* Byte I/O on a non-blocking socket: like recv()/send()/sendmsg(), never
    raising SIGPIPE. */
 typedef struct iovec dist__iov;
 #define DIST__IOV_BASE(v) ((v).iov_base)
 #define DIST__IOV_LEN(v)  ((v).iov_len)
-static void dist__iov_set(dist__iov *v, const void *p, size_t n) { v->iov_base = (void *)p; v->iov_len = n; }
+DIST__PLATFORM void dist__iov_set(dist__iov *v, const void *p, size_t n) { v->iov_base = (void *)p; v->iov_len = n; }
 
-static ssize_t dist__sock_recv(dist__socket s, void *buf, size_t len) { return recv(s, buf, len, 0); }
-static ssize_t dist__sock_send_nowait(dist__socket s, const void *buf, size_t len) { return send(s, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL); }
-static ssize_t dist__sock_sendv(dist__socket s, const dist__iov *iov, int n) {
+DIST__PLATFORM dist__ssize dist__sock_recv(dist__socket s, void *buf, size_t len) { return recv(s, buf, len, 0); }
+/* As the socket is set (dist__set_nonblocking: it does not wait). */
+DIST__PLATFORM dist__ssize dist__sock_send(dist__socket s, const void *buf, size_t len) { return send(s, buf, len, MSG_NOSIGNAL); }
+DIST__PLATFORM dist__ssize dist__sock_send_nowait(dist__socket s, const void *buf, size_t len) { return send(s, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL); }
+DIST__PLATFORM dist__ssize dist__sock_sendv(dist__socket s, const dist__iov *iov, int n) {
     struct msghdr mh;
     memset(&mh, 0, sizeof mh);
     mh.msg_iov = (struct iovec *)iov;
     mh.msg_iovlen = (size_t)n;
     return sendmsg(s, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
+/* 1 when the peer of connected socket `s` closed it or the connection
+   failed; 0 while it is open (peeks without waiting, consumes nothing). */
+DIST__PLATFORM int dist__sock_gone(dist__socket s) {
+    char c;
+    dist__ssize r = recv(s, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+/* Ends both directions of `s`: calls blocked on it, on any thread, return. */
+DIST__PLATFORM void dist__sock_shutdown(dist__socket s) { shutdown(s, SHUT_RDWR); }
 
-/* Waiting for sockets. */
+/* Waiting for sockets (an entry for DIST__NO_SOCKET is skipped). */
 typedef struct pollfd dist__pollfd;
-static void dist__pollfd_set(dist__pollfd *p, dist__socket s, int in, int out) {
+DIST__PLATFORM void dist__pollfd_set(dist__pollfd *p, dist__socket s, int in, int out) {
     p->fd = s; p->events = (short)((in ? POLLIN : 0) | (out ? POLLOUT : 0)); p->revents = 0;
 }
-static dist__socket dist__pollfd_fd(const dist__pollfd *p) { return p->fd; }
+DIST__PLATFORM dist__socket dist__pollfd_fd(const dist__pollfd *p) { return p->fd; }
 /* Anything to report?  rd: readable, closed or failed; wr: writable or failed. */
-static int dist__pollfd_ready(const dist__pollfd *p, int *rd, int *wr) {
+DIST__PLATFORM int dist__pollfd_ready(const dist__pollfd *p, int *rd, int *wr) {
     *rd = (p->revents & (POLLIN | POLLERR | POLLHUP)) != 0;
     *wr = (p->revents & (POLLOUT | POLLERR)) != 0;
     return p->revents != 0;
 }
-static int dist__poll(dist__pollfd *p, int n, int ms) { return poll(p, (nfds_t)n, ms); }
+DIST__PLATFORM int dist__poll(dist__pollfd *p, int n, int ms) { return poll(p, (nfds_t)n, ms); }
 
 /* Does the connected socket `s` stay on this host: a loopback address, or
    its peer's address is its own? */
-static int dist__same_host_socket(dist__socket s) {
+DIST__PLATFORM int dist__same_host_socket(dist__socket s) {
     struct sockaddr_storage a, b;
     socklen_t la = sizeof a, lb = sizeof b;
     if (getsockname(s, (struct sockaddr *)&a, &la) != 0 || getpeername(s, (struct sockaddr *)&b, &lb) != 0) return 0;
@@ -824,7 +880,7 @@ static int dist__same_host_socket(dist__socket s) {
     return 0;
 }
 
-static void dist__tune_socket(dist__socket s) {
+DIST__PLATFORM void dist__tune_socket(dist__socket s) {
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -842,10 +898,165 @@ static void dist__tune_socket(dist__socket s) {
 #endif
 }
 
+/* Addresses, listening, accepting, connecting.  Hosts are numeric text or
+   names, ports ints; `why` gets a sentence when something fails. */
+
+/* The numeric host and port of a socket's local or remote end. */
+DIST__PLATFORM int dist__sock_name(dist__socket s, int peer, char *host, size_t cap, int *port) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char serv[16];
+    int r = peer ? getpeername(s, (struct sockaddr *)&ss, &len) : getsockname(s, (struct sockaddr *)&ss, &len);
+    if (r != 0) return -1;
+    if (getnameinfo((struct sockaddr *)&ss, len, host, (socklen_t)cap, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) return -1;
+    if (port) *port = atoi(serv);
+    return 0;
+}
+
+/* The first address of interface `ifname`, as numeric text. */
+DIST__PLATFORM int dist__ifname_address(const char *ifname, char *host, size_t cap) {
+    struct ifaddrs *ifs, *it;
+    int found = -1;
+    if (getifaddrs(&ifs) != 0) return -1;
+    for (int pass = 0; pass < 2 && found != 0; pass++) {   /* IPv4 first, then IPv6 */
+        for (it = ifs; it && found != 0; it = it->ifa_next) {
+            int fam;
+            if (!it->ifa_addr || strcmp(it->ifa_name, ifname) != 0) continue;
+            fam = it->ifa_addr->sa_family;
+            if ((pass == 0 && fam != AF_INET) || (pass == 1 && fam != AF_INET6)) continue;
+            if (getnameinfo(it->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6),
+                            host, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0) found = 0;
+        }
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* The first non-loopback IPv4 address of this host, else 127.0.0.1. */
+DIST__PLATFORM void dist__default_address(char *host, size_t cap) {
+    struct ifaddrs *ifs, *it;
+    snprintf(host, cap, "127.0.0.1");
+    if (getifaddrs(&ifs) != 0) return;
+    for (it = ifs; it; it = it->ifa_next) {
+        if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET || (it->ifa_flags & IFF_LOOPBACK)) continue;
+        if (!(it->ifa_flags & IFF_UP)) continue;
+        if (getnameinfo(it->ifa_addr, sizeof(struct sockaddr_in), host, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0) break;
+    }
+    freeifaddrs(ifs);
+}
+
+/* The addresses a wildcard listening socket takes: all, or IPv4 only. */
+enum { DIST__IP_ANY = 0, DIST__IPV4 = 4 };
+
+/* A non-blocking listening socket on host:port (host NULL: every address
+   of `family`; port 0: a free one), or DIST__NO_SOCKET with `why` set and,
+   when the socket could not be set up, the error in dist__errno(). */
+DIST__PLATFORM dist__socket dist__sock_listen(const char *host, int family, int port, char *why, size_t cap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    char ports[16];
+    dist__socket s = DIST__NO_SOCKET;
+    int err = 0, one = 1;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = family == DIST__IPV4 ? AF_INET : AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    snprintf(ports, sizeof ports, "%d", port);
+    if ((err = getaddrinfo(host, ports, &hints, &res)) != 0) {
+        snprintf(why, cap, "cannot resolve %s: %s", host ? host : "*", gai_strerror(err));
+        return DIST__NO_SOCKET;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (s < 0) { err = errno; continue; }
+        dist__set_cloexec(s);
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && listen(s, 1024) == 0) break;
+        err = errno;
+        close(s);
+        s = DIST__NO_SOCKET;
+    }
+    freeaddrinfo(res);
+    if (s == DIST__NO_SOCKET) {
+        snprintf(why, cap, "cannot listen on %s port %d: %s", host ? host : "*", port, strerror(err));
+        errno = err;
+    } else {
+        dist__set_nonblocking(s, 1);
+    }
+    return s;
+}
+
+/* 1 when `s` is a listening socket (one a parent process handed down). */
+DIST__PLATFORM int dist__sock_is_listening(dist__socket s) {
+    int acc = 0;
+    socklen_t len = sizeof acc;
+    return getsockopt(s, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) == 0 && acc;
+}
+
+/* A connection waiting on listening socket `ls`, made non-blocking and
+   tuned; DIST__NO_SOCKET when there is none or accepting failed (the
+   error in dist__errno(): dist__err_no_fds says out of descriptors). */
+DIST__PLATFORM dist__socket dist__sock_accept(dist__socket ls) {
+    dist__socket s = accept(ls, NULL, NULL);
+    if (s < 0) return DIST__NO_SOCKET;
+    dist__set_cloexec(s);
+    dist__set_nonblocking(s, 1);
+    dist__tune_socket(s);
+    return s;
+}
+
+/* One non-blocking connect attempt bounded by `ms`.  Returns the socket or
+   DIST__NO_SOCKET with errno set. */
+DIST__PLATFORM dist__socket dist__connect_once(const struct addrinfo *ai, int ms) {
+    dist__socket s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    int err = 0;
+    socklen_t elen = sizeof err;
+    if (s < 0) return DIST__NO_SOCKET;
+    dist__set_cloexec(s);
+    dist__set_nonblocking(s, 1);
+    if (connect(s, ai->ai_addr, ai->ai_addrlen) != 0) {
+        struct pollfd pfd = { s, POLLOUT, 0 };
+        if (errno != EINPROGRESS) { err = errno; close(s); errno = err; return DIST__NO_SOCKET; }
+        if (poll(&pfd, 1, ms) <= 0) { close(s); errno = ETIMEDOUT; return DIST__NO_SOCKET; }
+        if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+            close(s); errno = err ? err : ECONNREFUSED; return DIST__NO_SOCKET;
+        }
+    }
+    dist__tune_socket(s);
+    return s;
+}
+
+/* One round of connecting to host:port: each address it resolves to in
+   turn, each attempt bounded by the time left until `deadline_ms` (at most
+   2 s, at least 1 ms).  The connected socket (non-blocking, tuned), or
+   DIST__NO_SOCKET with `why` set (dist__connect_retry retries). */
+DIST__PLATFORM dist__socket dist__sock_connect(const char *host, int port, int64_t deadline_ms, char *why, size_t cap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    char ports[16];
+    int gai, last_err = ETIMEDOUT;
+    snprintf(ports, sizeof ports, "%d", port);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    gai = getaddrinfo(host, ports, &hints, &res);
+    if (gai != 0) {
+        snprintf(why, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
+        return DIST__NO_SOCKET;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        dist__socket s = dist__connect_once(ai, DIST__MAX(dist__ms_left(deadline_ms, 2000), 1));
+        if (s != DIST__NO_SOCKET) { freeaddrinfo(res); return s; }
+        last_err = errno;
+    }
+    freeaddrinfo(res);
+    snprintf(why, cap, "cannot connect to %s port %d: %s", host, port, strerror(last_err));
+    return DIST__NO_SOCKET;
+}
+
 /* A wake-up channel that makes a thread blocked in poll() return. */
 typedef struct dist__wakeup { int rfd, wfd; } dist__wakeup;
 
-static int dist__wakeup_open(dist__wakeup *w) {
+DIST__PLATFORM int dist__wakeup_open(dist__wakeup *w) {
 #ifdef __linux__
     w->rfd = w->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     return w->rfd < 0 ? -1 : 0;
@@ -858,16 +1069,16 @@ static int dist__wakeup_open(dist__wakeup *w) {
     return 0;
 #endif
 }
-static void dist__wakeup_signal(dist__wakeup *w) {
+DIST__PLATFORM void dist__wakeup_signal(dist__wakeup *w) {
     uint64_t one = 1;
     ssize_t r = write(w->wfd, &one, w->rfd == w->wfd ? 8 : 1);
     DIST__UNUSED(r);
 }
-static void dist__wakeup_drain(dist__wakeup *w) {
+DIST__PLATFORM void dist__wakeup_drain(dist__wakeup *w) {
     uint64_t buf[8];
     while (read(w->rfd, buf, sizeof buf) > 0) {}
 }
-static void dist__wakeup_close(dist__wakeup *w) {
+DIST__PLATFORM void dist__wakeup_close(dist__wakeup *w) {
     if (w->rfd >= 0) close(w->rfd);
     if (w->wfd >= 0 && w->wfd != w->rfd) close(w->wfd);
     w->rfd = w->wfd = -1;
@@ -893,7 +1104,7 @@ static void dist__wakeup_close(dist__wakeup *w) {
    a locked read-modify-write is a full barrier on the machines it runs on,
    and the fences only order memory shared with other processes, which it
    does not see anyway. */
-static volatile int dist__fence_word;
+DIST__PLATFORM volatile int dist__fence_word;
 #  define DIST__FENCE()        ((void)__atomic_fetch_add(&dist__fence_word, 0, __ATOMIC_SEQ_CST))
 #else
 #  define DIST__FENCE()        __atomic_thread_fence(__ATOMIC_SEQ_CST)
@@ -908,7 +1119,7 @@ static volatile int dist__fence_word;
 
 /* An anonymous shared file: nothing in /dev/shm, gone with its last
    mapping.  Returns an fd or -1. */
-static int dist__shm_create(size_t size) {
+DIST__PLATFORM int dist__shm_create(size_t size) {
     int fd = -1;
 #if defined(__linux__) && defined(SYS_memfd_create)
     fd = (int)syscall(SYS_memfd_create, "dist-shm", 1u /* MFD_CLOEXEC */);
@@ -919,7 +1130,7 @@ static int dist__shm_create(size_t size) {
 }
 
 /* Another process's shared file, by its pid and fd number. */
-static int dist__shm_open_peer(int pid, int fd) {
+DIST__PLATFORM int dist__shm_open_peer(int pid, int fd) {
     char path[64];
     int r;
     snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
@@ -928,22 +1139,22 @@ static int dist__shm_open_peer(int pid, int fd) {
 }
 
 /* Maps `size` bytes of shared file fd, read-write; NULL on failure. */
-static void *dist__shm_map(int fd, size_t size) {
+DIST__PLATFORM void *dist__shm_map(int fd, size_t size) {
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     return m == MAP_FAILED ? NULL : m;
 }
-static void dist__shm_unmap(void *p, size_t size) { munmap(p, size); }
-static int64_t dist__shm_file_size(int fd) {
+DIST__PLATFORM void dist__shm_unmap(void *p, size_t size) { munmap(p, size); }
+DIST__PLATFORM int64_t dist__shm_file_size(int fd) {
     struct stat st;
     return fstat(fd, &st) == 0 ? (int64_t)st.st_size : -1;
 }
-static void dist__shm_close_fd(int fd) { if (fd >= 0) close(fd); }
-static int dist__getpid(void) { return (int)getpid(); }
+DIST__PLATFORM void dist__shm_close_fd(int fd) { if (fd >= 0) close(fd); }
+DIST__PLATFORM int dist__getpid(void) { return (int)getpid(); }
 
 /* Copies len bytes between `local` here and `addr` in process `pid`: from
    there to here, or (write) from here to there.  Returns the bytes copied
    or -1 (errno). */
-static ssize_t dist__peer_memory_copy(int pid, void *local, uint64_t addr, size_t len, int write) {
+DIST__PLATFORM dist__ssize dist__peer_memory_copy(int pid, void *local, uint64_t addr, size_t len, int write) {
 #ifdef __linux__
     struct iovec here, there;
     here.iov_base = local; here.iov_len = len;
@@ -955,13 +1166,154 @@ static ssize_t dist__peer_memory_copy(int pid, void *local, uint64_t addr, size_
     return -1;
 #endif
 }
-static ssize_t dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t len) { return dist__peer_memory_copy(pid, dst, addr, len, 0); }
-static ssize_t dist__peer_memory_write(int pid, uint64_t addr, const void *src, size_t len) {
+DIST__PLATFORM dist__ssize dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t len) { return dist__peer_memory_copy(pid, dst, addr, len, 0); }
+DIST__PLATFORM dist__ssize dist__peer_memory_write(int pid, uint64_t addr, const void *src, size_t len) {
     return dist__peer_memory_copy(pid, (void *)(uintptr_t)src, addr, len, 1);
 }
 
+/* Small files shared between processes under a whole-file lock (the
+   file:// rendezvous); a lock is awaited, retried every 5 ms, until
+   `deadline_ms`. */
+DIST__PLATFORM int dist__file_lock(int fd, short type, int64_t deadline_ms) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    while (fcntl(fd, F_SETLK, &fl) != 0) {
+        if (errno != EACCES && errno != EAGAIN && errno != EINTR) return -1;
+        if (dist__now_ms() >= deadline_ms) return -1;
+        dist__sleep_ms(5);
+    }
+    return 0;
+}
+
+/* Replaces what file `path` holds (creating it, mode 0600) with n bytes,
+   under an exclusive lock.  0; -1: it could not be created; -2: it could
+   not be locked or written.  The error is in dist__errno(). */
+DIST__PLATFORM int dist__file_replace_locked(const char *path, const void *data, size_t n, int64_t deadline_ms) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    if (dist__file_lock(fd, F_WRLCK, deadline_ms) != 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, n, 0) != (ssize_t)n) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -2;
+    }
+    fsync(fd);
+    close(fd);   /* releases the lock */
+    return 0;
+}
+
+/* Reads the first bytes of file `path` (at most cap) under a shared lock:
+   how many it read; -1 when there is no such file or it could not be
+   locked or read. */
+DIST__PLATFORM dist__ssize dist__file_read_locked(const char *path, void *buf, size_t cap, int64_t deadline_ms) {
+    dist__ssize n = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (dist__file_lock(fd, F_RDLCK, deadline_ms) == 0) n = pread(fd, buf, cap, 0);
+    close(fd);
+    return n;
+}
+
+DIST__PLATFORM void dist__file_remove(const char *path) { unlink(path); }
+
+/* Child processes (dist_spawn).  POSIX semantics: a child is a fork of
+   this process and runs on in the parent's code, so it can call one of
+   the parent's C functions.  A port without fork (Windows) cannot offer
+   that; it would re-execute the program instead, and dist_spawn would
+   change with it.  Each child has a report pipe for its last words: the
+   child holds the writing end, the parent the reading end (non-blocking)
+   in `report`, which hangs up when the child ends. */
+typedef pid_t dist__pid;
+typedef int dist__fd;                  /* a pipe's end */
+typedef struct dist__process { dist__pid pid; dist__fd report; } dist__process;   /* pid 0: none, or reaped */
+
+DIST__PLATFORM void dist__process_clear(dist__process *p) { p->pid = 0; p->report = -1; }
+
+/* Forks a child.  In the parent: 1, with `p` set.  In the child: 0, with
+   *report its end of the report pipe.  -1 (`p` left clear) when no child
+   could start. */
+DIST__PLATFORM int dist__process_fork(dist__process *p, dist__fd *report) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    p->pid = fork();
+    if (p->pid == 0) { close(fds[0]); *report = fds[1]; return 0; }
+    close(fds[1]);
+    if (p->pid < 0) { p->pid = 0; close(fds[0]); return -1; }
+    p->report = fds[0];
+    dist__set_nonblocking(fds[0], 1);
+    return 1;
+}
+
+/* Closes the reading end of p's report pipe: the parent's when it is done
+   with the child, or, in a child, the ends it inherited of its elder
+   siblings' pipes. */
+DIST__PLATFORM void dist__process_release(dist__process *p) {
+    if (p->report >= 0) close(p->report);
+    p->report = -1;
+}
+
+/* In a child: the kernel ends it when its parent dies (Linux; elsewhere
+   nothing). */
+DIST__PLATFORM void dist__process_die_with_parent(void) {
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+}
+
+/* In a child: `text` up the report pipe. */
+DIST__PLATFORM void dist__process_report(dist__fd report, const char *text) {
+    ssize_t wr = write(report, text, strlen(text));
+    DIST__UNUSED(wr);
+}
+
+/* In a child: closes the report pipe, flushes stdio and ends the process
+   with the low 8 bits of `code` (no atexit handlers run). */
+DIST__PLATFORM void dist__process_exit(dist__fd report, int code) {
+    close(report);
+    fflush(NULL);
+    _exit(code & 0xff);
+}
+
+/* 1 while child p runs (started, not reaped). */
+DIST__PLATFORM int dist__process_running(const dist__process *p) { return p->pid > 0; }
+
+/* Reaps child p if it has ended, without waiting: 1, with *code its exit
+   code or 128 + the signal that ended it, and *killed 1 when it did not
+   exit by itself; 0 while it runs. */
+DIST__PLATFORM int dist__process_reap(dist__process *p, int *code, int *killed) {
+    int st;
+    if (p->pid <= 0 || waitpid(p->pid, &st, WNOHANG) != p->pid) return 0;
+    *killed = !WIFEXITED(st);
+    *code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    p->pid = 0;
+    return 1;
+}
+
+/* What child p reported, at most cap - 1 bytes ("" when nothing). */
+DIST__PLATFORM void dist__process_read_report(const dist__process *p, char *buf, size_t cap) {
+    ssize_t n = read(p->report, buf, cap - 1);
+    buf[n > 0 ? n : 0] = 0;
+}
+
+/* Asks a running child to end (SIGTERM), or (hard) ends it (SIGKILL). */
+DIST__PLATFORM void dist__process_stop(const dist__process *p, int hard) {
+    if (p->pid > 0) kill(p->pid, hard ? SIGKILL : SIGTERM);
+}
+
+/* Waits up to `ms` for news from the running children among procs[0..n)
+   (the first 64): a report, or a hang-up as one ends. */
+DIST__PLATFORM void dist__process_wait(const dist__process *procs, int n, int ms) {
+    struct pollfd pf[64];
+    int np = 0;
+    for (int i = 0; i < n && np < 64; i++)
+        if (procs[i].pid > 0) { pf[np].fd = procs[i].report; pf[np].events = POLLIN; pf[np].revents = 0; np++; }
+    if (poll(pf, (nfds_t)np, ms) < 0 && errno != EINTR) dist__sleep_ms(2);
+}
+
 /* CPUs this process may run on. */
-static int dist__cpu_count(void) {
+DIST__PLATFORM int dist__cpu_count(void) {
 #if defined(__linux__) && defined(CPU_COUNT)
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
@@ -974,7 +1326,7 @@ static int dist__cpu_count(void) {
 
 /* Who shares this host's memory with us: processes with the same boot,
    host name, user, and IPC, PID and network namespaces. */
-static void dist__host_identity(char *buf, size_t cap) {
+DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
     char boot[64] = "", host[128] = "";
     struct stat ipc, pidns, net;
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
@@ -992,7 +1344,22 @@ static void dist__host_identity(char *buf, size_t cap) {
                  (unsigned long)pidns.st_ino, (unsigned long)net.st_ino);
 }
 
-static uint64_t dist__random_u64(void) {
+/* Up to n bytes from the kernel's random source: how many it gave. */
+DIST__PLATFORM size_t dist__random_fill(uint8_t *out, size_t n) {
+    size_t got = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        while (got < n) {
+            ssize_t r = read(fd, out + got, n - got);
+            if (r <= 0 && errno != EINTR) break;
+            if (r > 0) got += (size_t)r;
+        }
+        close(fd);
+    }
+    return got;
+}
+
+DIST__PLATFORM uint64_t dist__random_u64(void) {
     uint64_t v = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
@@ -1004,10 +1371,24 @@ static uint64_t dist__random_u64(void) {
     return v ? v : 1;
 }
 
-static const char *dist__getenv(const char *name) {
+/* Shared libraries opened at run time (dist_cuda.h: the driver, NVRTC,
+   NCCL).  NULL on failure, with the loader's reason in why. */
+DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!h && why && cap) snprintf(why, cap, "%s", dlerror());
+    return h;
+}
+DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
+
+DIST__PLATFORM const char *dist__getenv(const char *name) {
     const char *v = getenv(name);
     return (v && *v) ? v : NULL;
 }
+
+#endif /* the platform layer */
+
+#if defined(DIST_IMPLEMENTATION) && !defined(DIST__IMPLEMENTATION_DONE)
+#define DIST__IMPLEMENTATION_DONE
 
 /* [SECTION] results, dtypes, errors and logging */
 DIST_API const char *dist_version(void) { return DIST_VERSION_STRING; }
@@ -1374,18 +1755,9 @@ static void dist__key_from(const char *secret, dist__key *key) {
    still never repeats within a job. */
 static void dist__random_bytes(uint8_t *out, size_t n) {
     static uint64_t counter;
-    size_t got = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        while (got < n) {
-            ssize_t r = read(fd, out + got, n - got);
-            if (r <= 0 && errno != EINTR) break;
-            if (r > 0) got += (size_t)r;
-        }
-        close(fd);
-    }
+    size_t got = dist__random_fill(out, n);
     while (got < n) {
-        uint64_t seed[4] = { (uint64_t)dist__now_ns(), (uint64_t)getpid(), (uint64_t)(uintptr_t)out, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) };
+        uint64_t seed[4] = { (uint64_t)dist__now_ns(), (uint64_t)dist__getpid(), (uint64_t)(uintptr_t)out, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) };
         uint8_t h[32];
         dist__sha256(seed, sizeof seed, h);
         for (size_t i = 0; i < 32 && got < n; i++) out[got++] = h[i];
@@ -1717,7 +2089,7 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
     }
 }
 
-/* [SECTION] socket helpers: connect with retry, listen, timed I/O */
+/* [SECTION] socket helpers: connect with retry, timed I/O */
 
 /* "host:port", "[v6]:port" -> host, port.  Returns 0 or -1. */
 static int dist__split_hostport(const char *s, char *host, size_t cap, int *port) {
@@ -1746,159 +2118,43 @@ static int dist__split_hostport(const char *s, char *host, size_t cap, int *port
     return 0;
 }
 
-/* The numeric host and port of a socket's local or remote end. */
-static int dist__sock_name(dist__socket s, int peer, char *host, size_t cap, int *port) {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    char serv[16];
-    int r = peer ? getpeername(s, (struct sockaddr *)&ss, &len) : getsockname(s, (struct sockaddr *)&ss, &len);
-    if (r != 0) return -1;
-    if (getnameinfo((struct sockaddr *)&ss, len, host, (socklen_t)cap, serv, sizeof serv,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) return -1;
-    if (port) *port = atoi(serv);
-    return 0;
-}
-
-/* The first address of interface `ifname`, as numeric text. */
-static int dist__ifname_address(const char *ifname, char *host, size_t cap) {
-    struct ifaddrs *ifs, *it;
-    int found = -1;
-    if (getifaddrs(&ifs) != 0) return -1;
-    for (int pass = 0; pass < 2 && found != 0; pass++) {   /* IPv4 first, then IPv6 */
-        for (it = ifs; it && found != 0; it = it->ifa_next) {
-            int fam;
-            if (!it->ifa_addr || strcmp(it->ifa_name, ifname) != 0) continue;
-            fam = it->ifa_addr->sa_family;
-            if ((pass == 0 && fam != AF_INET) || (pass == 1 && fam != AF_INET6)) continue;
-            if (getnameinfo(it->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6),
-                            host, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0) found = 0;
-        }
-    }
-    freeifaddrs(ifs);
-    return found;
-}
-
-/* The first non-loopback IPv4 address of this host, else 127.0.0.1. */
-static void dist__default_address(char *host, size_t cap) {
-    struct ifaddrs *ifs, *it;
-    snprintf(host, cap, "127.0.0.1");
-    if (getifaddrs(&ifs) != 0) return;
-    for (it = ifs; it; it = it->ifa_next) {
-        if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET || (it->ifa_flags & IFF_LOOPBACK)) continue;
-        if (!(it->ifa_flags & IFF_UP)) continue;
-        if (getnameinfo(it->ifa_addr, sizeof(struct sockaddr_in), host, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0) break;
-    }
-    freeifaddrs(ifs);
-}
-
-/* A listening socket on host:port (host NULL = every address of `family`). */
-static dist__socket dist__listen(const char *host, int family, int port, char *why, size_t cap) {
-    struct addrinfo hints, *res = NULL, *ai;
-    char ports[16];
-    dist__socket s = DIST__NO_SOCKET;
-    int err = 0, one = 1;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = family;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    snprintf(ports, sizeof ports, "%d", port);
-    if ((err = getaddrinfo(host, ports, &hints, &res)) != 0) {
-        dist__format(why, cap, "cannot resolve %s: %s", host ? host : "*", gai_strerror(err));
-        return DIST__NO_SOCKET;
-    }
-    for (ai = res; ai; ai = ai->ai_next) {
-        s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-        if (s < 0) { err = errno; continue; }
-        dist__set_cloexec(s);
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && listen(s, 1024) == 0) break;
-        err = errno;
-        close(s);
-        s = DIST__NO_SOCKET;
-    }
-    freeaddrinfo(res);
-    if (s == DIST__NO_SOCKET)
-        dist__format(why, cap, "cannot listen on %s port %d: %s", host ? host : "*", port, strerror(err));
-    else
-        dist__set_nonblocking(s, 1);
-    return s;
-}
-
-/* One non-blocking connect attempt bounded by `ms`.  Returns the socket or
-   DIST__NO_SOCKET with errno set. */
-static dist__socket dist__connect_once(const struct addrinfo *ai, int ms) {
-    dist__socket s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-    int err = 0;
-    socklen_t elen = sizeof err;
-    if (s < 0) return DIST__NO_SOCKET;
-    dist__set_cloexec(s);
-    dist__set_nonblocking(s, 1);
-    if (connect(s, ai->ai_addr, ai->ai_addrlen) != 0) {
-        struct pollfd pfd = { s, POLLOUT, 0 };
-        if (errno != EINPROGRESS) { err = errno; close(s); errno = err; return DIST__NO_SOCKET; }
-        if (poll(&pfd, 1, ms) <= 0) { close(s); errno = ETIMEDOUT; return DIST__NO_SOCKET; }
-        if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
-            close(s); errno = err ? err : ECONNREFUSED; return DIST__NO_SOCKET;
-        }
-    }
-    dist__tune_socket(s);
-    return s;
-}
-
 /* Connects to host:port, retrying with backoff (10 ms doubling to 1 s)
    until `deadline_ms`: the other side may not be listening yet. */
 static dist__socket dist__connect_retry(const char *host, int port, int64_t deadline_ms, char *why, size_t cap) {
-    int backoff = 10, last_err = ETIMEDOUT;
-    char ports[16];
-    snprintf(ports, sizeof ports, "%d", port);
+    int backoff = 10;
     for (;;) {
-        struct addrinfo hints, *res = NULL, *ai;
-        int gai;
-        memset(&hints, 0, sizeof hints);
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        gai = getaddrinfo(host, ports, &hints, &res);
-        if (gai == 0) {
-            for (ai = res; ai; ai = ai->ai_next) {
-                dist__socket s = dist__connect_once(ai, DIST__MAX(dist__ms_left(deadline_ms, 2000), 1));
-                if (s != DIST__NO_SOCKET) { freeaddrinfo(res); return s; }
-                last_err = errno;
-            }
-            freeaddrinfo(res);
-        }
-        if (dist__now_ms() >= deadline_ms) {
-            if (gai != 0) dist__format(why, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
-            else dist__format(why, cap, "cannot connect to %s port %d: %s", host, port, strerror(last_err));
-            return DIST__NO_SOCKET;
-        }
+        dist__socket s = dist__sock_connect(host, port, deadline_ms, why, cap);
+        if (s != DIST__NO_SOCKET) return s;
+        if (dist__now_ms() >= deadline_ms) return DIST__NO_SOCKET;   /* `why` says why */
         dist__sleep_ms(DIST__MIN(backoff, dist__ms_left(deadline_ms, 1000)));
         backoff = DIST__MIN(backoff * 2, 1000);
     }
 }
 
 /* Writes or reads exactly `len` bytes on a non-blocking socket before
-   `deadline_ms`.  Returns 0, -1 (error, errno set), -2 (orderly close) or
-   -3 (timed out). */
+   `deadline_ms`.  Returns 0, -1 (error, dist__errno() set), -2 (orderly
+   close) or -3 (timed out). */
 static int dist__io_all(dist__socket s, void *buf, size_t len, int writing, int64_t deadline_ms) {
     uint8_t *p = (uint8_t *)buf;
     while (len > 0) {
-        ssize_t n = writing ? send(s, p, len, MSG_NOSIGNAL) : recv(s, p, len, 0);
+        dist__ssize n = writing ? dist__sock_send(s, p, len) : dist__sock_recv(s, p, len);
         if (n > 0) { p += n; len -= (size_t)n; continue; }
         if (n == 0 && !writing) return -2;
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        if (n < 0 && dist__err_interrupted(dist__errno())) continue;
+        if (n < 0 && !dist__err_would_block(dist__errno())) return -1;
         {
-            struct pollfd pfd = { s, (short)(writing ? POLLOUT : POLLIN), 0 };
+            dist__pollfd pfd;
             int ms = dist__ms_left(deadline_ms, 1000);
+            dist__pollfd_set(&pfd, s, !writing, writing);
             if (ms == 0 && dist__now_ms() >= deadline_ms) return -3;
-            if (poll(&pfd, 1, ms) < 0 && errno != EINTR) return -1;
+            if (dist__poll(&pfd, 1, ms) < 0 && !dist__err_interrupted(dist__errno())) return -1;
         }
     }
     return 0;
 }
 
 static const char *dist__io_error(int r) {
-    return r == -2 ? "the connection was closed" : r == -3 ? "timed out" : strerror(errno);
+    return r == -2 ? "the connection was closed" : r == -3 ? "timed out" : dist__err_text(dist__errno());
 }
 
 /* [SECTION] store: server
@@ -2276,7 +2532,7 @@ static void dist__store_serve(dist__store_server *sv, dist__store_conn *c) {
 static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
     for (;;) {
         size_t cap = c->in_cap, want;
-        ssize_t n;
+        dist__ssize n;
         if (dist__grow((void **)&c->in, &cap, c->in_len + 65536, 1) != 0) { c->closing = 1; return; }
         c->in_cap = cap;
         want = c->in_cap - c->in_len;
@@ -2287,14 +2543,14 @@ static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
             if (c->in_len >= step) break;
             want = step - c->in_len;
         }
-        n = recv(c->fd, c->in + c->in_len, want, 0);
+        n = dist__sock_recv(c->fd, c->in + c->in_len, want);
         if (n > 0) {
             c->in_len += (size_t)n;
             if (c->in_len > DIST__STORE_MAX_BODY + 4 + 65536) { c->closing = 1; return; }
             continue;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0 && dist__err_interrupted(dist__errno())) continue;
+        if (n < 0 && dist__err_would_block(dist__errno())) break;
         c->closing = 1;
         c->out_len = c->out_off = 0;
         return;
@@ -2304,10 +2560,10 @@ static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
 
 static void dist__store_flush(dist__store_conn *c) {
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        dist__ssize n = dist__sock_send(c->fd, c->out + c->out_off, c->out_len - c->out_off);
         if (n > 0) { c->out_off += (size_t)n; continue; }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0 && dist__err_interrupted(dist__errno())) continue;
+        if (n < 0 && dist__err_would_block(dist__errno())) return;
         c->closing = 1; c->out_len = c->out_off = 0;
         return;
     }
@@ -2318,15 +2574,12 @@ static void dist__store_accept(dist__store_server *sv) {
     for (;;) {
         size_t cap = (size_t)sv->cap_conns;
         dist__store_conn *c;
-        dist__socket s = accept(sv->listen_fd, NULL, NULL);
+        dist__socket s = dist__sock_accept(sv->listen_fd);
         int waiting = 0;
-        if (s < 0) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) sv->accept_pause_until = dist__now_ms() + 100;
+        if (s == DIST__NO_SOCKET) {
+            if (dist__err_no_fds(dist__errno())) sv->accept_pause_until = dist__now_ms() + 100;
             return;
         }
-        dist__set_cloexec(s);
-        dist__set_nonblocking(s, 1);
-        dist__tune_socket(s);
         /* Connections still in their handshake are bounded: the oldest
            makes room (a rank answers within a round trip; a stranger
            holding sockets open does not). */
@@ -2334,7 +2587,7 @@ static void dist__store_accept(dist__store_server *sv) {
         if (waiting >= 2 * sv->world + 64)
             for (int i = 0; i < sv->nconns; i++)
                 if (!sv->conns[i].hello_done && !sv->conns[i].closing) { sv->conns[i].closing = 1; sv->conns[i].out_len = sv->conns[i].out_off = 0; break; }
-        if (dist__grow((void **)&sv->conns, &cap, (size_t)sv->nconns + 1, sizeof *sv->conns) != 0) { close(s); return; }
+        if (dist__grow((void **)&sv->conns, &cap, (size_t)sv->nconns + 1, sizeof *sv->conns) != 0) { dist__close(s); return; }
         sv->cap_conns = (int)cap;
         c = &sv->conns[sv->nconns++];
         memset(c, 0, sizeof *c);
@@ -2360,33 +2613,32 @@ static int dist__store_stopping(dist__store_server *sv) {
 
 static DIST__THREAD_RETURN dist__store_thread(void *arg) {
     dist__store_server *sv = (dist__store_server *)arg;
-    struct pollfd *pfds = NULL;
+    dist__pollfd *pfds = NULL;
     size_t pcap = 0;
     while (!dist__store_stopping(sv)) {
-        int n = 0, timeout = 1000;
+        int n = 0, timeout = 1000, rd, wr;
         int64_t now = dist__now_ms();
         if (dist__grow((void **)&pfds, &pcap, (size_t)sv->nconns + 2, sizeof *pfds) != 0) { dist__sleep_ms(10); continue; }
-        pfds[n].fd = sv->wake.rfd; pfds[n].events = POLLIN; n++;
+        dist__pollfd_set(&pfds[n], sv->wake.rfd, 1, 0); n++;
         /* out of descriptors: the listening socket stays readable, so it
            is left out of the poll for a moment rather than spun on */
-        pfds[n].fd = now < sv->accept_pause_until ? -1 : sv->listen_fd; pfds[n].events = POLLIN; n++;
+        dist__pollfd_set(&pfds[n], now < sv->accept_pause_until ? DIST__NO_SOCKET : sv->listen_fd, 1, 0); n++;
         if (now < sv->accept_pause_until) timeout = (int)DIST__MIN((int64_t)timeout, sv->accept_pause_until - now);
         for (int i = 0; i < sv->nconns; i++) {
             dist__store_conn *c = &sv->conns[i];
-            pfds[n].fd = c->fd;
-            pfds[n].events = (short)(POLLIN | (c->out_len > c->out_off ? POLLOUT : 0));
+            dist__pollfd_set(&pfds[n], c->fd, 1, c->out_len > c->out_off);
             n++;
             if (c->parked) timeout = (int)DIST__MIN((int64_t)timeout, DIST__MAX(c->park_deadline - now, 0));
         }
-        if (poll(pfds, (nfds_t)n, timeout) < 0 && errno != EINTR) dist__sleep_ms(1);
-        if (pfds[0].revents) dist__wakeup_drain(&sv->wake);
+        if (dist__poll(pfds, n, timeout) < 0 && !dist__err_interrupted(dist__errno())) dist__sleep_ms(1);
+        if (dist__pollfd_ready(&pfds[0], &rd, &wr)) dist__wakeup_drain(&sv->wake);
         for (int i = 0; i < sv->nconns; i++) {
             dist__store_conn *c = &sv->conns[i];
-            short re = pfds[i + 2].revents;
-            if (re & (POLLIN | POLLERR | POLLHUP)) dist__store_read(sv, c);
+            dist__pollfd_ready(&pfds[i + 2], &rd, &wr);
+            if (rd) dist__store_read(sv, c);
             if (c->out_len > c->out_off) dist__store_flush(c);
         }
-        if (pfds[1].revents) dist__store_accept(sv);
+        if (dist__pollfd_ready(&pfds[1], &rd, &wr)) dist__store_accept(sv);
         /* A write to the store may have released parked requests; deadlines
            may have passed; hellos that never came are dropped. */
         now = dist__now_ms();
@@ -2441,7 +2693,7 @@ static dist__store_server *dist__store_server_start(dist__socket listen_fd, int 
     sv->timeout_ms = timeout_ms;
     sv->key = *key;
     sv->log = *log;
-    sv->wake.rfd = sv->wake.wfd = -1;
+    sv->wake.rfd = sv->wake.wfd = DIST__NO_SOCKET;
     dist__mutex_init(&sv->lock);
     sv->joined = (unsigned char *)DIST_MALLOC((size_t)world);
     if (!sv->joined || dist__wakeup_open(&sv->wake) != 0) { dist__store_server_free(sv); return NULL; }
@@ -2651,10 +2903,10 @@ typedef struct dist__transport {
     const char *name;
     /* Bytes of the peer's stream into buf: > 0, 0 at its end, or -1 with
        errno (EAGAIN: none yet). */
-    ssize_t (*rx)(struct dist__engine *e, dist__peer *p, void *buf, size_t len);
+    dist__ssize (*rx)(struct dist__engine *e, dist__peer *p, void *buf, size_t len);
     /* Writes what fits of the pieces: bytes written, or -1 with errno
        (EAGAIN: no room). */
-    ssize_t (*tx)(struct dist__engine *e, dist__peer *p, const dist__iov *iov, int n);
+    dist__ssize (*tx)(struct dist__engine *e, dist__peer *p, const dist__iov *iov, int n);
     /* Work that poll() cannot report: DIST__PEND_* bits (-1: the peer's
        state is corrupt).  NULL: none ever (TCP). */
     int (*pending)(struct dist__engine *e, dist__peer *p);
@@ -2687,6 +2939,9 @@ typedef struct dist__shm_world {
     int all;                         /* every pair of the world talks over shared memory */
     uint8_t *coll_area;              /* ours */
     uint64_t coll_step;              /* shared-memory collective steps done (the same on every rank) */
+    uint8_t *fast_area;              /* our slots of small collectives */
+    uint64_t fast_used[16];          /* the collective that last wrote each (DIST__FAST_SLOTS) */
+    uint64_t fast_min_done;          /* the least fast_done of the others, as last read */
     void *seg; size_t seg_size; int seg_fd;
     dist__shm_hdr *hdr;
     unsigned spins;                  /* progress rounds without poll() */
@@ -3158,6 +3413,7 @@ static dist_req_t *dist__req_alloc(dist__engine *e) {
     if (!r) {
         dist__req_block *b = (dist__req_block *)DIST_MALLOC(sizeof *b);
         if (!b) return NULL;
+        memset(b, 0, sizeof *b);                /* dist__engine_free reads every request's sentence */
         b->next = e->blocks;
         e->blocks = b;
         for (int i = 63; i >= 0; i--) { b->reqs[i].next = e->free_reqs; e->free_reqs = &b->reqs[i]; }
@@ -3673,7 +3929,7 @@ static void dist__peer_write(dist__engine *e, dist__peer *p) {
         dist__wire *w = &p->wire;
         dist__iov iov[2];
         int n = 0;
-        ssize_t k;
+        dist__ssize k;
         if (!w->hlen && !dist__wire_next(e, p)) return;
         if (w->off < w->hlen) {
             dist__iov_set(&iov[n++], w->hdr + w->off, w->hlen - (size_t)w->off);
@@ -3799,7 +4055,7 @@ static int dist__rx_fill(dist__engine *e, dist__peer *p, size_t keep, size_t wan
     dist__rx *x = &p->rx;
     if (x->reads_left-- <= 0) return 0;
     for (;;) {
-        ssize_t n = p->t->rx(e, p, x->stage + keep, want);
+        dist__ssize n = p->t->rx(e, p, x->stage + keep, want);
         int err;
         if (n > 0) { x->pos = 0; x->end = keep + (size_t)n; x->drained = (size_t)n < want; return 1; }
         err = dist__errno();
@@ -4200,7 +4456,7 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
         } else if (x->dst && x->left >= DIST__STAGE_SIZE) {
             /* Large payloads go straight from the transport to their buffer. */
             size_t want = (size_t)DIST__MIN(x->left, (uint64_t)1 << 30);
-            ssize_t n;
+            dist__ssize n;
             int err;
             if (x->reads_left-- <= 0) return;
             n = p->t->rx(e, p, x->dst, want);
@@ -4716,12 +4972,12 @@ static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
 /* [SECTION] transport: TCP
    ---------------------------------------------------------------------------
    The stream is the connection itself; poll() reports both directions. */
-static ssize_t dist__tcp_rx(dist__engine *e, dist__peer *p, void *buf, size_t len) {
+static dist__ssize dist__tcp_rx(dist__engine *e, dist__peer *p, void *buf, size_t len) {
     DIST__UNUSED(e);
     return dist__sock_recv(p->fd, buf, len);
 }
 
-static ssize_t dist__tcp_tx(dist__engine *e, dist__peer *p, const dist__iov *iov, int n) {
+static dist__ssize dist__tcp_tx(dist__engine *e, dist__peer *p, const dist__iov *iov, int n) {
     DIST__UNUSED(e);
     return dist__sock_sendv(p->fd, iov, n);
 }
@@ -4768,12 +5024,40 @@ struct dist__shm_hdr {              /* the start of a segment */
     uint64_t ring_size, seg_size;
     uint64_t coll_off, coll_bytes;  /* the collective area: 2 input then 2 output buffers of coll_bytes */
     uint32_t sleeping;              /* the owner is (about to be) asleep in poll: ring its doorbell */
-    uint8_t pad1[60];
+    uint32_t fast_slots;            /* the slots of small collectives (see dist__fast_run)... */
+    uint64_t fast_off, fast_bytes;  /* ...where they start, and the data bytes of each */
+    uint8_t pad1[48];
     /* the owner's progress through shared-memory collectives (see
        dist__shm_all_reduce): steps whose input is in place, whose output
        is in place, and whose buffers it has finished reading */
     dist__shm_counter cin, cout, cdone;
+    /* the last small collective (by sequence number) whose slots it has
+       finished reading: its own slots of that and earlier ones may be
+       written again */
+    dist__shm_counter fast_done;
+    /* the world collective it is in: its sequence number (0 while the rest
+       changes) and descriptor; a rank that waits on it in shared memory
+       compares, so a call that differs fails at once */
+    struct { uint64_t seq, count; uint8_t coll, dtype, op, pad0; int32_t root; uint8_t pad[40]; } now;
 };
+
+/* Small collectives of the world (dist__fast_run) pass their data through
+   slots: each rank writes its part into its own slot of the collective's
+   sequence number, and the others read it there.  DIST__FAST_SLOTS slots a
+   rank, used in turn, so a root may run that many broadcasts ahead. */
+#ifndef DIST_SHM_FAST_BYTES
+#  define DIST_SHM_FAST_BYTES  (16 * 1024)  /* the most data of one rank in one slot */
+#endif
+#define DIST__FAST_SLOTS       16
+typedef struct dist__fast_slot {
+    uint64_t seq;                   /* the collective whose data this is; stored last */
+    uint64_t count;                 /* the descriptor, as in a frame: checked by every reader */
+    uint8_t coll, dtype, op, pad0;
+    int32_t root;
+    uint8_t pad[40];
+} dist__fast_slot;                  /* DIST_SHM_FAST_BYTES of data follow */
+#define DIST__FAST_STRIDE      (sizeof(dist__fast_slot) + (size_t)DIST_SHM_FAST_BYTES)
+#define DIST__FAST_AREA        ((size_t)DIST__FAST_SLOTS * DIST__FAST_STRIDE)
 
 /* Microseconds a rank waiting inside a shared-memory collective polls
    before it sleeps (at least DIST_SPIN_US; none when that is 0). */
@@ -4821,6 +5105,7 @@ struct dist__shm_link {
     int can_read;                   /* we may read its memory (payloads by reference from it) */
     uint8_t *pull;                  /* a chunk of a by-reference payload that is being combined */
     uint8_t *coll_area;             /* the peer's collective area, as mapped here */
+    uint8_t *fast_area;             /* ...and its slots of small collectives */
     /* copying together (dist__coop_claim) */
     uint64_t coop;                  /* the job (in rx_ring) under which both ends copy; 0: none */
     uint64_t coop_seq;              /* the last job number posted */
@@ -4882,12 +5167,12 @@ static void dist__shm_sleeping(dist__engine *e, int on) {
 static void dist__shm_doorbell(dist__engine *e, dist__peer *p) {
     DIST__UNUSED(e);
     if (p->fd != DIST__NO_SOCKET && DIST__LOAD_ACQ(&p->shm->peer_hdr->sleeping)) {
-        ssize_t w = dist__sock_send_nowait(p->fd, "d", 1);
+        dist__ssize w = dist__sock_send_nowait(p->fd, "d", 1);
         DIST__UNUSED(w);
     }
 }
 
-static ssize_t dist__shm_rx(dist__engine *e, dist__peer *p, void *buf, size_t len) {
+static dist__ssize dist__shm_rx(dist__engine *e, dist__peer *p, void *buf, size_t len) {
     dist__shm_link *s = p->shm;
     size_t n = dist__ring_read(s->rx_ring, s->ring_size, buf, len);
     if (n == 0) { dist__set_errno_would_block(); return -1; }
@@ -4897,10 +5182,10 @@ static ssize_t dist__shm_rx(dist__engine *e, dist__peer *p, void *buf, size_t le
         DIST__FENCE();
         dist__shm_doorbell(e, p);
     }
-    return (ssize_t)n;
+    return (dist__ssize)n;
 }
 
-static ssize_t dist__shm_tx(dist__engine *e, dist__peer *p, const dist__iov *iov, int n) {
+static dist__ssize dist__shm_tx(dist__engine *e, dist__peer *p, const dist__iov *iov, int n) {
     dist__shm_link *s = p->shm;
     size_t total = 0, w = dist__ring_write(s->tx_ring, s->ring_size, iov, n);
     for (int i = 0; i < n; i++) total += DIST__IOV_LEN(iov[i]);
@@ -4908,7 +5193,7 @@ static ssize_t dist__shm_tx(dist__engine *e, dist__peer *p, const dist__iov *iov
     DIST__FENCE();
     if (w) dist__shm_doorbell(e, p);
     if (w == 0) { dist__set_errno_would_block(); return -1; }
-    return (ssize_t)w;
+    return (dist__ssize)w;
 }
 
 /* Copying together.  One process copies a large payload by reference at
@@ -5001,7 +5286,7 @@ static int dist__shm_help(dist__engine *e, dist__peer *p) {
     for (int k = 0; k < 4; k++) {
         int64_t off = dist__coop_claim(j, job, bytes, &len);
         if (off < 0) break;
-        if (dist__peer_memory_write(s->pid, dst + (uint64_t)off, r->sbuf + off, (size_t)len) != (ssize_t)len)
+        if (dist__peer_memory_write(s->pid, dst + (uint64_t)off, r->sbuf + off, (size_t)len) != (dist__ssize)len)
             DIST__STORE_REL(&j->job_err, 1u);
         else
             s->coop_wrote += len;
@@ -5028,7 +5313,7 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
     dist__shm_link *s = p->shm;
     uint64_t off = r->moved;
     size_t chunk;
-    ssize_t n;
+    dist__ssize n;
     r->begun = 1;
     if (!s->coop && !s->coop_alone && dist__coop_min > 0 && r->moved == 0 && r->nbytes >= dist__coop_min && !r->reduce)
         dist__coop_post(e, p, r);
@@ -5038,7 +5323,7 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
         int64_t o = dist__coop_claim(j, s->coop, r->nbytes, &len);
         if (o >= 0) {
             n = dist__peer_memory_read(s->pid, r->rbuf + o, r->ref + (uint64_t)o, (size_t)len);
-            if (n != (ssize_t)len) {
+            if (n != (dist__ssize)len) {
                 dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank,
                                 n < 0 ? dist__err_text(dist__errno()) : "short read");
                 return 0;
@@ -5055,12 +5340,12 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
     if (r->reduce) {
         chunk = (size_t)DIST__MIN(r->nbytes - off, (uint64_t)DIST__STAGE_SIZE);
         n = dist__peer_memory_read(s->pid, s->pull, r->ref + off, chunk);
-        if (n == (ssize_t)chunk) dist__land(r, off, s->pull, chunk);
+        if (n == (dist__ssize)chunk) dist__land(r, off, s->pull, chunk);
     } else {
         chunk = (size_t)DIST__MIN(r->nbytes - off, (uint64_t)4 << 20);
         n = dist__peer_memory_read(s->pid, r->rbuf + off, r->ref + off, chunk);
     }
-    if (n != (ssize_t)chunk) {
+    if (n != (dist__ssize)chunk) {
         dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank,
                         n < 0 ? dist__err_text(dist__errno()) : "short read");
         return 0;
@@ -5098,7 +5383,7 @@ static int dist__shm_pending(dist__engine *e, dist__peer *p) {
 static void dist__shm_readable(dist__engine *e, dist__peer *p) {
     char buf[256];
     for (;;) {
-        ssize_t n = dist__sock_recv(p->fd, buf, sizeof buf);
+        dist__ssize n = dist__sock_recv(p->fd, buf, sizeof buf);
         int err;
         if (n > 0) continue;
         err = dist__errno();
@@ -5195,19 +5480,22 @@ static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec
     h = (dist__shm_hdr *)m;
     if (h->magic != DIST__SHM_MAGIC || h->owner_rank != p->rank || h->owner_pid != pid || h->ring_size != ring || h->seg_size != size ||
         h->coll_bytes != DIST_SHM_COLL_BYTES || h->coll_off < DIST__SHM_HDR || h->coll_off > size ||
-        (size - h->coll_off) / 4 < h->coll_bytes || (s = (dist__shm_link *)DIST_MALLOC(sizeof *s)) == NULL) {
+        (size - h->coll_off) / 4 < h->coll_bytes || h->fast_bytes != DIST_SHM_FAST_BYTES || h->fast_slots != DIST__FAST_SLOTS ||
+        h->fast_off < h->coll_off + 4 * h->coll_bytes || h->fast_off > size || size - h->fast_off < DIST__FAST_AREA ||
+        (s = (dist__shm_link *)DIST_MALLOC(sizeof *s)) == NULL) {
         dist__shm_unmap(m, (size_t)size);
         return 0;
     }
     memset(s, 0, sizeof *s);
     s->coll_area = (uint8_t *)m + h->coll_off;
+    s->fast_area = (uint8_t *)m + h->fast_off;
     s->peer_seg = m; s->peer_seg_size = (size_t)size;
     s->peer_hdr = h;
     s->tx_ring = dist__seg_ring(m, ring, slot);
     s->ring_size = ring;
     s->pid = pid;
     /* May we read its memory (payloads by reference from it)? */
-    s->can_read = dist__peer_memory_read(pid, &magic, probe, sizeof magic) == (ssize_t)sizeof magic && magic == DIST__SHM_MAGIC;
+    s->can_read = dist__peer_memory_read(pid, &magic, probe, sizeof magic) == (dist__ssize)sizeof magic && magic == DIST__SHM_MAGIC;
     /* ...combined through this buffer */
     if (s->can_read && (s->pull = (uint8_t *)DIST_MALLOC(DIST__STAGE_SIZE)) == NULL) s->can_read = 0;
     p->shm = s;
@@ -5217,7 +5505,8 @@ static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec
 /* Our segment: one ring per candidate and the collective area.  0 or -1. */
 static int dist__shm_make_segment(dist__engine *e, int me, int ncand, uint64_t ring) {
     dist__shm_world *w = &e->shm;
-    w->seg_size = DIST__SHM_HDR + (size_t)ncand * (sizeof(dist__ring) + (size_t)ring) + 4 * (size_t)DIST_SHM_COLL_BYTES;
+    w->seg_size = DIST__SHM_HDR + (size_t)ncand * (sizeof(dist__ring) + (size_t)ring) + 4 * (size_t)DIST_SHM_COLL_BYTES +
+                  DIST__FAST_AREA;
     w->seg_fd = dist__shm_create(w->seg_size);
     w->seg = w->seg_fd >= 0 ? dist__shm_map(w->seg_fd, w->seg_size) : NULL;
     if (!w->seg) return -1;
@@ -5228,9 +5517,13 @@ static int dist__shm_make_segment(dist__engine *e, int me, int ncand, uint64_t r
     w->hdr->nrings = ncand;
     w->hdr->ring_size = ring;
     w->hdr->seg_size = w->seg_size;
-    w->hdr->coll_off = w->seg_size - 4 * (size_t)DIST_SHM_COLL_BYTES;
+    w->hdr->coll_off = w->seg_size - 4 * (size_t)DIST_SHM_COLL_BYTES - DIST__FAST_AREA;
     w->hdr->coll_bytes = DIST_SHM_COLL_BYTES;
+    w->hdr->fast_off = w->seg_size - DIST__FAST_AREA;
+    w->hdr->fast_bytes = DIST_SHM_FAST_BYTES;
+    w->hdr->fast_slots = DIST__FAST_SLOTS;
     w->coll_area = (uint8_t *)w->seg + w->hdr->coll_off;
+    w->fast_area = (uint8_t *)w->seg + w->hdr->fast_off;
     return 0;
 }
 
@@ -5349,7 +5642,12 @@ static void dist__engine_free(dist__engine *e) {
         DIST_FREE(p->ctl);
     }
     dist__shm_world_free(e);
-    while (e->blocks) { dist__req_block *b = e->blocks; e->blocks = b->next; DIST_FREE(b); }
+    while (e->blocks) {                 /* requests never waited on keep their sentences until here */
+        dist__req_block *b = e->blocks;
+        e->blocks = b->next;
+        for (int i = 0; i < 64; i++) dist__req_err_free(&b->reqs[i]);
+        DIST_FREE(b);
+    }
     for (size_t i = 0; i < e->ix.cap; i++) {     /* unexpected payloads still held */
         dist__queue *q = e->ix.slot[i];
         if (!q || q->table != DIST__IX_UNEXP) continue;
@@ -5751,9 +6049,10 @@ static const char *dist__op_name(int op) {
 }
 
 /* Algorithms: which one a collective uses is part of its descriptor. */
-enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_SHM, DIST__ALGO_HALVING, DIST__ALGO_COUNT };
+enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_SHM, DIST__ALGO_HALVING, DIST__ALGO_SLOTS,
+       DIST__ALGO_COUNT };
 static const char *dist__algo_name(int a) {
-    static const char *const names[] = { "auto", "ring", "tree", "direct", "shm", "halving" };
+    static const char *const names[] = { "auto", "ring", "tree", "direct", "shm", "halving", "slots" };
     return a >= 0 && a < DIST__ALGO_COUNT ? names[a] : "unknown";
 }
 
@@ -5981,6 +6280,12 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     d->active.coll = (uint8_t)(kind | algo << 4); d->active.dtype = (uint8_t)dtype; d->active.count = count;
     d->active.op = (uint8_t)op; d->active.root = root;
     d->active_seq = c->seq;
+    if (c->res == DIST_OK && d->top == d && c->e->shm.hdr && c->e->shm.all) {   /* for ranks that wait on us in shared memory */
+        dist__shm_hdr *h = c->e->shm.hdr;
+        DIST__STORE_REL(&h->now.seq, (uint64_t)0);
+        h->now.count = count; h->now.coll = d->active.coll; h->now.dtype = (uint8_t)dtype; h->now.op = (uint8_t)op; h->now.root = root;
+        DIST__STORE_REL(&h->now.seq, c->seq);
+    }
     {   /* frames of this collective that came first: their descriptors now */
         dist__queue *q = dist__ix_find(&c->e->ix, DIST__IX_UNEXP_ANY, d->id, DIST__FRAME_COLL, (int64_t)c->seq, -1);
         for (dist__link *n = q ? q->items.next : NULL; n && n != &q->items && !dist__coll_aborted(d, c->seq); n = n->next) {
@@ -6565,29 +6870,40 @@ static uint8_t dist__empty[16];   /* stands in for NULL buffers of 0 elements */
    engine (peers ring the doorbell when they move on), and keeps watching
    the connections, so a rank that dies fails the others at once. */
 
-/* The first member whose counter (0 cin, 1 cout, 2 cdone) is below
-   `target`; -1 when all have reached it. */
-static int dist__shm_behind(dist__coll *c, int which, uint64_t target) {
+/* What a rank waits for in shared memory: `behind` returns a member that
+   has not got there yet, or -1 (it may fail c instead: a descriptor that
+   differs); `what` says it in a timeout's sentence. */
+typedef struct dist__shm_until {
+    int (*behind)(dist__coll *c, const struct dist__shm_until *u);
+    const char *what;
+    int which;                      /* a counter: 0 cin, 1 cout, 2 cdone, 3 fast_done */
+    int only;                       /* the one member to look at (-1: every other) */
+    uint64_t target;
+} dist__shm_until;
+
+/* The first member whose counter `which` is below `target`. */
+static int dist__shm_counter_behind(dist__coll *c, const dist__shm_until *u) {
     dist__engine *e = c->e;
     for (int g = 0; g < c->d->world; g++) {
         dist__shm_hdr *h;
         if (g == c->d->rank) continue;
         h = e->peers[g].shm->peer_hdr;
-        if (DIST__LOAD_ACQ(which == 0 ? &h->cin.v : which == 1 ? &h->cout.v : &h->cdone.v) < target) return g;
+        if (DIST__LOAD_ACQ(u->which == 0 ? &h->cin.v : u->which == 1 ? &h->cout.v : u->which == 2 ? &h->cdone.v : &h->fast_done.v) <
+            u->target)
+            return g;
     }
     return -1;
 }
 
-/* Waits until every other member's counter has reached `target`. */
-static dist_result dist__shm_wait(dist__coll *c, int which, uint64_t target) {
-    static const char *const what[] = { "put its part in place", "combine its slice", "finish reading" };
+/* Waits until u->behind finds no member behind. */
+static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u) {
     dist__engine *e = c->e;
     /* The others are busy with this very collective: worth a longer spin
        than a receive's (a sleep and a wake-up cost tens of microseconds). */
     int64_t start = dist__now_ns(), spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
     unsigned spins = 0;
     int g;
-    while ((g = dist__shm_behind(c, which, target)) >= 0) {
+    while ((g = u->behind(c, u)) >= 0) {
         int64_t now;
         if ((++spins & 255) && dist__now_ns() - start < spin) {
             if (spins & e->shm.yield_mask) DIST__CPU_RELAX(); else dist__yield();
@@ -6598,7 +6914,7 @@ static dist_result dist__shm_wait(dist__coll *c, int which, uint64_t target) {
         if (dist__coll_aborted(c->d, c->seq)) dist__coll_fail_noted(c);
         else if (!dist__coll_member_lost(c) && now >= c->deadline_ns)
             dist__coll_failf(c, DIST_ERR_TIMEOUT, "timed out after %.1f s waiting for rank %d to %s", c->d->timeout_ms / 1000.0, g,
-                             what[which]);
+                             u->what);
         if (c->res == DIST_OK) {
             if (e->driving) {
                 dist__wait_step(e, 1);              /* the background thread steps aside */
@@ -6610,24 +6926,36 @@ static dist_result dist__shm_wait(dist__coll *c, int which, uint64_t target) {
                    seen here.  (The engine clears it after poll.) */
                 DIST__STORE_REL(&e->shm.hdr->sleeping, 1u);
                 DIST__FENCE();
-                if (dist__shm_behind(c, which, target) >= 0) dist__drive_once(e, 10, 0);
+                if (u->behind(c, u) >= 0) dist__drive_once(e, 10, 0);
                 else DIST__STORE_REL(&e->shm.hdr->sleeping, 0u);
             }
         }
         dist__mutex_unlock(&e->lock);
         if (c->res != DIST_OK) return c->res;
     }
-    return DIST_OK;
+    return c->res;
+}
+
+/* Waits until every other member's counter (0 cin, 1 cout, 2 cdone) has
+   reached `target`. */
+static dist_result dist__shm_wait(dist__coll *c, int which, uint64_t target) {
+    static const char *const what[] = { "put its part in place", "combine its slice", "finish reading" };
+    dist__shm_until u;
+    u.behind = dist__shm_counter_behind; u.what = what[which]; u.which = which; u.only = -1; u.target = target;
+    return dist__shm_wait_until(c, &u);
 }
 
 /* Publishes this rank's counter and wakes the members asleep. */
-static void dist__shm_publish(dist__coll *c, dist__shm_counter *k, uint64_t v) {
+static void dist__shm_wake_others(dist__coll *c) {
     dist__engine *e = c->e;
-    DIST__STORE_REL(&k->v, v);
-    DIST__FENCE();
+    DIST__FENCE();                  /* our store before their flags (they set the flag, then look again) */
     for (int g = 0; g < c->d->world; g++) {
         if (g != c->d->rank) dist__shm_doorbell(e, &e->peers[g]);
     }
+}
+static void dist__shm_publish(dist__coll *c, dist__shm_counter *k, uint64_t v) {
+    DIST__STORE_REL(&k->v, v);
+    dist__shm_wake_others(c);
 }
 
 static dist_result dist__shm_all_reduce(dist__coll *c, uint8_t *buf) {
@@ -6680,6 +7008,128 @@ static dist_result dist__shm_all_reduce(dist__coll *c, uint8_t *buf) {
     return c->res;
 }
 
+/* ---- small collectives through slots ----
+   Broadcast, all_reduce and all_gather of at most DIST_SHM_FAST_BYTES a
+   rank, and barrier, on the world when every rank shares this host: no
+   messages, no requests.  Collective number s uses slot s mod
+   DIST__FAST_SLOTS of each rank that writes (every rank; a broadcast's
+   root only).  A writer
+     1. waits until every other rank has finished reading what it last
+        wrote in that slot (their fast_done): in practice only a root that
+        runs DIST__FAST_SLOTS broadcasts ahead ever waits, which bounds how
+        far it runs;
+     2. writes its part and the call's descriptor, then the sequence number.
+   A reader waits for the sequence number in each slot it needs, checks the
+   descriptor there (a rank that called something else fails the call with
+   the sentence a frame would give), and takes the data: all_reduce combines
+   every rank's part in rank order, so every rank gets the same bits.  Then
+   each rank publishes fast_done.  Waits spin, then sleep in the engine like
+   the large all_reduce's, watching the connections and the timeout. */
+static dist__fast_slot *dist__fast_slot_of(uint8_t *area, uint64_t seq) {
+    return (dist__fast_slot *)(void *)(area + (size_t)(seq % DIST__FAST_SLOTS) * DIST__FAST_STRIDE);
+}
+
+/* Fails c when descriptor f, of member g, differs from this call's. */
+static int dist__fast_mismatch(dist__coll *c, int g, const dist__frame *f) {
+    char why[DIST__ERRLEN];
+    if (!dist__desc_differs(c->d, g, f, &c->d->active, 0, why, sizeof why)) return 0;
+    dist__coll_failf(c, DIST_ERR_MISMATCH, "%s", why);
+    return 1;
+}
+
+/* The first writer whose slot of collective u->target is not in place (or
+   u->only, when it is the only one).  A slot in place with another
+   descriptor fails c. */
+static int dist__fast_slots_behind(dist__coll *c, const dist__shm_until *u) {
+    dist__engine *e = c->e;
+    dist_t *d = c->d;
+    const dist__frame *me = &d->active;
+    for (int g = u->only >= 0 ? u->only : 0; g < d->world; g++) {
+        if (g != d->rank) {
+            const dist__fast_slot *s = dist__fast_slot_of(e->peers[g].shm->fast_area, u->target);
+            if (DIST__LOAD_ACQ(&s->seq) != u->target) {
+                /* not yet; unless it is in this collective and called it otherwise */
+                const dist__shm_hdr *h = e->peers[g].shm->peer_hdr;
+                dist__frame f;
+                memset(&f, 0, sizeof f);
+                if (DIST__LOAD_ACQ(&h->now.seq) != u->target) return g;
+                f.coll = h->now.coll; f.dtype = h->now.dtype; f.count = h->now.count; f.op = h->now.op; f.root = h->now.root;
+                DIST__FENCE();
+                if (DIST__LOAD_ACQ(&h->now.seq) != u->target || dist__fast_mismatch(c, g, &f) == 0) return g;
+                return -1;
+            }
+            if (s->coll != me->coll || s->dtype != me->dtype || s->count != me->count || s->op != me->op || s->root != me->root) {
+                dist__frame f;
+                memset(&f, 0, sizeof f);
+                f.coll = s->coll; f.dtype = s->dtype; f.count = s->count; f.op = s->op; f.root = s->root;
+                if (dist__fast_mismatch(c, g, &f)) return -1;
+            }
+        }
+        if (u->only >= 0) break;
+    }
+    return -1;
+}
+
+/* One small collective through the slots: `in` is this rank's part (the
+   caller's send buffer; for broadcast and all_reduce, out itself). */
+static dist_result dist__fast_run(dist__coll *c, const uint8_t *in, uint8_t *out) {
+    dist__engine *e = c->e;
+    dist_t *d = c->d;
+    int n = d->world, me = d->rank, bcast = c->kind == DIST__COLL_BROADCAST;
+    size_t part = c->count * c->es;
+    uint64_t seq = c->seq;
+    dist__shm_until u;
+    if (!bcast || me == c->root) {
+        size_t k = (size_t)(seq % DIST__FAST_SLOTS);
+        uint64_t prev = e->shm.fast_used[k];
+        dist__fast_slot *s = dist__fast_slot_of(e->shm.fast_area, seq);
+        if (prev > e->shm.fast_min_done) {
+            uint64_t least = UINT64_MAX;
+            for (int g = 0; g < n; g++)
+                if (g != me) least = DIST__MIN(least, DIST__LOAD_ACQ(&e->peers[g].shm->peer_hdr->fast_done.v));
+            e->shm.fast_min_done = least;
+            if (prev > least) {
+                u.behind = dist__shm_counter_behind; u.what = "finish reading an earlier small collective";
+                u.which = 3; u.only = -1; u.target = prev;
+                if (dist__shm_wait_until(c, &u) != DIST_OK) return c->res;
+                e->shm.fast_min_done = prev;
+            }
+        }
+        if (part) memcpy(s + 1, in, part);
+        s->count = c->count; s->coll = d->active.coll; s->dtype = (uint8_t)c->dtype; s->op = (uint8_t)c->op; s->root = c->root;
+        DIST__STORE_REL(&s->seq, seq);
+        dist__shm_wake_others(c);
+        e->shm.fast_used[k] = seq;
+    }
+    if (!bcast || me != c->root) {
+        u.behind = dist__fast_slots_behind; u.what = bcast ? "broadcast its part" : "put its part in place";
+        u.which = 0; u.only = bcast ? c->root : -1; u.target = seq;
+        if (dist__shm_wait_until(c, &u) != DIST_OK) return c->res;
+        switch (c->kind) {
+        case DIST__COLL_BROADCAST:
+            if (part) memcpy(out, dist__fast_slot_of(e->peers[c->root].shm->fast_area, seq) + 1, part);
+            break;
+        case DIST__COLL_ALL_REDUCE: {
+            dist__reduce_fn combine = dist__reduce_table[c->dtype][c->op];
+            if (!part) break;
+            /* out = part 0 op part 1 op ... (ours is in our slot now) */
+            if (me != 0) memcpy(out, dist__fast_slot_of(e->peers[0].shm->fast_area, seq) + 1, part);
+            for (int g = 1; g < n; g++)
+                combine(out, dist__fast_slot_of(g == me ? e->shm.fast_area : e->peers[g].shm->fast_area, seq) + 1, c->count, 0);
+            break;
+        }
+        case DIST__COLL_ALL_GATHER:         /* ours from our slot: `in` may lie in out (in place) */
+            for (int g = 0; g < n && part; g++)
+                memcpy(out + (size_t)g * part, dist__fast_slot_of(g == me ? e->shm.fast_area : e->peers[g].shm->fast_area, seq) + 1, part);
+            break;
+        default:                    /* barrier: every slot in place is all it asks */
+            break;
+        }
+    }
+    dist__shm_publish(c, &e->shm.hdr->fast_done, seq);
+    return c->res;
+}
+
 static int dist__algo_from_env(void) {
     const char *v = dist__getenv("DIST_ALGO");
     if (!v) return DIST__ALGO_AUTO;
@@ -6694,10 +7144,14 @@ static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
     /* In the world's shared segments when every rank is on this host (the
        same answer on every rank: all_shm was agreed at init, shm_off only
        changes after a failure, and a disagreement shows in the descriptor). */
-    if (kind == DIST__COLL_ALL_REDUCE && d->top == d && d->world > 1 && d->eng->shm.all && !d->shm_off &&
-        (want == DIST__ALGO_SHM || (want == DIST__ALGO_AUTO && bytes > DIST_SHM_SMALL_BYTES)))
-        return DIST__ALGO_SHM;
-    if (want == DIST__ALGO_SHM) want = DIST__ALGO_AUTO;
+    if (d->top == d && d->world > 1 && d->eng->shm.all && !d->shm_off) {
+        int small = kind == DIST__COLL_BARRIER || ((kind == DIST__COLL_ALL_REDUCE || kind == DIST__COLL_BROADCAST ||
+                                                    kind == DIST__COLL_ALL_GATHER) && bytes <= DIST_SHM_FAST_BYTES);
+        if (small && (want == DIST__ALGO_AUTO || want == DIST__ALGO_SLOTS)) return DIST__ALGO_SLOTS;
+        if (kind == DIST__COLL_ALL_REDUCE && (want == DIST__ALGO_SHM || (want == DIST__ALGO_AUTO && bytes > DIST_SHM_SMALL_BYTES)))
+            return DIST__ALGO_SHM;
+    }
+    if (want == DIST__ALGO_SHM || want == DIST__ALGO_SLOTS) want = DIST__ALGO_AUTO;
     switch (kind) {
     case DIST__COLL_ALL_REDUCE:
         /* Halving-doubling beats the ring from 4 ranks up (2 log n steps
@@ -6726,6 +7180,12 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     const uint8_t *in = (const uint8_t *)j->send;
     dist__coll_begin(&c, d, j->kind, algo, j->count, j->dtype, j->op, j->root, j->invalid);
     if (c.res != DIST_OK) return dist__coll_end(&c);
+    if (algo == DIST__ALGO_SLOTS) {
+        if (dist__fast_run(&c, j->kind == DIST__COLL_ALL_GATHER ? in : out, out) == DIST_OK && j->kind == DIST__COLL_ALL_REDUCE &&
+            j->op == DIST_AVG)
+            dist__scale_avg(out, j->count, j->dtype, n);
+        return dist__coll_end(&c);
+    }
     switch (j->kind) {
     case DIST__COLL_BROADCAST:
         if (n > 1) algo == DIST__ALGO_RING ? dist__chain_broadcast(&c, out) : dist__tree_broadcast(&c, out);
@@ -7353,62 +7813,39 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
         return dist__fail(NULL, DIST_ERR_INIT, "init: a flow-control budget of %llu bytes per peer is outside 4 KiB..1 TiB",
                           (unsigned long long)s->eager);
     if ((s->algo = dist__algo_from_env()) < 0)
-        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, halving, direct, shm", dist__getenv("DIST_ALGO"));
+        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, halving, direct, shm, slots", dist__getenv("DIST_ALGO"));
     /* an inherited listening socket for the store (dist_spawn, distrun) */
     if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
     else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;
     if (fd >= 0 && s->rank == 0) {
-        int acc = 0;
-        socklen_t len = sizeof acc;
-        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || !acc)
+        if (!dist__sock_is_listening((dist__socket)fd))
             return dist__fail(NULL, DIST_ERR_INIT, "init: inherited store socket %d is not a listening socket", fd);
-        s->listen_fd = fd;
+        s->listen_fd = (dist__socket)fd;
     }
     return DIST_OK;
 }
 
 /* file:// : rank 0 writes "dist-rendezvous 1 <host> <port> <world>" under
-   an fcntl lock; the others read it. */
-static int dist__file_lock(int fd, short type, int64_t deadline_ms) {
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = type;
-    fl.l_whence = SEEK_SET;
-    while (fcntl(fd, F_SETLK, &fl) != 0) {
-        if (errno != EACCES && errno != EAGAIN && errno != EINTR) return -1;
-        if (dist__now_ms() >= deadline_ms) return -1;
-        dist__sleep_ms(5);
-    }
-    return 0;
-}
-
+   a file lock; the others read it. */
 static dist_result dist__file_publish(const dist__setup *s, const char *host, int port, int64_t deadline) {
     char line[400];
-    int n, fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot create it: %s", s->path, strerror(errno));
-    n = snprintf(line, sizeof line, "dist-rendezvous 1 %s %d %d\n", host, port, s->world);
-    if (dist__file_lock(fd, F_WRLCK, deadline) != 0 || ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
-        int err = errno;
-        close(fd);
-        return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot write it: %s", s->path, strerror(err));
-    }
-    fsync(fd);
-    close(fd);   /* releases the lock */
+    int n = snprintf(line, sizeof line, "dist-rendezvous 1 %s %d %d\n", host, port, s->world);
+    int r = dist__file_replace_locked(s->path, line, (size_t)n, deadline);
+    if (r == -1) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot create it: %s", s->path, dist__err_text(dist__errno()));
+    if (r != 0) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot write it: %s", s->path, dist__err_text(dist__errno()));
     return DIST_OK;
 }
 
 /* Returns 1 and the store's address when the file holds one. */
 static int dist__file_read(const dist__setup *s, char *host, size_t cap, int *port, int *world, int64_t deadline) {
     char line[400], fmt[64];
-    ssize_t n;
-    int ok = 0, ver = 0, fd = open(s->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    if (dist__file_lock(fd, F_RDLCK, deadline) == 0 && (n = pread(fd, line, sizeof line - 1, 0)) > 0) {
+    int ok = 0, ver = 0;
+    dist__ssize n = dist__file_read_locked(s->path, line, sizeof line - 1, deadline);
+    if (n > 0) {
         line[n] = 0;
         snprintf(fmt, sizeof fmt, "dist-rendezvous %%d %%%zus %%d %%d", cap - 1);
         ok = sscanf(line, fmt, &ver, host, port, world) == 4 && ver == 1 && *port > 0 && *port <= 65535;
     }
-    close(fd);
     return ok;
 }
 
@@ -7464,7 +7901,7 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
         dist__socket ls = s->listen_fd;
         if (s->method == 'f') {
             char adv[256];
-            if (ls == DIST__NO_SOCKET) ls = dist__listen(NULL, AF_INET, 0, why, sizeof why);
+            if (ls == DIST__NO_SOCKET) ls = dist__sock_listen(NULL, DIST__IPV4, 0, why, sizeof why);
             if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init file://: store: %s", why);
             /* Advertise the address the socket is bound to; a wildcard
                socket is reachable on the interface asked for, or the
@@ -7477,8 +7914,8 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             if (dist__file_publish(s, s->host, s->port, deadline) != DIST_OK) { dist__close(ls); return DIST_ERR_INIT; }
             snprintf(d->file_path, sizeof d->file_path, "%s", s->path);
         } else if (ls == DIST__NO_SOCKET) {
-            ls = dist__listen(s->host, AF_UNSPEC, s->port, why, sizeof why);
-            if (ls == DIST__NO_SOCKET && errno != EADDRINUSE) ls = dist__listen(NULL, AF_UNSPEC, s->port, why, sizeof why);
+            ls = dist__sock_listen(s->host, DIST__IP_ANY, s->port, why, sizeof why);
+            if (ls == DIST__NO_SOCKET && !dist__err_addr_in_use(dist__errno())) ls = dist__sock_listen(NULL, DIST__IP_ANY, s->port, why, sizeof why);
             if (ls == DIST__NO_SOCKET)
                 return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 cannot host the store: %s (is another job using port %d?)", why, s->port);
         }
@@ -7553,7 +7990,7 @@ static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadl
         if (h.purpose != DIST__PURPOSE_MESH) { dist__format(why, cap, "not a mesh connection"); goto refuse; }
         if (h.job != d->job) { dist__format(why, cap, "it belongs to another job"); goto refuse; }
         if (h.world != d->world) { dist__format(why, cap, "it says world size %d", (int)h.world); goto refuse; }
-        if (pc->expect_rank >= 0 ? h.rank != pc->expect_rank : (h.rank <= d->rank || e->peers[h.rank].fd >= 0)) {
+        if (pc->expect_rank >= 0 ? h.rank != pc->expect_rank : (h.rank <= d->rank || e->peers[h.rank].fd != DIST__NO_SOCKET)) {
             dist__format(why, cap, "it claims rank %d", (int)h.rank);
             goto refuse;
         }
@@ -7563,7 +8000,7 @@ static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadl
     }
     if (pc->got < DIST__HELLO_SIZE + DIST__PROOF_SIZE) return 0;
     if (dist__proof_check(&d->key, peer, pc->buf, pc->mine, pc->buf + DIST__HELLO_SIZE, why, cap) != 0) goto refuse;
-    if (e->peers[h.rank].fd >= 0) { dist__format(why, cap, "rank %d is connected already", (int)h.rank); goto refuse; }
+    if (e->peers[h.rank].fd != DIST__NO_SOCKET) { dist__format(why, cap, "rank %d is connected already", (int)h.rank); goto refuse; }
     e->peers[h.rank].fd = pc->fd;
     pc->fd = DIST__NO_SOCKET;
     return 1;
@@ -7599,7 +8036,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
     int n = d->world, npend = 0, connected = 0, told = 0;
     int64_t next_check = 0;
     dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(2 * n + 16));
-    struct pollfd *pfds = (struct pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(2 * n + 17));
+    dist__pollfd *pfds = (dist__pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(2 * n + 17));
     dist_result res = DIST_OK;
     if (!pend || !pfds) { DIST_FREE(pend); DIST_FREE(pfds); return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory for the mesh"); }
     /* Call every lower rank; their answers are read below with the accepts. */
@@ -7626,18 +8063,15 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         npend++;
     }
     while (res == DIST_OK && connected < n - 1) {
-        int np = 0;
+        int np = 0, rd, wr;
         if (dist__now_ms() >= next_check) {   /* can the job still form? */
             next_check = dist__now_ms() + 250;
             if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
             /* a rank already connected that went away (its peers would
                otherwise only see the ranks it never reached) */
             for (int j = 0; j < n && res == DIST_OK; j++) {
-                char c;
-                ssize_t r;
-                if (j == d->rank || e->peers[j].fd < 0) continue;
-                r = recv(e->peers[j].fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                if (j == d->rank || e->peers[j].fd == DIST__NO_SOCKET) continue;
+                if (dist__sock_gone(e->peers[j].fd)) {
                     /* the first rank to see it says why in the store, so the
                        ranks that only see the job fall apart learn the cause */
                     if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
@@ -7650,17 +8084,17 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         if (dist__now_ms() >= deadline) {
             char w[200]; int off = snprintf(w, sizeof w, "the mesh (no connection from rank");
             for (int j = 0; j < n && off < (int)sizeof w - 16; j++)
-                if (j != d->rank && e->peers[j].fd < 0) off += snprintf(w + off, sizeof w - (size_t)off, " %d", j);
+                if (j != d->rank && e->peers[j].fd == DIST__NO_SOCKET) off += snprintf(w + off, sizeof w - (size_t)off, " %d", j);
             snprintf(w + off, sizeof w - (size_t)off, ")");
             res = dist__rendezvous_timeout(d, w);
             break;
         }
-        pfds[np].fd = ls; pfds[np].events = POLLIN; np++;
-        for (int i = 0; i < npend; i++) { pfds[np].fd = pend[i].fd; pfds[np].events = POLLIN; np++; }
-        poll(pfds, (nfds_t)np, dist__ms_left(deadline, 100));
-        if (pfds[0].revents & POLLIN) {
-            dist__socket s = accept(ls, NULL, NULL);
-            if (s >= 0 && npend == 2 * n + 16) {
+        dist__pollfd_set(&pfds[np], ls, 1, 0); np++;
+        for (int i = 0; i < npend; i++) { dist__pollfd_set(&pfds[np], pend[i].fd, 1, 0); np++; }
+        dist__poll(pfds, np, dist__ms_left(deadline, 100));
+        if (dist__pollfd_ready(&pfds[0], &rd, &wr) && rd) {
+            dist__socket s = dist__sock_accept(ls);
+            if (s != DIST__NO_SOCKET && npend == 2 * n + 16) {
                 /* Full of connections that say nothing: the oldest caller
                    makes room (a rank of this job answers within a round
                    trip, a stranger holding sockets open does not). */
@@ -7673,22 +8107,21 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
                         break;
                     }
             }
-            if (s >= 0 && npend < 2 * n + 16) {
-                dist__set_cloexec(s); dist__set_nonblocking(s, 1); dist__tune_socket(s);
+            if (s != DIST__NO_SOCKET && npend < 2 * n + 16) {
                 pend[npend].fd = s; pend[npend].expect_rank = -1;
                 if (dist__mesh_greet(d, &pend[npend], deadline) == 0) npend++;
                 else dist__close(s);
-            } else if (s >= 0) {
+            } else if (s != DIST__NO_SOCKET) {
                 dist__close(s);
             }
         }
         for (int i = 0; i < npend; i++) {
             dist__pending_conn *pc = &pend[i];
-            ssize_t r;
-            if (i + 1 >= np || !pfds[i + 1].revents) continue;
-            r = recv(pc->fd, pc->buf + pc->got, sizeof pc->buf - pc->got, 0);
+            dist__ssize r;
+            if (i + 1 >= np || !dist__pollfd_ready(&pfds[i + 1], &rd, &wr)) continue;
+            r = dist__sock_recv(pc->fd, pc->buf + pc->got, sizeof pc->buf - pc->got);
             if (r > 0) pc->got += (size_t)r;
-            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
+            if (r == 0 || (r < 0 && !dist__err_would_block(dist__errno()) && !dist__err_interrupted(dist__errno()))) {
                 if (pc->expect_rank >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d hung up on rank %d during the handshake (another job, or a different secret?)", pc->expect_rank, d->rank);
                 dist__close(pc->fd); pc->fd = DIST__NO_SOCKET;
             } else {
@@ -7738,7 +8171,7 @@ static void dist__free_comm(dist_t *d) {
     }
     dist__close(d->store_fd);
     dist__store_server_stop(d->server);
-    if (d->file_path[0]) unlink(d->file_path);
+    if (d->file_path[0]) dist__file_remove(d->file_path);
     DIST_FREE(d->store_buf);
     dist__comm_free_collectives(d);
     dist__mutex_destroy(&d->store_lock);
@@ -7770,9 +8203,9 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
         if (dist__ifname_address(s->ifname, host, sizeof host) != 0)
             return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_SOCKET_IFNAME=%s: no such interface with an address", s->ifname);
     } else if (dist__sock_name(d->store_fd, 0, host, sizeof host, NULL) != 0) {
-        return dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot read the local address: %s", strerror(errno));
+        return dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot read the local address: %s", dist__err_text(dist__errno()));
     }
-    ls = dist__listen(host, AF_UNSPEC, 0, why, sizeof why);
+    ls = dist__sock_listen(host, DIST__IP_ANY, 0, why, sizeof why);
     if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: %s", s->rank, why);
     dist__sock_name(ls, 0, why, sizeof why, &port);
     snprintf(key, sizeof key, "dist/addr/%d", s->rank);
@@ -7957,7 +8390,7 @@ DIST_API dist_result dist_abort(dist_t *d) {
     }
     dist__mutex_unlock(&e->lock);
     /* A store call blocked on another thread returns at once. */
-    if (d->top->store_fd != DIST__NO_SOCKET) shutdown(d->top->store_fd, SHUT_RDWR);
+    if (d->top->store_fd != DIST__NO_SOCKET) dist__sock_shutdown(d->top->store_fd);
     return DIST_OK;
 }
 
@@ -7967,15 +8400,12 @@ DIST_API dist_result dist_abort(dist_t *d) {
    is a process this library created, so it ends here with the function's
    return value (after flushing stdio); the caller's process never does. */
 static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg,
-                              dist__socket ls, int port, int report_fd) {
+                              dist__socket ls, int port, dist__fd report) {
     dist_config c;
     char url[64];
     dist_t *w = NULL;
     int code;
-    ssize_t wr;
-#ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the parent died: so do its ranks */
-#endif
+    dist__process_die_with_parent();   /* the parent died: so do its ranks */
     if (cfg) c = *cfg; else memset(&c, 0, sizeof c);
     if (!c.init_method) {
         snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
@@ -7986,25 +8416,22 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
     c.store_listen_fd = (rank == 0 && ls != DIST__NO_SOCKET) ? ls + 1 : 0;
     if (rank != 0) dist__close(ls);
     if (dist_init(&w, &c) != DIST_OK) {
-        wr = write(report_fd, dist__thread_error, strlen(dist__thread_error));
+        dist__process_report(report, dist__thread_error);
         code = 1;
     } else {
         code = fn(w, arg);
         /* A rank that failed does not wait for the others to finish: the
            parent is about to stop them anyway. */
         if (dist__destroy(w, code == 0 ? -1 : 0) != DIST_OK && code == 0) {
-            wr = write(report_fd, dist__thread_error, strlen(dist__thread_error));
+            dist__process_report(report, dist__thread_error);
         }
     }
-    DIST__UNUSED(wr);
-    close(report_fd);
-    fflush(NULL);
-    _exit(code & 0xff);
+    dist__process_exit(report, code);
 }
 
 DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *arg, const dist_config *cfg) {
-    pid_t *pids;
-    int *pipes, port = 0, failed = 0, result = 0, alive;
+    dist__process *procs;
+    int port = 0, failed = 0, result = 0, alive;
     dist__socket ls = DIST__NO_SOCKET;
     char why[300];
     int64_t kill_at = 0;
@@ -8013,51 +8440,42 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
         return -1;
     }
     if (!cfg || !cfg->init_method) {
-        ls = dist__listen("127.0.0.1", AF_INET, 0, why, sizeof why);
+        ls = dist__sock_listen("127.0.0.1", DIST__IPV4, 0, why, sizeof why);
         if (ls == DIST__NO_SOCKET) { dist__fail(NULL, DIST_ERR_INIT, "spawn: %s", why); return -1; }
         dist__sock_name(ls, 0, why, sizeof why, &port);
     }
-    pids = (pid_t *)DIST_MALLOC(sizeof *pids * (size_t)nprocs);
-    pipes = (int *)DIST_MALLOC(sizeof *pipes * (size_t)nprocs);
-    if (!pids || !pipes) { DIST_FREE(pids); DIST_FREE(pipes); dist__close(ls); dist__fail(NULL, DIST_ERR_NOMEM, "spawn: out of memory"); return -1; }
-    for (int i = 0; i < nprocs; i++) { pids[i] = 0; pipes[i] = -1; }
+    procs = (dist__process *)DIST_MALLOC(sizeof *procs * (size_t)nprocs);
+    if (!procs) { dist__close(ls); dist__fail(NULL, DIST_ERR_NOMEM, "spawn: out of memory"); return -1; }
+    for (int i = 0; i < nprocs; i++) dist__process_clear(&procs[i]);
     fflush(NULL);   /* or the children would print the parent's buffered output again */
     for (int i = 0; i < nprocs; i++) {
-        int p[2];
-        if (pipe(p) != 0) { failed = 1; break; }
-        pids[i] = fork();
-        if (pids[i] == 0) {
-            close(p[0]);
-            for (int j = 0; j < i; j++) close(pipes[j]);
-            DIST_FREE(pids); DIST_FREE(pipes);          /* the parent's, not the rank's */
-            dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, p[1]);
+        dist__fd report = -1;
+        int started = dist__process_fork(&procs[i], &report);
+        if (started == 0) {
+            for (int j = 0; j < i; j++) dist__process_release(&procs[j]);
+            DIST_FREE(procs);                           /* the parent's, not the rank's */
+            dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, report);
         }
-        close(p[1]);
-        if (pids[i] < 0) { pids[i] = 0; close(p[0]); failed = 1; break; }
-        pipes[i] = p[0];
-        dist__set_nonblocking(p[0], 1);
+        if (started < 0) { failed = 1; break; }
     }
     dist__close(ls);
     dist__thread_error[0] = 0;
     /* Reap; on the first failure stop the others: SIGTERM, then SIGKILL.
-       A child's report pipe hangs up when it exits, which wakes the poll
+       A child's report pipe hangs up when it exits, which wakes the wait
        below; the timeout is only a safety net (and the SIGKILL clock). */
     do {
         alive = 0;
         for (int i = 0; i < nprocs; i++) {
-            int st;
-            if (pids[i] <= 0) continue;
-            if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
-                int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-                char msg[DIST__ERRLEN] = "";
-                ssize_t n = read(pipes[i], msg, sizeof msg - 1);
-                msg[n > 0 ? n : 0] = 0;
-                pids[i] = 0;
+            int code, killed;
+            if (!dist__process_running(&procs[i])) continue;
+            if (dist__process_reap(&procs[i], &code, &killed)) {
+                char msg[DIST__ERRLEN];
+                dist__process_read_report(&procs[i], msg, sizeof msg);
                 if (code != 0 && !result) {
                     result = code;
                     dist__fail(NULL, DIST_ERR_FAILED, "spawn: rank %d %s %d%s%s", i,
-                               WIFEXITED(st) ? "exited with code" : "was killed by signal",
-                               WIFEXITED(st) ? code : code - 128, msg[0] ? ": " : "", msg);
+                               killed ? "was killed by signal" : "exited with code",
+                               killed ? code - 128 : code, msg[0] ? ": " : "", msg);
                 }
                 if (code != 0 && !failed) { failed = 1; }
             } else alive++;
@@ -8065,21 +8483,15 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
         if (failed && alive) {
             if (!kill_at) {
                 kill_at = dist__now_ms() + 2000;
-                for (int i = 0; i < nprocs; i++) if (pids[i] > 0) kill(pids[i], SIGTERM);
+                for (int i = 0; i < nprocs; i++) dist__process_stop(&procs[i], 0);
             } else if (dist__now_ms() >= kill_at) {
-                for (int i = 0; i < nprocs; i++) if (pids[i] > 0) kill(pids[i], SIGKILL);
+                for (int i = 0; i < nprocs; i++) dist__process_stop(&procs[i], 1);
             }
         }
-        if (alive) {
-            struct pollfd pf[64];
-            int np = 0;
-            for (int i = 0; i < nprocs && np < 64; i++)
-                if (pids[i] > 0) { pf[np].fd = pipes[i]; pf[np].events = POLLIN; pf[np].revents = 0; np++; }
-            if (poll(pf, (nfds_t)np, kill_at ? 20 : 100) < 0 && errno != EINTR) dist__sleep_ms(2);
-        }
+        if (alive) dist__process_wait(procs, nprocs, kill_at ? 20 : 100);
     } while (alive);
-    for (int i = 0; i < nprocs; i++) if (pipes[i] >= 0) close(pipes[i]);
-    DIST_FREE(pids); DIST_FREE(pipes);
+    for (int i = 0; i < nprocs; i++) dist__process_release(&procs[i]);
+    DIST_FREE(procs);
     if (failed && !result) { result = -1; if (!dist__thread_error[0]) dist__fail(NULL, DIST_ERR_SYSTEM, "spawn: could not start every rank"); }
     return result;
 }

@@ -213,7 +213,7 @@ DIST_API const char *dist_cuda_kernel_source(void);
 
 /* Index:
    [SECTION] configuration and errors
-   [SECTION] platform: loading libraries
+   [SECTION] loading libraries
    [SECTION] the driver, NVRTC and NCCL, as function tables
    [SECTION] kernels: the CUDA C source
    [SECTION] kernels: compiling and loading
@@ -261,28 +261,25 @@ static dist_result dist_cuda__fail(dist_result code, const char *fmt, ...) {
 
 DIST_API const char *dist_cuda_error_message(void) { return dist_cuda__error; }
 
-/* [SECTION] platform: loading libraries
-   POSIX dlopen; a Windows port would use LoadLibrary/GetProcAddress here. */
-#include <dlfcn.h>
-#include <pthread.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+/* [SECTION] loading libraries
+   Through dist.h's platform layer (dist__lib_open, dist__lib_sym), like
+   every other system call: a port replaces that layer, not this file. */
 static void *dist_cuda__open(const char *env, const char *const *names, char *why, size_t cap) {
-    const char *own = getenv(env);
+    const char *own = dist__getenv(env);
     void *h = NULL;
+    char err[200];
     why[0] = 0;
-    if (own && *own) {
-        if (!(h = dlopen(own, RTLD_NOW | RTLD_LOCAL))) snprintf(why, cap, "%s=%s: %s", env, own, dlerror());
+    if (own) {
+        if (!(h = dist__lib_open(own, err, sizeof err))) snprintf(why, cap, "%s=%s: %s", env, own, err);
         return h;
     }
     for (int i = 0; names[i] && !h; i++)
-        if (!(h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !why[0]) snprintf(why, cap, "%s", dlerror());
+        if (!(h = dist__lib_open(names[i], err, sizeof err)) && !why[0]) snprintf(why, cap, "%s", err);
     return h;
 }
 
 static void *dist_cuda__sym(void *lib, const char *name, int *missing) {
-    void *p = dlsym(lib, name);
+    void *p = dist__lib_sym(lib, name);
     if (!p) *missing = 1;
     return p;
 }
@@ -430,7 +427,7 @@ static dist_cuda__nvrtc_table dist_cuda__rtc;
 static dist_cuda__nccl_table dist_cuda__nccl;
 #endif
 #undef DIST_CUDA__FIELD
-static pthread_mutex_t dist_cuda__load_lock = PTHREAD_MUTEX_INITIALIZER;
+static dist__mutex dist_cuda__load_lock = DIST__MUTEX_INITIALIZER;
 
 /* A function pointer from dlsym's void * (copied: C and C++ both allow that). */
 static void dist_cuda__set(void *field, void *p) { memcpy(field, &p, sizeof p); }
@@ -439,7 +436,7 @@ static void dist_cuda__set(void *field, void *p) { memcpy(field, &p, sizeof p); 
     static int fn(void) {                                                                                \
         static const char *const names[] = { __VA_ARGS__, NULL };                                        \
         T *t = &table;                                                                                   \
-        pthread_mutex_lock(&dist_cuda__load_lock);                                                       \
+        dist__mutex_lock(&dist_cuda__load_lock);                                                       \
         if (t->state == 0) {                                                                             \
             int missing = 0;                                                                             \
             void *lib = dist_cuda__open(env, names, t->why, sizeof t->why);                              \
@@ -449,7 +446,7 @@ static void dist_cuda__set(void *field, void *p) { memcpy(field, &p, sizeof p); 
             }                                                                                            \
             t->state = lib && !missing ? 1 : -1;                                                         \
         }                                                                                                \
-        pthread_mutex_unlock(&dist_cuda__load_lock);                                                     \
+        dist__mutex_unlock(&dist_cuda__load_lock);                                                     \
         return t->state;                                                                                 \
     }
 DIST_CUDA__LOADER(dist_cuda__load_driver, dist_cuda__driver_table, dist_cuda__cu, DIST_CUDA__DRIVER_FUNCS, "DIST_CUDA_LIBCUDA", "libcuda.so.1")
@@ -571,7 +568,7 @@ static const char *const dist_cuda__kernel_parts[] = {   /* pieces: ISO C caps a
 static char *dist_cuda__kernel_src;             /* the pieces joined, made once */
 
 DIST_API const char *dist_cuda_kernel_source(void) {
-    pthread_mutex_lock(&dist_cuda__load_lock);
+    dist__mutex_lock(&dist_cuda__load_lock);
     if (!dist_cuda__kernel_src) {
         size_t n = 1;
         for (int i = 0; dist_cuda__kernel_parts[i]; i++) n += strlen(dist_cuda__kernel_parts[i]);
@@ -580,7 +577,7 @@ DIST_API const char *dist_cuda_kernel_source(void) {
             for (int i = 0; dist_cuda__kernel_parts[i]; i++) strcat(dist_cuda__kernel_src, dist_cuda__kernel_parts[i]);
         }
     }
-    pthread_mutex_unlock(&dist_cuda__load_lock);
+    dist__mutex_unlock(&dist_cuda__load_lock);
     return dist_cuda__kernel_src;
 }
 
@@ -1483,29 +1480,12 @@ static dist_result dist_cuda__open_ipc(dist_cuda_t *c) {
 }
 
 /* ---- choosing the backend at init ----
-   Which ranks share this host: the same host name, boot and PID namespace
-   (CUDA IPC handles name the exporting process). */
-static void dist_cuda__host_identity(char *buf, size_t cap) {
-    char host[96] = "", boot[48] = "";
-    struct stat ns;
-    FILE *f;
-    if ((f = fopen("/proc/sys/kernel/hostname", "r")) != NULL) {
-        if (!fgets(host, sizeof host, f)) host[0] = 0;
-        fclose(f);
-    }
-    if ((f = fopen("/proc/sys/kernel/random/boot_id", "r")) != NULL) {
-        if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
-        fclose(f);
-    }
-    host[strcspn(host, "\n")] = 0;
-    boot[strcspn(boot, "\n")] = 0;
-    if (stat("/proc/self/ns/pid", &ns) != 0) memset(&ns, 0, sizeof ns);
-    snprintf(buf, cap, "%s|%s|%lu", host[0] ? host : "?", boot, (unsigned long)ns.st_ino);
-}
-
+   Which ranks share this host: dist__host_identity (the same boot, host
+   name, user and namespaces; CUDA IPC handles name the exporting process,
+   so its PID namespace is part of it). */
 typedef struct {
     int64_t backend, pid, nvrtc;
-    char host[192];
+    char host[256];
 } dist_cuda__init_record;
 
 typedef struct {
@@ -1616,9 +1596,9 @@ static dist_result dist_cuda__choose(dist_cuda_t *c, dist_cuda_backend asked) {
     if (!all) return dist_cuda__fail(DIST_ERR_NOMEM, "dist_cuda_init on rank %d: out of memory", c->rank);
     memset(&mine, 0, sizeof mine);
     mine.backend = asked;
-    mine.pid = (int64_t)getpid();
+    mine.pid = (int64_t)dist__getpid();
     mine.nvrtc = dist_cuda__load_nvrtc() == 1;
-    dist_cuda__host_identity(mine.host, sizeof mine.host);
+    dist__host_identity(mine.host, sizeof mine.host);
     if ((res = dist_all_gather(c->d, &mine, all, sizeof mine, DIST_UINT8)) != DIST_OK) {
         char why[DIST_CUDA__ERRLEN];
         snprintf(why, sizeof why, "%s", dist_error_message(c->d));
@@ -1751,7 +1731,7 @@ static int dist_cuda__devices_shared(dist_cuda_t *c) {
     int64_t mine = (int64_t)1469598103934665603ull, *all = (int64_t *)DIST_MALLOC(sizeof *all * (size_t)c->world);
     int shared = 0;
     memset(&u, 0, sizeof u);
-    dist_cuda__host_identity(key, sizeof key);
+    dist__host_identity(key, sizeof key);
     if (dist_cuda__cu.DeviceGetUuid(&u, c->dev) != 0) snprintf(u.bytes, sizeof u.bytes, "ordinal %d", c->ordinal);
     for (size_t i = 0; key[i]; i++) mine = (int64_t)(((uint64_t)mine ^ (unsigned char)key[i]) * 1099511628211ull);   /* FNV-1a */
     for (size_t i = 0; i < sizeof u.bytes; i++) mine = (int64_t)(((uint64_t)mine ^ (unsigned char)u.bytes[i]) * 1099511628211ull);

@@ -149,9 +149,10 @@ THREADS
    A value belongs to one thread at a time.  Each thread has its own last
    error sentence (dist_rpc_error_message).
 */
-/* The implementation needs POSIX threads; they are requested before the
-   first system header where that is possible (include dist_rpc.h first, or
-   build with -D_GNU_SOURCE); the clocks come from dist.h and C11. */
+/* The implementation reaches the OS only through dist.h's platform layer
+   (compiled here too when this file is implemented without dist.h's), which
+   needs POSIX and a few Linux extensions requested before the first system
+   header: include dist_rpc.h first, or build with -D_GNU_SOURCE. */
 #if defined(DIST_RPC_IMPLEMENTATION) && defined(__linux__) && !defined(_GNU_SOURCE)
 #  define _GNU_SOURCE
 #endif
@@ -588,8 +589,6 @@ DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params);
 #include <string.h>
 #include <stdlib.h>
 #include <limits.h>
-#include <pthread.h>
-#include <time.h>
 #include <math.h>
 
 #if defined(DIST_MALLOC) && defined(DIST_FREE) && defined(DIST_REALLOC)
@@ -1502,7 +1501,7 @@ enum { DIST_RPC__REQUEST = 1, DIST_RPC__REPLY = 2, DIST_RPC__ERROR = 3, DIST_RPC
 #define DIST_RPC__BUCKETS 256
 
 typedef struct { char *name; dist_rpc_fn fn; } dist_rpc__entry;
-static pthread_mutex_t dist_rpc__reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static dist__mutex dist_rpc__reg_lock = DIST__MUTEX_INITIALIZER;
 static dist_rpc__entry *dist_rpc__reg;
 static int dist_rpc__nreg, dist_rpc__capreg;
 
@@ -1572,9 +1571,11 @@ struct dist_rref {
 
 /* The agent: its lock, its condition (completions, queue changes), its
    state (zero before init). */
-static pthread_mutex_t dist_rpc__lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t dist_rpc__cond = PTHREAD_COND_INITIALIZER;     /* futures settled, shutdown progress */
-static pthread_cond_t dist_rpc__qcond = PTHREAD_COND_INITIALIZER;    /* a call was queued: one idle handler wakes */
+static dist__mutex dist_rpc__lock = DIST__MUTEX_INITIALIZER;
+static dist__cond dist_rpc__cond;       /* futures settled, shutdown progress; waited on with timeouts, so
+                                           made by dist__cond_init (its clock) at the first init */
+static int dist_rpc__cond_made;
+static dist__cond dist_rpc__qcond = DIST__COND_INITIALIZER;    /* a call was queued: one idle handler wakes */
 static struct {
     int up, closing, stopping;       /* closing: no new calls; stopping: threads end */
     dist_t *world;
@@ -1587,7 +1588,7 @@ static struct {
     int active;                      /* handlers running */
     int helping;                     /* handler threads waiting on a future (they run queued calls) */
     int draining;                    /* a graceful shutdown waits for the handlers */
-    pthread_t listener, *pool;
+    dist__thread listener, *pool;
     dist_rref_t *owned[DIST_RPC__BUCKETS], *users[DIST_RPC__BUCKETS];
     int nowned, nusers, nforks;      /* entries, user forks held here, forks of users held by our entries */
     char *gone;                      /* the listener's: workers found gone */
@@ -1604,19 +1605,16 @@ static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_v
 static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
 static DIST_RPC__TLS int64_t dist_rpc__ag_cur;  /* the autograd context current on this thread (0: none) */
 
-/* dist.h's clock: this file needs no POSIX feature macros of its own (the
-   only other clock it reads is C11's timespec_get). */
+/* dist.h's clock; threads, locks and conditions are dist.h's platform
+   layer too (dist__mutex, dist__cond, dist__thread): this file makes no
+   system call of its own. */
 static int64_t dist_rpc__now_ns(void) { return dist_time_ns(); }
 
 /* Waits on the agent's condition until `deadline_ns` (0: at most 100 ms). */
 static void dist_rpc__cond_wait(int64_t deadline_ns) {
-    struct timespec ts;
-    int64_t now = dist_rpc__now_ns(), until = deadline_ns ? deadline_ns : now + 100000000, abs_ns;
+    int64_t now = dist_rpc__now_ns(), until = deadline_ns ? deadline_ns : now + 100000000;
     if (until > now + 100000000) until = now + 100000000;
-    timespec_get(&ts, TIME_UTC);                         /* pthread_cond_timedwait's clock */
-    abs_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (until - now);
-    ts.tv_sec = (time_t)(abs_ns / 1000000000); ts.tv_nsec = (long)(abs_ns % 1000000000);
-    pthread_cond_timedwait(&dist_rpc__cond, &dist_rpc__lock, &ts);
+    dist__cond_wait_ms(&dist_rpc__cond, &dist_rpc__lock, until > now ? (int)((until - now + 999999) / 1000000) : 0);
 }
 
 DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn) {
@@ -1625,20 +1623,20 @@ DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn) {
         return dist_rpc__fail(DIST_ERR_INVALID, "register: %s", !fn ? "NULL function" : "a name of 1 to 255 characters is needed");
     if (strncmp(name, DIST_RPC__RESERVED, strlen(DIST_RPC__RESERVED)) == 0)
         return dist_rpc__fail(DIST_ERR_INVALID, "register '%s': names that begin with \"" DIST_RPC__RESERVED "\" are the agent's own", name);
-    pthread_mutex_lock(&dist_rpc__reg_lock);
+    dist__mutex_lock(&dist_rpc__reg_lock);
     for (int i = 0; i < dist_rpc__nreg; i++)
-        if (strcmp(dist_rpc__reg[i].name, name) == 0) { dist_rpc__reg[i].fn = fn; pthread_mutex_unlock(&dist_rpc__reg_lock); return DIST_OK; }
+        if (strcmp(dist_rpc__reg[i].name, name) == 0) { dist_rpc__reg[i].fn = fn; dist__mutex_unlock(&dist_rpc__reg_lock); return DIST_OK; }
     if (dist_rpc__nreg == dist_rpc__capreg) {
         int cap = dist_rpc__capreg ? 2 * dist_rpc__capreg : 16;
         dist_rpc__entry *r = (dist_rpc__entry *)DIST_REALLOC(dist_rpc__reg, sizeof *r * (size_t)cap);
-        if (!r) { pthread_mutex_unlock(&dist_rpc__reg_lock); return dist_rpc__fail(DIST_ERR_NOMEM, "register: out of memory"); }
+        if (!r) { dist__mutex_unlock(&dist_rpc__reg_lock); return dist_rpc__fail(DIST_ERR_NOMEM, "register: out of memory"); }
         dist_rpc__reg = r; dist_rpc__capreg = cap;
     }
     dist_rpc__reg[dist_rpc__nreg].name = (char *)DIST_MALLOC(n + 1);
-    if (!dist_rpc__reg[dist_rpc__nreg].name) { pthread_mutex_unlock(&dist_rpc__reg_lock); return dist_rpc__fail(DIST_ERR_NOMEM, "register: out of memory"); }
+    if (!dist_rpc__reg[dist_rpc__nreg].name) { dist__mutex_unlock(&dist_rpc__reg_lock); return dist_rpc__fail(DIST_ERR_NOMEM, "register: out of memory"); }
     memcpy(dist_rpc__reg[dist_rpc__nreg].name, name, n + 1);
     dist_rpc__reg[dist_rpc__nreg++].fn = fn;
-    pthread_mutex_unlock(&dist_rpc__reg_lock);
+    dist__mutex_unlock(&dist_rpc__reg_lock);
     return DIST_OK;
 }
 
@@ -1675,10 +1673,10 @@ static dist_rpc_fn dist_rpc__lookup(const char *name, int *on_listener) {
     *on_listener = 0;
     for (size_t i = 0; i < sizeof dist_rpc__builtins / sizeof *dist_rpc__builtins; i++)
         if (strcmp(dist_rpc__builtins[i].name, name) == 0) { *on_listener = dist_rpc__builtins[i].on_listener; return dist_rpc__builtins[i].fn; }
-    pthread_mutex_lock(&dist_rpc__reg_lock);
+    dist__mutex_lock(&dist_rpc__reg_lock);
     for (int i = 0; i < dist_rpc__nreg && !fn; i++)
         if (strcmp(dist_rpc__reg[i].name, name) == 0) fn = dist_rpc__reg[i].fn;
-    pthread_mutex_unlock(&dist_rpc__reg_lock);
+    dist__mutex_unlock(&dist_rpc__reg_lock);
     return fn;
 }
 
@@ -1723,11 +1721,11 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
         return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu tensors", nparts);
     if (nparts) {
         dist_rpc__collect_apart(v, parts, 0);
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         if (dist_rpc__g.next_part + nparts > DIST_RPC__TAG_SPAN) dist_rpc__g.next_part = 0;
         tag0 = DIST_RPC__TAG_PARTS + dist_rpc__g.next_part;
         dist_rpc__g.next_part += (uint32_t)nparts;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
     }
     if (blen > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value of %zu bytes exceeds the limit of %zu", blen, (size_t)DIST_RPC_MAX_MESSAGE);
     if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
@@ -1805,7 +1803,7 @@ static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res
     cbs = f->cbs;
     f->cbs = NULL;
     if (!cbs) f->settled = 1;            /* nothing to run first: waiters may go */
-    pthread_cond_broadcast(&dist_rpc__cond);
+    dist__cond_broadcast(&dist_rpc__cond);
     return cbs;
 }
 
@@ -1831,10 +1829,10 @@ static void dist_rpc__finish(dist_future_t *f, dist_rpc__cb *cbs) {
         c->cb(f, c->user);
         DIST_FREE(c);
     }
-    pthread_mutex_lock(&dist_rpc__lock);
-    if (!f->settled) { f->settled = 1; pthread_cond_broadcast(&dist_rpc__cond); }
+    dist__mutex_lock(&dist_rpc__lock);
+    if (!f->settled) { f->settled = 1; dist__cond_broadcast(&dist_rpc__cond); }
     f = dist_rpc__future_unref_locked(f);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__future_destroy(f);
 }
 
@@ -1914,11 +1912,11 @@ static void dist_rpc__on_reply(int kind, int flags, int from, uint64_t id, int32
     dist_rpc__cb *cbs;
     char why[DIST_RPC__ERRLEN] = "";
     if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(body, blen, from, tag0, flags, &v, NULL)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     for (f = dist_rpc__g.pending; f; f = f->next)
         if (f->id == id && f->to == from) break;
     if (!f) {                                       /* it timed out here, or a stranger's id */
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         dist_value_free(v);
         return;
     }
@@ -1933,7 +1931,7 @@ static void dist_rpc__on_reply(int kind, int flags, int from, uint64_t id, int32
         cbs = dist_rpc__complete_locked(f, code, NULL, "rpc '%s' on worker '%s' (rank %d) failed: %.*s", f->fn, dist_rpc__name_of(from), from,
                                         n, (const char *)body);
     }
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__finish(f, cbs);
 }
 
@@ -1960,13 +1958,13 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
     if (flags & DIST_RPC__FLAG_REMOTE) {
         dist_rpc__id rid;
         rid.rank = (uint32_t)from; rid.id = id;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         e = dist_rpc__owned_locked(rid, from != dist_rpc__g.rank);
         if (!e) code = dist_rpc__g.rank == from ? DIST_ERR_PROTOCOL : DIST_ERR_NOMEM;
         else if (e->remote_seen) code = DIST_ERR_PROTOCOL;
         else if (from != dist_rpc__g.rank && dist_rpc__fork_add_locked(e, rid, from) != 0) code = DIST_ERR_NOMEM;
         else { e->remote_seen = 1; e->pins++; }
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (code != DIST_OK) {
             dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, code == DIST_ERR_NOMEM ? "the owner ran out of memory" : "a remote() with an id already used", 0);
             return;
@@ -1999,12 +1997,12 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
     c->ag_ctx = ctx;
     snprintf(c->fn_name, sizeof c->fn_name, "%s", name);
     if (on_listener) { dist_rpc__run_call(c); return; }
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     if (dist_rpc__g.q_tail) dist_rpc__g.q_tail->next = c; else dist_rpc__g.q_head = c;
     dist_rpc__g.q_tail = c;
-    pthread_cond_signal(&dist_rpc__qcond);                   /* one idle handler */
-    if (dist_rpc__g.helping) pthread_cond_broadcast(&dist_rpc__cond);   /* or one waiting on a future */
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__cond_signal(&dist_rpc__qcond);                   /* one idle handler */
+    if (dist_rpc__g.helping) dist__cond_broadcast(&dist_rpc__cond);   /* or one waiting on a future */
+    dist__mutex_unlock(&dist_rpc__lock);
 }
 
 /* A message's header, checked: its kind (0 when malformed), and where the
@@ -2072,7 +2070,7 @@ static void dist_rpc__sweep(void) {
         dist_future_t *f, *hit = NULL;
         dist_rpc__cb *cbs = NULL;
         int to = -1;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         for (f = dist_rpc__g.pending; f && !hit; f = f->next) {
             if (f->deadline_ns && now >= f->deadline_ns) {
                 hit = f;
@@ -2083,7 +2081,7 @@ static void dist_rpc__sweep(void) {
                 break;
             }
         }
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (hit) { dist_rpc__finish(hit, cbs); continue; }
         if (to < 0) break;
         {
@@ -2097,11 +2095,11 @@ static void dist_rpc__sweep(void) {
             }
             snprintf(why, sizeof why, "%s", dist_error_message(NULL));
             for (;;) {                        /* every future waiting on that worker */
-                pthread_mutex_lock(&dist_rpc__lock);
+                dist__mutex_lock(&dist_rpc__lock);
                 for (f = dist_rpc__g.pending; f && f->to != to; f = f->next) { }
                 if (f) cbs = dist_rpc__complete_locked(f, DIST_ERR_PEER_LOST, NULL, "rpc '%s' to worker '%s' (rank %d): the worker is gone (%s)",
                                                        f->fn, dist_rpc__name_of(to), to, why);
-                pthread_mutex_unlock(&dist_rpc__lock);
+                dist__mutex_unlock(&dist_rpc__lock);
                 if (!f) break;
                 dist_rpc__finish(f, cbs);
             }
@@ -2112,9 +2110,9 @@ static void dist_rpc__sweep(void) {
     for (int k = 0; k < 8 && k < dist_rpc__g.size && dist_rpc__g.gone; k++) {
         int r = dist_rpc__g.probe_at++ % dist_rpc__g.size, found = 0, any;
         dist_status st;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         any = dist_rpc__g.nowned > 0 || dist_rpc__g.nusers > 0;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (!any) break;
         if (r == dist_rpc__g.rank || dist_rpc__g.gone[r]) continue;
         if (dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) == DIST_ERR_PEER_LOST) {
@@ -2127,7 +2125,7 @@ static void dist_rpc__sweep(void) {
 }
 
 /* [SECTION] RPC: threads */
-static void *dist_rpc__listen(void *arg) {
+static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
     uint8_t *buf = NULL;
     size_t cap = 0;
     int64_t next_sweep = 0;
@@ -2136,7 +2134,7 @@ static void *dist_rpc__listen(void *arg) {
         dist_status st;
         dist_result r = dist_probe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, 50, &st);
         if (r == DIST_OK) {
-            __atomic_store_n(&dist_rpc__g.heard_ns, dist_rpc__now_ns(), __ATOMIC_RELAXED);
+            DIST__STORE_RELAXED(&dist_rpc__g.heard_ns, dist_rpc__now_ns());
             if (st.nbytes + 1 > cap) {
                 uint8_t *nb = (uint8_t *)DIST_REALLOC(buf, st.nbytes + 1);
                 if (nb) { buf = nb; cap = st.nbytes + 1; }
@@ -2148,21 +2146,21 @@ static void *dist_rpc__listen(void *arg) {
                 dist_rpc__on_message(buf, st.nbytes, st.source))
                 break;
         } else if (r != DIST_ERR_TIMEOUT) {
-            pthread_mutex_lock(&dist_rpc__lock);      /* every peer gone, or aborted: the sweep fails what waits */
+            dist__mutex_lock(&dist_rpc__lock);      /* every peer gone, or aborted: the sweep fails what waits */
             if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 20000000);
-            pthread_mutex_unlock(&dist_rpc__lock);
+            dist__mutex_unlock(&dist_rpc__lock);
         }
         if (dist_rpc__now_ns() >= next_sweep) {
             dist_rpc__sweep();
             next_sweep = dist_rpc__now_ns() + 50000000;
         }
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         r = dist_rpc__g.stopping ? DIST_ERR_ABORTED : DIST_OK;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (r != DIST_OK) break;
     }
     DIST_FREE(buf);
-    return NULL;
+    return DIST__THREAD_RETURN_VALUE;
 }
 
 static void dist_rpc__call_free(dist_rpc_call_t *c) {
@@ -2174,9 +2172,9 @@ static void dist_rpc__call_free(dist_rpc_call_t *c) {
    its handler returns) and its handler returns: the last frees it. */
 static void dist_rpc__call_unref(dist_rpc_call_t *c) {
     int last;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     last = --c->refs == 0;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     if (last) dist_rpc__call_free(c);
 }
 
@@ -2213,9 +2211,9 @@ static void dist_rpc__run_call(dist_rpc_call_t *c) {
     dist_rpc__ag_cur = c->ag_ctx;                   /* the handler runs in its caller's autograd context */
     res = c->fn(c, c->args);
     dist_rpc__ag_cur = outer;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     deferred = c->deferred;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     if (deferred) { dist_value_free(res); dist_rpc__call_unref(c); }
     else dist_rpc__deliver(c, c->failed ? DIST_ERR_REMOTE : DIST_OK, res, c->err, 0);
 }
@@ -2233,36 +2231,36 @@ static dist_rpc_call_t *dist_rpc__pop_locked(void) {
 
 /* Runs a popped call without the lock, then takes the lock back. */
 static void dist_rpc__run_unlocked(dist_rpc_call_t *c) {
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__run_call(c);
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     dist_rpc__g.active--;
-    if (dist_rpc__g.draining) pthread_cond_broadcast(&dist_rpc__cond);
+    if (dist_rpc__g.draining) dist__cond_broadcast(&dist_rpc__cond);
 }
 
-static void *dist_rpc__handler_thread(void *arg) {
+static DIST__THREAD_RETURN dist_rpc__handler_thread(void *arg) {
     (void)arg;
     dist_rpc__in_pool = 1;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     while (!dist_rpc__g.stopping) {
         dist_rpc_call_t *c = dist_rpc__pop_locked();
         if (c) dist_rpc__run_unlocked(c);
-        else pthread_cond_wait(&dist_rpc__qcond, &dist_rpc__lock);
+        else dist__cond_wait(&dist_rpc__qcond, &dist_rpc__lock);
     }
-    pthread_mutex_unlock(&dist_rpc__lock);
-    return NULL;
+    dist__mutex_unlock(&dist_rpc__lock);
+    return DIST__THREAD_RETURN_VALUE;
 }
 
 /* [SECTION] RPC: init and shutdown */
 static void dist_rpc__stop_threads(int started_pool) {
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     dist_rpc__g.stopping = 1;
-    pthread_cond_broadcast(&dist_rpc__cond);
-    pthread_cond_broadcast(&dist_rpc__qcond);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__cond_broadcast(&dist_rpc__cond);
+    dist__cond_broadcast(&dist_rpc__qcond);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, 0, NULL, NULL, NULL, 0);
-    pthread_join(dist_rpc__g.listener, NULL);
-    for (int i = 0; i < started_pool; i++) pthread_join(dist_rpc__g.pool[i], NULL);
+    dist__thread_join(dist_rpc__g.listener);
+    for (int i = 0; i < started_pool; i++) dist__thread_join(dist_rpc__g.pool[i]);
 }
 
 /* Frees what is left once the threads are gone: queued and deferred calls,
@@ -2271,21 +2269,21 @@ static void dist_rpc__drain(const char *why) {
     for (;;) {
         dist_future_t *f;
         dist_rpc__cb *cbs;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         f = dist_rpc__g.pending;
         if (f) cbs = dist_rpc__complete_locked(f, DIST_ERR_ABORTED, NULL, "rpc '%s' to worker '%s' (rank %d): %s", f->fn,
                                                dist_rpc__name_of(f->to), f->to, why);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (!f) break;
         dist_rpc__finish(f, cbs);
     }
     for (;;) {                       /* calls queued or deferred (freed without the lock: their values may hold references) */
         dist_rpc_call_t *c;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         if ((c = dist_rpc__g.q_head)) dist_rpc__g.q_head = c->next;
         else if ((c = dist_rpc__g.deferred)) dist_rpc__g.deferred = c->next;
         else dist_rpc__g.q_tail = NULL;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (!c) break;
         dist_rpc__call_free(c);
     }
@@ -2301,10 +2299,10 @@ static void dist_rpc__teardown(int started_pool, int graceful_destroy) {
     DIST_FREE(dist_rpc__g.pool);
     DIST_FREE(dist_rpc__g.names);
     DIST_FREE(dist_rpc__g.gone);
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL;
     dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
 }
 
 /* Publishes this worker's name and learns everyone's; names must be unique. */
@@ -2338,10 +2336,11 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     int started = 0;
     memset(&c, 0, sizeof c);
     if (cfg) c = *cfg;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     r = dist_rpc__g.up ? DIST_ERR_INVALID : DIST_OK;
     if (r == DIST_OK) dist_rpc__g.up = 1;                /* claimed: a second init fails */
-    pthread_mutex_unlock(&dist_rpc__lock);
+    if (r == DIST_OK && !dist_rpc__cond_made) { dist__cond_init(&dist_rpc__cond); dist_rpc__cond_made = 1; }
+    dist__mutex_unlock(&dist_rpc__lock);
     if (r != DIST_OK) return dist_rpc__fail(r, "rpc init: this process already runs an agent (call dist_rpc_shutdown first)");
     if (c.name && (strlen(c.name) == 0 || strlen(c.name) > 127)) {
         dist_rpc__g.up = 0;
@@ -2366,18 +2365,18 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
         dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0;
         return dist_rpc__fail(r, "%s", why);
     }
-    dist_rpc__g.pool = (pthread_t *)DIST_MALLOC(sizeof(pthread_t) * (size_t)dist_rpc__g.nthreads);
+    dist_rpc__g.pool = (dist__thread *)DIST_MALLOC(sizeof(dist__thread) * (size_t)dist_rpc__g.nthreads);
     dist_rpc__g.gone = (char *)DIST_MALLOC((size_t)dist_rpc__g.size);
     if (dist_rpc__g.gone) memset(dist_rpc__g.gone, 0, (size_t)dist_rpc__g.size);
     dist_rpc__g.probe_at = 0;
-    if (!dist_rpc__g.pool || !dist_rpc__g.gone || pthread_create(&dist_rpc__g.listener, NULL, dist_rpc__listen, NULL) != 0) {
+    if (!dist_rpc__g.pool || !dist_rpc__g.gone || dist__thread_start(&dist_rpc__g.listener, dist_rpc__listen, NULL) != 0) {
         dist_destroy(dist_rpc__g.world);
         DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names); DIST_FREE(dist_rpc__g.gone);
         dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0; dist_rpc__g.gone = NULL;
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
     }
     for (; started < dist_rpc__g.nthreads; started++)
-        if (pthread_create(&dist_rpc__g.pool[started], NULL, dist_rpc__handler_thread, NULL) != 0) break;
+        if (dist__thread_start(&dist_rpc__g.pool[started], dist_rpc__handler_thread, NULL) != 0) break;
     if (started < dist_rpc__g.nthreads) {
         dist_rpc__teardown(started, 0);
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start %d handler threads", c.num_threads);
@@ -2393,9 +2392,9 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
     char why[DIST_RPC__ERRLEN] = "";
     if (!dist_rpc__g.up || !dist_rpc__g.world) return dist_rpc__fail(DIST_ERR_INVALID, "rpc shutdown: no agent (dist_rpc_init first)");
     if (!graceful) {
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__g.closing = 1;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
     } else {
         /* Calls stay open: handlers serving other workers may still make
            nested calls until everyone is done. */
@@ -2403,11 +2402,11 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         int64_t deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
         int64_t arrived = 0;
         const char *key = "dist_rpc/shutdown/all";
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         while (dist_rpc__g.npending > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
         if (dist_rpc__g.npending > 0)
             snprintf(why, sizeof why, "%d call(s) of this worker were still outstanding after %.1f s", dist_rpc__g.npending, bound / 1000.0);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 1, &arrived) != DIST_OK) {
             if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(NULL));
         } else {
@@ -2416,7 +2415,7 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
                (observers, trainers' servers) waits as long as calls keep
                coming: the bound runs from the last message heard. */
             for (;;) {
-                int64_t now = dist_rpc__now_ns(), heard = __atomic_load_n(&dist_rpc__g.heard_ns, __ATOMIC_RELAXED);
+                int64_t now = dist_rpc__now_ns(), heard = DIST__LOAD_RELAXED(&dist_rpc__g.heard_ns);
                 int64_t until = heard + (int64_t)bound * 1000000 > deadline ? heard + (int64_t)bound * 1000000 : deadline;
                 dist_result w;
                 if (now >= until) {
@@ -2434,20 +2433,20 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
             /* the rest is bounded afresh from here (once all are here) */
             if (!why[0] && dist_rpc__now_ns() + (int64_t)bound * 1000000 > deadline) deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
         }
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__g.draining = 1;
         while ((dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.deferred || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
             dist_rpc__cond_wait(deadline);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         /* References: the application's user forks are let go of here (its
            handles stay valid, detached); once every worker's owners have
            heard (a second count in the store), no entry has a user left. */
         dist_rpc__release_users();
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         while ((dist_rpc__g.nusers > 0 || dist_rpc__g.npending > 0) && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
         if (dist_rpc__g.nusers > 0 && !why[0])
             snprintf(why, sizeof why, "%d reference(s) held here were still unknown to their owners after %.1f s", dist_rpc__g.nusers, bound / 1000.0);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (!why[0]) {                    /* (not all here: nobody to wait for) */
             const char *rkey = "dist_rpc/shutdown/released";
             int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
@@ -2459,13 +2458,13 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
                     snprintf(why, sizeof why, "waiting for every worker to let go of its references: %.300s", dist_error_message(NULL));
             }
         }
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         while ((dist_rpc__g.nforks > 0 || dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
             dist_rpc__cond_wait(deadline);
         if (dist_rpc__g.nforks > 0 && !why[0])
             snprintf(why, sizeof why, "%d reference(s) to values owned here were never let go of by their users", dist_rpc__g.nforks);
         dist_rpc__g.closing = 1;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
     }
     /* after a failed graceful wait, the others are not leaving with us:
        waiting for their goodbyes would only last until they do */
@@ -2510,10 +2509,10 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
     if (timeout_ms == 0) timeout_ms = dist_rpc__g.timeout_ms;
     f->timeout_ms = timeout_ms;
     f->deadline_ns = timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     if (!dist_rpc__g.up || !dist_rpc__g.world || dist_rpc__g.closing) {
         int up = dist_rpc__g.up && dist_rpc__g.world;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         DIST_FREE(f); dist_value_free(args);
         return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to worker '%s': %s", label ? label : fn, dist_rpc__name_of(to),
                               up ? "this worker is shutting down" : "no agent (dist_rpc_init first)");
@@ -2527,7 +2526,7 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
         rr->fid = rr->rid;                           /* the creator's fork has the RRef's id */
         dist_rpc__table_add_locked(rr);
     }
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     r = dist_rpc__send(to, DIST_RPC__REQUEST, rr ? DIST_RPC__FLAG_REMOTE : 0, 0, f->id, fn, args, NULL, ctx);
     dist_value_free(args);
     if (r != DIST_OK) {
@@ -2535,11 +2534,11 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
         dist_rpc__cb *cbs = NULL;
         int mine;
         snprintf(why, sizeof why, "%.300s", dist_rpc__error);
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         if (rr) rr->owner_has = 0;               /* the owner never heard of it */
         mine = !f->done;                     /* (or the sweep completed it meanwhile) */
         if (mine) cbs = dist_rpc__complete_locked(f, r, NULL, "rpc '%s' to worker '%s' (rank %d): %s", f->fn, dist_rpc__name_of(to), to, why);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (mine) dist_rpc__finish(f, cbs);
     }
     *out = f;
@@ -2602,27 +2601,27 @@ static void dist_rpc__wait_locked(dist_future_t *f, int64_t deadline_ns) {
 DIST_API dist_result dist_future_wait(dist_future_t *f, int timeout_ms) {
     dist_result r;
     if (!f) return dist_rpc__fail(DIST_ERR_INVALID, "future_wait: NULL future");
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     dist_rpc__wait_locked(f, timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0);
     if (!f->settled) {
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         return dist_rpc__fail(DIST_ERR_TIMEOUT, "future_wait: rpc '%s' to worker '%s' (rank %d) not done after %.1f s (still pending)", f->fn,
                               dist_rpc__name_of(f->to), f->to, timeout_ms / 1000.0);
     }
     r = f->result;
     if (r != DIST_OK) dist_rpc__fail(r, "%s", f->err);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     return r;
 }
 
 DIST_API dist_result dist_future_test(dist_future_t *f, int *done) {
     dist_result r;
     if (!f || !done) return dist_rpc__fail(DIST_ERR_INVALID, "future_test: NULL %s", f ? "`done`" : "future");
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     *done = f->settled;
     r = f->settled ? f->result : DIST_OK;
     if (r != DIST_OK) dist_rpc__fail(r, "%s", f->err);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     return r;
 }
 
@@ -2631,15 +2630,15 @@ DIST_API dist_result dist_future_then(dist_future_t *f, void (*cb)(dist_future_t
     if (!f || !cb) return dist_rpc__fail(DIST_ERR_INVALID, "future_then: NULL %s", f ? "callback" : "future");
     if (!(c = (dist_rpc__cb *)DIST_MALLOC(sizeof *c))) return dist_rpc__fail(DIST_ERR_NOMEM, "future_then: out of memory");
     c->cb = cb; c->user = user; c->next = NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     if (!f->done) {
         dist_rpc__cb **pp = &f->cbs;
         while (*pp) pp = &(*pp)->next;                   /* in the order they were added */
         *pp = c;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         return DIST_OK;
     }
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     cb(f, user);
     DIST_FREE(c);
     return DIST_OK;
@@ -2652,7 +2651,7 @@ DIST_API dist_result dist_future_wait_all(int n, dist_future_t **fs, int timeout
     for (int i = 0; i < n; i++) {
         dist_result r;
         if (!fs[i]) continue;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__wait_locked(fs[i], deadline);
         r = fs[i]->settled ? fs[i]->result : DIST_ERR_TIMEOUT;
         if (first == DIST_OK && r != DIST_OK) {
@@ -2661,7 +2660,7 @@ DIST_API dist_result dist_future_wait_all(int n, dist_future_t **fs, int timeout
                                 timeout_ms / 1000.0);
             first = r;
         }
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
     }
     if (first != DIST_OK) {
         char why[DIST_RPC__ERRLEN];
@@ -2676,10 +2675,10 @@ DIST_API const dist_value_t *dist_future_value(const dist_future_t *f) { return 
 DIST_API dist_value_t *dist_future_take(dist_future_t *f) {
     dist_value_t *v;
     if (!f) return NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     v = f->done ? f->value : NULL;
     if (f->done) f->value = NULL;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     return v;
 }
 
@@ -2688,9 +2687,9 @@ DIST_API const char *dist_future_error(const dist_future_t *f) { return f && f->
 
 DIST_API void dist_future_free(dist_future_t *f) {
     if (!f) return;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     f = dist_rpc__future_unref_locked(f);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__future_destroy(f);
 }
 
@@ -2709,23 +2708,23 @@ DIST_API void dist_rpc_call_fail(dist_rpc_call_t *c, const char *fmt, ...) {
 
 DIST_API void dist_rpc_call_defer(dist_rpc_call_t *c) {
     if (!c || c->deferred) return;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     c->deferred = 1;
     c->refs++;
     c->next = dist_rpc__g.deferred;
     dist_rpc__g.deferred = c;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
 }
 
 /* Answers a deferred call with `res` (freed unless borrowed) or, when
    code is not DIST_OK, with the error `text`; frees the call. */
 static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text, int borrowed) {
     dist_rpc_call_t **pp;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     for (pp = &dist_rpc__g.deferred; *pp && *pp != c; pp = &(*pp)->next) { }
     if (*pp) *pp = c->next;
-    if (dist_rpc__g.draining) pthread_cond_broadcast(&dist_rpc__cond);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    if (dist_rpc__g.draining) dist__cond_broadcast(&dist_rpc__cond);
+    dist__mutex_unlock(&dist_rpc__lock);
     return dist_rpc__deliver(c, code, res, text, borrowed);
 }
 
@@ -2814,7 +2813,7 @@ static void dist_rpc__table_del_locked(dist_rref_t *r) {
     r->next = NULL;
     r->tabled = 0;
     if (r->is_owner) dist_rpc__g.nowned--; else dist_rpc__g.nusers--;
-    pthread_cond_broadcast(&dist_rpc__cond);            /* a graceful shutdown counts them */
+    dist__cond_broadcast(&dist_rpc__cond);            /* a graceful shutdown counts them */
 }
 
 static dist_rref_t *dist_rpc__rref_alloc(int is_owner, int owner) {
@@ -2853,7 +2852,7 @@ static void dist_rpc__fork_del_locked(dist_rref_t *e, dist_rpc__id fid) {
         if (dist_rpc__id_eq(e->forks[i].fid, fid)) {
             e->forks[i] = e->forks[--e->nforks];
             dist_rpc__g.nforks--;
-            if (dist_rpc__g.nforks == 0) pthread_cond_broadcast(&dist_rpc__cond);
+            if (dist_rpc__g.nforks == 0) dist__cond_broadcast(&dist_rpc__cond);
             return;
         }
 }
@@ -2907,12 +2906,12 @@ static void dist_rpc__after_do(dist_rpc__after *a) {
 static void dist_rpc__settle_unlock(dist_rref_t *r) {
     dist_rpc__after a;
     dist_rpc__settle_locked(r, &a);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__after_do(&a);
 }
 
 static void dist_rpc__unpin(dist_rref_t *e) {
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     e->pins--;
     dist_rpc__settle_unlock(e);
 }
@@ -2927,9 +2926,9 @@ static int dist_rpc__rref_same(const dist_rref_t *a, const dist_rref_t *b) {
 static void dist_rpc__notify(int to, const char *fn, dist_value_t *args) {
     int open_;
     if (!args) return;                                  /* out of memory: the owner keeps the value (a leak, not a crash) */
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     open_ = dist_rpc__g.up && dist_rpc__g.world && !dist_rpc__g.stopping;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     if (open_) dist_rpc__send(to, DIST_RPC__REQUEST, DIST_RPC__FLAG_ONEWAY, 0, 0, fn, args, NULL, 0);
     dist_value_free(args);
 }
@@ -2940,7 +2939,7 @@ static void dist_rpc__notify(int to, const char *fn, dist_value_t *args) {
 enum { DIST_RPC__HOW_FORK = 1, DIST_RPC__HOW_PIN = 2, DIST_RPC__HOW_CHILD = 3 };
 static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to) {
     size_t i;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     for (i = 0; i < n; i++) {
         dist_rref_t *r = f[i].r;
         if (!r || r->detached || !dist_rpc__g.up) {
@@ -2964,7 +2963,7 @@ static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to) {
             f[i].how = DIST_RPC__HOW_CHILD;
         }
     }
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     if (i == n) return 0;
     dist_rpc__forks_undo(f, i);
     return -1;
@@ -2974,7 +2973,7 @@ static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n) {
     for (size_t i = 0; i < n; i++) {
         dist_rref_t *r = f[i].r;
         if (!f[i].how) continue;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         if (f[i].how == DIST_RPC__HOW_PIN) r->pins--;
         else if (f[i].how == DIST_RPC__HOW_FORK) dist_rpc__fork_del_locked(r, f[i].fid);
         else r->children--;
@@ -2985,12 +2984,12 @@ static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n) {
 
 static void dist_rpc__fork_done(dist_future_t *f, void *user) {
     dist_rref_t *r = (dist_rref_t *)user;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     r->confirmed = 1;
     r->owner_has = f->result == DIST_OK;
     if (f->result != DIST_OK && r->code == DIST_OK) { r->code = f->result; snprintf(r->err, sizeof r->err, "%s", f->err); }
-    pthread_cond_broadcast(&dist_rpc__cond);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__cond_broadcast(&dist_rpc__cond);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rref_free(r);                                  /* the reference this callback held */
 }
 
@@ -3006,11 +3005,11 @@ static void dist_rpc__take_in(dist_value_t *v, int from) {
     if (v->type != DIST_VALUE_RREF) return;
     if ((int)v->u.r.owner == dist_rpc__g.rank) {
         dist_rref_t *e;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         e = dist_rpc__owned_locked(v->u.r.rid, 1);
         if (e) e->refs++;
         if (e && from == dist_rpc__g.rank) e->pins--;   /* sent by this owner to itself */
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         v->u.r.ref = e;
         if (from != dist_rpc__g.rank)                   /* a user's child came home: the parent may let go */
             dist_rpc__notify(from, DIST_RPC__RESERVED "accept", dist_value_pack("[II]", (int64_t)v->u.r.pfid.rank, (int64_t)v->u.r.pfid.id));
@@ -3024,20 +3023,20 @@ static void dist_rpc__take_in(dist_value_t *v, int from) {
         r->fid = v->u.r.fid;
         r->confirmed = r->owner_has = from == r->owner;
         if (!r->confirmed) r->refs++;                  /* held by the fork request's callback */
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__table_add_locked(r);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         v->u.r.ref = r;
         if (r->confirmed) return;
         if (dist_rpc__call(r->owner, DIST_RPC__RESERVED "fork", "rref fork",
                            dist_value_pack("[IIIIIII]", (int64_t)r->rid.rank, (int64_t)r->rid.id, (int64_t)r->fid.rank, (int64_t)r->fid.id,
                                            (int64_t)from, (int64_t)v->u.r.pfid.rank, (int64_t)v->u.r.pfid.id),
                            0, NULL, &f) != DIST_OK) {
-            pthread_mutex_lock(&dist_rpc__lock);
+            dist__mutex_lock(&dist_rpc__lock);
             r->confirmed = 1;
             r->code = DIST_ERR_INVALID;
             snprintf(r->err, sizeof r->err, "rref: the owner could not be told of this reference: %.300s", dist_rpc__error);
-            pthread_mutex_unlock(&dist_rpc__lock);
+            dist__mutex_unlock(&dist_rpc__lock);
             dist_rref_free(r);
             return;
         }
@@ -3072,10 +3071,10 @@ static dist_value_t *dist_rpc__h_fork(dist_rpc_call_t *c, const dist_value_t *ar
     dist_rref_t *e;
     int ok = 0;
     if (dist_rpc__ids(c, args, 7, 0x35, x) != 0) return NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), 1);
     if (e) ok = dist_rpc__fork_add_locked(e, dist_rpc__mkid(x[2], x[3]), c->from) == 0;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__notify((int)x[4], DIST_RPC__RESERVED "accept", dist_value_pack("[II]", x[5], x[6]));
     if (!ok) dist_rpc_call_fail(c, "%s", e ? "the owner ran out of memory" : "the value of this rref was already freed by its owner");
     return NULL;
@@ -3086,10 +3085,10 @@ static dist_value_t *dist_rpc__h_accept(dist_rpc_call_t *c, const dist_value_t *
     int64_t x[2];
     dist_rref_t *r;
     if (dist_rpc__ids(c, args, 2, 0x1, x) != 0) return NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     r = dist_rpc__find_locked(0, dist_rpc__mkid(x[0], x[1]));
     if (r && r->children > 0) { r->children--; dist_rpc__settle_unlock(r); }
-    else pthread_mutex_unlock(&dist_rpc__lock);
+    else dist__mutex_unlock(&dist_rpc__lock);
     return NULL;
 }
 
@@ -3098,10 +3097,10 @@ static dist_value_t *dist_rpc__h_delete(dist_rpc_call_t *c, const dist_value_t *
     int64_t x[4];
     dist_rref_t *e;
     if (dist_rpc__ids(c, args, 4, 0x5, x) != 0) return NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), 0);
     if (e) { dist_rpc__fork_del_locked(e, dist_rpc__mkid(x[2], x[3])); dist_rpc__settle_unlock(e); }
-    else pthread_mutex_unlock(&dist_rpc__lock);
+    else dist__mutex_unlock(&dist_rpc__lock);
     return NULL;
 }
 
@@ -3117,16 +3116,16 @@ static dist_value_t *dist_rpc__h_fetch(dist_rpc_call_t *c, const dist_value_t *a
     dist_rref_t *e;
     if (dist_rpc__ids(c, args, 2, 0x1, x) != 0) return NULL;
     dist_rpc_call_defer(c);
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), 1);
     if (e && e->state == DIST_RPC__PENDING) {
         c->wnext = e->waiters;                          /* answered by dist_rpc__fill */
         e->waiters = c;
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         return NULL;
     }
     if (e) e->pins++;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     if (!e) { dist_rpc__answer(c, DIST_ERR_NOT_FOUND, NULL, "the value of this rref was already freed by its owner", 0); return NULL; }
     dist_rpc__answer_fetch(c, e);
     dist_rpc__unpin(e);
@@ -3137,9 +3136,9 @@ static dist_value_t *dist_rpc__h_fetch(dist_rpc_call_t *c, const dist_value_t *a
    parked on it are answered. */
 static void dist_rpc__fill(dist_rref_t *e, dist_result code, dist_value_t *v, const char *text, const char *fn) {
     dist_rpc_call_t *w;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     if (e->state != DIST_RPC__PENDING) {                /* (failed already: the agent shut down) */
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         dist_value_free(v);
         return;
     }
@@ -3156,8 +3155,8 @@ static void dist_rpc__fill(dist_rref_t *e, dist_result code, dist_value_t *v, co
     w = e->waiters;
     e->waiters = NULL;
     e->pins++;
-    pthread_cond_broadcast(&dist_rpc__cond);            /* local_value, to_here on the owner */
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__cond_broadcast(&dist_rpc__cond);            /* local_value, to_here on the owner */
+    dist__mutex_unlock(&dist_rpc__lock);
     if (code != DIST_OK) dist_value_free(v);
     while (w) {
         dist_rpc_call_t *next = w->wnext;
@@ -3172,11 +3171,11 @@ static void dist_rpc__created(dist_future_t *f, void *user) {
     if (r->is_owner) {
         if (f->result != DIST_OK) dist_rpc__fill(r, f->result, NULL, f->err, f->fn);   /* (no-op when the handler filled it) */
     } else {
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         r->confirmed = 1;
         if (f->result != DIST_OK && r->code == DIST_OK) { r->code = f->result; snprintf(r->err, sizeof r->err, "%s", f->err); }
-        pthread_cond_broadcast(&dist_rpc__cond);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__cond_broadcast(&dist_rpc__cond);
+        dist__mutex_unlock(&dist_rpc__lock);
     }
     dist_rref_free(r);                                  /* the reference this callback held */
 }
@@ -3215,9 +3214,9 @@ DIST_API dist_result dist_rref_new(dist_value_t *value, dist_rref_t **out) {
     *out = NULL;
     if (!value) return dist_rpc__fail(DIST_ERR_INVALID, "rref_new: NULL value (did building it fail?)");
     if (!(e = dist_rpc__rref_alloc(1, dist_rpc__g.rank))) { dist_value_free(value); return dist_rpc__fail(DIST_ERR_NOMEM, "rref_new: out of memory"); }
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     if (!dist_rpc__g.up || !dist_rpc__g.world) {
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         DIST_FREE(e); dist_value_free(value);
         return dist_rpc__fail(DIST_ERR_INVALID, "rref_new: no agent (dist_rpc_init first)");
     }
@@ -3227,7 +3226,7 @@ DIST_API dist_result dist_rref_new(dist_value_t *value, dist_rref_t **out) {
     e->remote_seen = e->confirmed = 1;
     e->value = value;
     dist_rpc__table_add_locked(e);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     *out = e;
     return DIST_OK;
 }
@@ -3245,9 +3244,9 @@ DIST_API dist_result dist_rref_owner(const dist_rref_t *r, dist_worker_info *inf
 DIST_API int dist_rref_confirmed_by_owner(const dist_rref_t *r) {
     int c;
     if (!r) return 0;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     c = r->is_owner || (r->confirmed && r->owner_has);
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     return c;
 }
 
@@ -3273,10 +3272,10 @@ DIST_API dist_result dist_rref_local_value(dist_rref_t *r, const dist_value_t **
     if (!r->is_owner)
         return dist_rpc__fail(DIST_ERR_INVALID, "rref_local_value: worker '%s' (rank %d) owns this value, not this worker (use dist_rref_to_here)",
                               dist_rpc__name_of(r->owner), r->owner);
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     res = dist_rpc__await_value_locked(r, dist_rpc__deadline(0), "rref_local_value");
     if (res == DIST_OK) *out = r->value;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     return res;
 }
 
@@ -3285,11 +3284,11 @@ DIST_API dist_result dist_rref_to_here(dist_rref_t *r, int timeout_ms, dist_valu
     dist_result res;
     if (!r || !out) return dist_rpc__fail(DIST_ERR_INVALID, "rref_to_here: NULL %s", r ? "result pointer" : "rref");
     *out = NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     if (r->is_owner) {
         res = dist_rpc__await_value_locked(r, dist_rpc__deadline(timeout_ms), "rref_to_here");
         if (res == DIST_OK) r->pins++;                  /* the copy is made without the lock */
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (res != DIST_OK) return res;
         *out = dist_value_copy(r->value);
         dist_rpc__unpin(r);
@@ -3297,10 +3296,10 @@ DIST_API dist_result dist_rref_to_here(dist_rref_t *r, int timeout_ms, dist_valu
     }
     if (r->code != DIST_OK) {                           /* its remote() failed: the next use says so */
         res = dist_rpc__fail(r->code, "%s", r->err);
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         return res;
     }
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     res = dist_rpc__call(r->owner, DIST_RPC__RESERVED "fetch", "to_here", dist_value_pack("[II]", (int64_t)r->rid.rank, (int64_t)r->rid.id),
                          timeout_ms, NULL, &f);
     if (res != DIST_OK) return res;
@@ -3312,24 +3311,24 @@ DIST_API dist_result dist_rref_to_here(dist_rref_t *r, int timeout_ms, dist_valu
 
 DIST_API dist_rref_t *dist_rref_keep(dist_rref_t *r) {
     if (!r) return NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     r->refs++;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     return r;
 }
 
 DIST_API void dist_rref_free(dist_rref_t *r) {
     if (!r) return;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     r->refs--;
     dist_rpc__settle_unlock(r);
 }
 
 DIST_API void dist_rpc_rref_counts(int *owned, int *users) {
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     if (owned) *owned = dist_rpc__g.nowned;
     if (users) *users = dist_rpc__g.nusers;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
 }
 
 /* A worker is gone: the forks it held go with it, and references to what
@@ -3337,7 +3336,7 @@ DIST_API void dist_rpc_rref_counts(int *owned, int *users) {
 static void dist_rpc__peer_gone(int rank, const char *why) {
     for (;;) {                                          /* entries with forks it held */
         dist_rref_t *e = NULL;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         for (int b = 0; b < DIST_RPC__BUCKETS && !e; b++)
             for (e = dist_rpc__g.owned[b]; e; e = e->next) {
                 int hit = 0;
@@ -3345,21 +3344,21 @@ static void dist_rpc__peer_gone(int rank, const char *why) {
                     if (e->forks[i].holder == rank) { dist_rpc__fork_del_locked(e, e->forks[i].fid); i--; hit = 1; }
                 if (hit) break;
             }
-        if (!e) { pthread_mutex_unlock(&dist_rpc__lock); break; }
+        if (!e) { dist__mutex_unlock(&dist_rpc__lock); break; }
         dist_rpc__settle_unlock(e);
     }
     for (;;) {                                          /* our forks of what it owned */
         dist_rref_t *r = NULL;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         for (int b = 0; b < DIST_RPC__BUCKETS && !r; b++)
             for (r = dist_rpc__g.users[b]; r && r->owner != rank; r = r->next) { }
-        if (!r) { pthread_mutex_unlock(&dist_rpc__lock); break; }
+        if (!r) { dist__mutex_unlock(&dist_rpc__lock); break; }
         r->confirmed = 1; r->owner_has = 0; r->children = 0;
         if (r->code == DIST_OK) {
             r->code = DIST_ERR_PEER_LOST;
             snprintf(r->err, sizeof r->err, "rref: its owner, worker '%s' (rank %d), is gone (%.300s)", dist_rpc__name_of(rank), rank, why);
         }
-        if (r->refs > 0) { r->detached = 1; dist_rpc__table_del_locked(r); pthread_mutex_unlock(&dist_rpc__lock); continue; }
+        if (r->refs > 0) { r->detached = 1; dist_rpc__table_del_locked(r); dist__mutex_unlock(&dist_rpc__lock); continue; }
         dist_rpc__settle_unlock(r);
     }
 }
@@ -3369,11 +3368,11 @@ static void dist_rpc__peer_gone(int rank, const char *why) {
 static void dist_rpc__release_users(void) {
     for (;;) {
         dist_rref_t *r = NULL;
-        pthread_mutex_lock(&dist_rpc__lock);
+        dist__mutex_lock(&dist_rpc__lock);
         for (int b = 0; b < DIST_RPC__BUCKETS && !r; b++)
             for (r = dist_rpc__g.users[b]; r && r->forced; r = r->next) { }
         if (r) { r->forced = 1; r->refs++; }
-        pthread_mutex_unlock(&dist_rpc__lock);
+        dist__mutex_unlock(&dist_rpc__lock);
         if (!r) return;
         dist_rref_free(r);                              /* settles it */
     }
@@ -3384,7 +3383,7 @@ static void dist_rpc__release_users(void) {
    when the application lets go. */
 static void dist_rpc__drop_tables(void) {
     dist_rref_t *gone = NULL;
-    pthread_mutex_lock(&dist_rpc__lock);
+    dist__mutex_lock(&dist_rpc__lock);
     for (int t = 0; t < 2; t++)
         for (int b = 0; b < DIST_RPC__BUCKETS; b++) {
             dist_rref_t **tab = t ? dist_rpc__g.users : dist_rpc__g.owned;
@@ -3402,7 +3401,7 @@ static void dist_rpc__drop_tables(void) {
             }
         }
     dist_rpc__g.nforks = 0;
-    pthread_mutex_unlock(&dist_rpc__lock);
+    dist__mutex_unlock(&dist_rpc__lock);
     while (gone) {
         dist_rref_t *r = gone;
         gone = r->next;
@@ -3527,7 +3526,7 @@ DIST_API dist_tensor_t *dist_tensor_randn(int ndim, const int64_t *shape, float 
 }
 
 DIST_API dist_tensor_t *dist_tensor_retain(dist_tensor_t *t) {
-    if (t) __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+    if (t) DIST__FETCH_ADD(&t->refs, 1);
     return t;
 }
 
@@ -3535,7 +3534,7 @@ DIST_API dist_tensor_t *dist_tensor_retain(dist_tensor_t *t) {
    tensors whose last reference went. */
 DIST_API void dist_tensor_release(dist_tensor_t *t) {
     dist_tensor_t *list = NULL;
-    if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (!t || DIST__FETCH_ADD(&t->refs, -1) != 1) return;
     t->dead = NULL;
     list = t;
     while (list) {
@@ -3543,7 +3542,7 @@ DIST_API void dist_tensor_release(dist_tensor_t *t) {
         list = t->dead;
         for (int i = 0; i < 4; i++) {
             dist_tensor_t *u = i < 3 ? t->in[i] : t->grad;
-            if (u && __atomic_sub_fetch(&u->refs, 1, __ATOMIC_ACQ_REL) == 0) { u->dead = list; list = u; }
+            if (u && DIST__FETCH_ADD(&u->refs, -1) == 1) { u->dead = list; list = u; }
         }
         DIST_FREE(t->aux);
         DIST_FREE(t->data);
@@ -3988,7 +3987,7 @@ nomem:
 
 /* Every backward pass on this worker holds it (they share the nodes'
    scratch fields), and it guards the autograd contexts. */
-static pthread_mutex_t dist_rpc__ag_lock = PTHREAD_MUTEX_INITIALIZER;
+static dist__mutex dist_rpc__ag_lock = DIST__MUTEX_INITIALIZER;
 typedef struct dist_rpc__actx dist_rpc__actx;
 static dist_result dist_rpc__ag_leaf(dist_rpc__actx *cx, dist_tensor_t *t, const float *g);
 static dist_result dist_rpc__ag_recv_grad(dist_rpc__actx *cx, dist_tensor_t *t, const char *what);
@@ -4040,9 +4039,9 @@ DIST_API dist_result dist_tensor_backward(dist_tensor_t *root, const dist_tensor
         return dist_rpc__fail(DIST_ERR_INVALID, "backward: a gradient %s for a root %s", dist_rpc__shape_str(grad, x, sizeof x), dist_rpc__shape_str(root, y, sizeof y));
     if (!root->requires_grad) return dist_rpc__fail(DIST_ERR_INVALID, "backward: nothing below this tensor requires a gradient");
     rg = grad ? grad->data : NULL;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     res = dist_rpc__engine(1, &root, &rg, NULL, "backward");
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     return res;
 }
 
@@ -4119,38 +4118,38 @@ static int dist_rpc__optim_update(dist_optim_t *o, int i, const float *g) {
 
 /* Steps write parameters under it (before the autograd lock, never
    inside it); dist_params_read_enter/exit read under it.
-   A mutex and a condition (pthread_rwlock_t needs more than plain C11 +
-   POSIX threads declare), preferring writers: a step waiting keeps new
+   A mutex and a condition (a reader-writer lock is not in every
+   platform's basic set), preferring writers: a step waiting keeps new
    readers out, so a stream of forwards cannot starve it. */
 static struct {
-    pthread_mutex_t m;
-    pthread_cond_t c;
+    dist__mutex m;
+    dist__cond c;
     int readers, writer, writers_waiting;
-} dist_rpc__param_lock = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+} dist_rpc__param_lock = { DIST__MUTEX_INITIALIZER, DIST__COND_INITIALIZER, 0, 0, 0 };
 DIST_API void dist_params_read_enter(void) {
-    pthread_mutex_lock(&dist_rpc__param_lock.m);
-    while (dist_rpc__param_lock.writer || dist_rpc__param_lock.writers_waiting) pthread_cond_wait(&dist_rpc__param_lock.c, &dist_rpc__param_lock.m);
+    dist__mutex_lock(&dist_rpc__param_lock.m);
+    while (dist_rpc__param_lock.writer || dist_rpc__param_lock.writers_waiting) dist__cond_wait(&dist_rpc__param_lock.c, &dist_rpc__param_lock.m);
     dist_rpc__param_lock.readers++;
-    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+    dist__mutex_unlock(&dist_rpc__param_lock.m);
 }
 DIST_API void dist_params_read_exit(void) {
-    pthread_mutex_lock(&dist_rpc__param_lock.m);
-    if (--dist_rpc__param_lock.readers == 0) pthread_cond_broadcast(&dist_rpc__param_lock.c);
-    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+    dist__mutex_lock(&dist_rpc__param_lock.m);
+    if (--dist_rpc__param_lock.readers == 0) dist__cond_broadcast(&dist_rpc__param_lock.c);
+    dist__mutex_unlock(&dist_rpc__param_lock.m);
 }
 static void dist_rpc__params_write_enter(void) {
-    pthread_mutex_lock(&dist_rpc__param_lock.m);
+    dist__mutex_lock(&dist_rpc__param_lock.m);
     dist_rpc__param_lock.writers_waiting++;
-    while (dist_rpc__param_lock.writer || dist_rpc__param_lock.readers) pthread_cond_wait(&dist_rpc__param_lock.c, &dist_rpc__param_lock.m);
+    while (dist_rpc__param_lock.writer || dist_rpc__param_lock.readers) dist__cond_wait(&dist_rpc__param_lock.c, &dist_rpc__param_lock.m);
     dist_rpc__param_lock.writers_waiting--;
     dist_rpc__param_lock.writer = 1;
-    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+    dist__mutex_unlock(&dist_rpc__param_lock.m);
 }
 static void dist_rpc__params_write_exit(void) {
-    pthread_mutex_lock(&dist_rpc__param_lock.m);
+    dist__mutex_lock(&dist_rpc__param_lock.m);
     dist_rpc__param_lock.writer = 0;
-    pthread_cond_broadcast(&dist_rpc__param_lock.c);
-    pthread_mutex_unlock(&dist_rpc__param_lock.m);
+    dist__cond_broadcast(&dist_rpc__param_lock.c);
+    dist__mutex_unlock(&dist_rpc__param_lock.m);
 }
 
 DIST_API dist_result dist_optim_step(dist_optim_t *o) {
@@ -4392,7 +4391,7 @@ static int dist_rpc__ag_out(int to, const dist_value_t *v, int64_t ctx, uint64_t
     int bad = 0;
     *msg = 0;
     *plen = DIST_RPC__AG_HDR + 4 * (size_t)n;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     if (!(c = dist_rpc__ag_get(ctx)) || dist_rpc__ag_touch(c, to) != 0) bad = 1;
     else if (n) {
         dist_tensor_t **ts = (dist_tensor_t **)DIST_MALLOC(n * sizeof *ts);
@@ -4405,7 +4404,7 @@ static int dist_rpc__ag_out(int to, const dist_value_t *v, int64_t ctx, uint64_t
             s->msg = *msg; s->to = to; s->n = (int)n; s->t = ts;
         }
     }
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     if (bad) dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for autograd context %lld", (long long)ctx);
     return bad ? -1 : 0;
 }
@@ -4472,7 +4471,7 @@ static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a) {
         if (!numel || !g || dist_rpc__ag_mark(v, a, &ord, &k, numel) != 0 || k != a->n) { DIST_FREE(numel); DIST_FREE(g); return -1; }
         memset(g, 0, a->n * sizeof *g);
     }
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     if (!(c = dist_rpc__ag_get(a->ctx)) || dist_rpc__ag_touch(c, from) != 0) bad = 1;
     else if (a->n && (dist_rpc__ag_recv_of(c, a->msg) || dist_rpc__reserve(&c->recvs, &c->caprecvs, c->nrecvs + 1, sizeof *c->recvs) != 0)) bad = 1;
     else if (a->n) {
@@ -4480,7 +4479,7 @@ static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a) {
         r->msg = a->msg; r->from = from; r->n = (int)a->n; r->touched = 0; r->numel = numel; r->g = g;
         numel = NULL; g = NULL;
     }
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     DIST_FREE(numel); DIST_FREE(g);
     return bad ? -1 : 0;
 }
@@ -4529,10 +4528,10 @@ DIST_API dist_result dist_autograd_context_begin(int64_t *ctx_id) {
     if (dist_rpc__ag_cur)
         return dist_rpc__fail(DIST_ERR_INVALID, "autograd context_begin: this thread is in autograd context %lld already (end it first: one at a time per thread)",
                               (long long)dist_rpc__ag_cur);
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     *ctx_id = (int64_t)(((uint64_t)(dist_rpc__my_rank() + 1) << 48) | (++dist_rpc__ag.next_ctx & 0xffffffffffffull));
     c = dist_rpc__ag_get(*ctx_id);
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     if (!c) { *ctx_id = 0; return dist_rpc__fail(DIST_ERR_NOMEM, "autograd context_begin: out of memory"); }
     dist_rpc__ag_cur = *ctx_id;
     return DIST_OK;
@@ -4541,9 +4540,9 @@ DIST_API dist_result dist_autograd_context_begin(int64_t *ctx_id) {
 /* Ends context `id` here and tells the workers it touched (but `skip`). */
 static int dist_rpc__ag_end(int64_t id, int skip) {
     dist_rpc__actx *c;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     c = dist_rpc__ag_unlink(id);
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     if (!c) return -1;
     for (int i = 0; i < c->nknown; i++)
         if (c->known[i] != skip && c->known[i] != dist_rpc__g.rank) dist_rpc__notify(c->known[i], DIST_RPC__RESERVED "ag_end", dist_value_pack("[I]", id));
@@ -4562,9 +4561,9 @@ DIST_API void dist_autograd_set_context(int64_t ctx_id) { dist_rpc__ag_cur = ctx
 
 DIST_API int dist_autograd_num_contexts(void) {
     int n;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     n = dist_rpc__ag.nctxs;
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     return n;
 }
 
@@ -4582,12 +4581,12 @@ static dist_result dist_rpc__ag_run(int64_t id, int n, dist_tensor_t *const *roo
     int nh = 0;
     dist_result res;
     *fs = NULL; *nfs = 0;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     if (!(c = dist_rpc__ag_find(id))) res = dist_rpc__fail(DIST_ERR_NOT_FOUND, "%s: no autograd context %lld on worker '%s' (ended?)", what, (long long)id,
                                                           dist_rpc__name_of(dist_rpc__g.rank));
     else if ((res = dist_rpc__engine(n, roots, rg, c, what)) == DIST_OK && dist_rpc__ag_hops(c, &h, &nh) != 0)
         res = dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what);
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     if (res != DIST_OK || !nh) return res;
     if (!(*fs = (dist_future_t **)DIST_MALLOC((size_t)nh * sizeof **fs))) {
         for (int i = 0; i < nh; i++) dist_value_free(h[i].args);
@@ -4626,10 +4625,10 @@ typedef struct { dist_rpc_call_t *call; int left; dist_result code; char err[DIS
 static void dist_rpc__ag_join_cb(dist_future_t *f, void *user) {
     dist_rpc__ag_join *j = (dist_rpc__ag_join *)user;
     int last;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     if (f && f->result != DIST_OK && j->code == DIST_OK) { j->code = f->result; snprintf(j->err, sizeof j->err, "%s", f->err); }
     last = --j->left == 0;
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     if (!last) return;
     dist_rpc__answer(j->call, j->code, NULL, j->err, 0);
     DIST_FREE(j);
@@ -4651,7 +4650,7 @@ static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *call, const dist_valu
         dist_rpc_call_fail(call, "distributed backward: malformed gradients");
         return NULL;
     }
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     c = dist_rpc__ag_find(id);
     s = c ? dist_rpc__ag_send_of(c, (uint64_t)msg) : NULL;
     if (s && (size_t)s->n == gl->u.list.n) {
@@ -4665,7 +4664,7 @@ static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *call, const dist_valu
             rg[n++] = (const float *)g->u.t.data;
         }
     }
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     if (!c || !s || (size_t)s->n != gl->u.list.n || n < 0 || !roots || !rg) {
         if (!c) dist_rpc_call_fail(call, "distributed backward: autograd context %lld is gone on worker '%s' (ended before its backward finished?)", (long long)id, me);
         else if (!s) dist_rpc_call_fail(call, "distributed backward: worker '%s' sent nothing as message %llx in autograd context %lld", me, (unsigned long long)msg, (long long)id);
@@ -4703,15 +4702,15 @@ DIST_API dist_result dist_autograd_get_gradients(int64_t ctx_id, int n, dist_ten
     dist_rpc__actx *c;
     if (n < 0 || (n && (!tensors || !grads))) return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_get_gradients: %d tensors, NULL arrays", n);
     for (int i = 0; i < n; i++) grads[i] = NULL;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     if (!(c = dist_rpc__ag_find(ctx_id))) {
-        pthread_mutex_unlock(&dist_rpc__ag_lock);
+        dist__mutex_unlock(&dist_rpc__ag_lock);
         return dist_rpc__fail(DIST_ERR_NOT_FOUND, "dist_autograd_get_gradients: no autograd context %lld on this worker", (long long)ctx_id);
     }
     for (int i = 0; i < n; i++)
         for (int k = 0; k < c->ngrads && !grads[i]; k++)
             if (c->grads[k].t == tensors[i]) grads[i] = dist_tensor_retain(c->grads[k].g);
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     return DIST_OK;
 }
 
@@ -4720,13 +4719,13 @@ static void dist_rpc__ag_clear(void) {
     dist_rpc__actx *c;
     dist_rpc__ag_opt *o;
     int no;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     c = dist_rpc__ag.ctxs;
     dist_rpc__ag.ctxs = NULL;
     dist_rpc__ag.nctxs = 0;
     o = dist_rpc__ag.opts; no = dist_rpc__ag.nopts;
     dist_rpc__ag.opts = NULL; dist_rpc__ag.nopts = dist_rpc__ag.capopts = 0;
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     while (c) { dist_rpc__actx *next = c->next; dist_rpc__ag_free(c); c = next; }
     for (int i = 0; i < no; i++) dist_optim_free(o[i].o);
     DIST_FREE(o);
@@ -4776,13 +4775,13 @@ static dist_value_t *dist_rpc__h_optim_new(dist_rpc_call_t *call, const dist_val
     if (bad) { DIST_FREE(ts); return NULL; }
     o = kind == DIST_RPC__OPT_SGD ? dist_optim_sgd(n, ts, (float)lr, (float)a, (float)wd) : dist_optim_adam(n, ts, (float)lr, (float)a, (float)b, (float)eps, (float)wd);
     DIST_FREE(ts);
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     if (o && dist_rpc__reserve(&dist_rpc__ag.opts, &dist_rpc__ag.capopts, dist_rpc__ag.nopts + 1, sizeof *dist_rpc__ag.opts) == 0) {
         id = ++dist_rpc__ag.next_opt;
         dist_rpc__ag.opts[dist_rpc__ag.nopts].id = id;
         dist_rpc__ag.opts[dist_rpc__ag.nopts++].o = o;
     }
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     if (!id) { dist_optim_free(o); dist_rpc_call_fail(call, "distributed optimizer: out of memory on worker '%s'", dist_rpc__name_of(dist_rpc__g.rank)); return NULL; }
     return dist_value_int(id);
 }
@@ -4796,13 +4795,13 @@ static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *call, const dist_va
     int bad = 0;
     if (dist_value_unpack(args, "[II]", &id, &ctx) != DIST_OK) { dist_rpc_call_fail(call, "distributed optimizer step: malformed arguments"); return NULL; }
     dist_rpc__params_write_enter();
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     for (int i = 0; i < dist_rpc__ag.nopts && !o; i++) if (dist_rpc__ag.opts[i].id == id) o = dist_rpc__ag.opts[i].o;
     if (o && (c = dist_rpc__ag_find(ctx)))
         for (int i = 0; i < o->n && !bad; i++)
             for (int k = 0; k < c->ngrads; k++)
                 if (c->grads[k].t == o->p[i]) { bad = dist_rpc__optim_update(o, i, c->grads[k].g->data) != 0; break; }
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     dist_rpc__params_write_exit();
     if (!o) dist_rpc_call_fail(call, "distributed optimizer step: worker '%s' has no optimizer %lld (freed?)", dist_rpc__name_of(dist_rpc__g.rank), (long long)id);
     else if (!c) dist_rpc_call_fail(call, "distributed optimizer step: no autograd context %lld on worker '%s' (did the pass reach it?)", (long long)ctx,
@@ -4816,10 +4815,10 @@ static dist_value_t *dist_rpc__h_optim_free(dist_rpc_call_t *call, const dist_va
     dist_optim_t *o = NULL;
     (void)call;
     if (dist_value_unpack(args, "[I]", &id) != DIST_OK) return NULL;
-    pthread_mutex_lock(&dist_rpc__ag_lock);
+    dist__mutex_lock(&dist_rpc__ag_lock);
     for (int i = 0; i < dist_rpc__ag.nopts && !o; i++)
         if (dist_rpc__ag.opts[i].id == id) { o = dist_rpc__ag.opts[i].o; dist_rpc__ag.opts[i] = dist_rpc__ag.opts[--dist_rpc__ag.nopts]; }
-    pthread_mutex_unlock(&dist_rpc__ag_lock);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
     dist_optim_free(o);
     return NULL;
 }
