@@ -5026,7 +5026,10 @@ struct dist__shm_hdr {              /* the start of a segment */
     uint32_t sleeping;              /* the owner is (about to be) asleep in poll: ring its doorbell */
     uint32_t fast_slots;            /* the slots of small collectives (see dist__fast_run)... */
     uint64_t fast_off, fast_bytes;  /* ...where they start, and the data bytes of each */
-    uint8_t pad1[48];
+    uint32_t coll_sleeping;         /* the owner sleeps inside a shared-memory collective: ranks that
+                                       move on in it ring (not `sleeping`: that is its progress
+                                       thread, which collectives in shared memory need not wake) */
+    uint8_t pad1[44];
     /* the owner's progress through shared-memory collectives (see
        dist__shm_all_reduce): steps whose input is in place, whose output
        is in place, and whose buffers it has finished reading */
@@ -5054,9 +5057,9 @@ typedef struct dist__fast_slot {
     uint64_t count;                 /* the descriptor, as in a frame: checked by every reader */
     uint8_t coll, dtype, op, pad0;
     int32_t root;
-    uint8_t pad[40];
-} dist__fast_slot;                  /* DIST_SHM_FAST_BYTES of data follow */
-#define DIST__FAST_STRIDE      (sizeof(dist__fast_slot) + (size_t)DIST_SHM_FAST_BYTES)
+} dist__fast_slot;                  /* DIST_SHM_FAST_BYTES of data follow at once: up to 40 bytes
+                                       travel in the header's cache line */
+#define DIST__FAST_STRIDE      ((sizeof(dist__fast_slot) + (size_t)DIST_SHM_FAST_BYTES + 63) & ~(size_t)63)
 #define DIST__FAST_AREA        ((size_t)DIST__FAST_SLOTS * DIST__FAST_STRIDE)
 
 /* Microseconds a rank waiting inside a shared-memory collective polls
@@ -5163,14 +5166,15 @@ static void dist__shm_sleeping(dist__engine *e, int on) {
     if (on) DIST__FENCE();
 }
 
-/* Wakes p if it sleeps in poll: one byte on the doorbell. */
-static void dist__shm_doorbell(dist__engine *e, dist__peer *p) {
-    DIST__UNUSED(e);
-    if (p->fd != DIST__NO_SOCKET && DIST__LOAD_ACQ(&p->shm->peer_hdr->sleeping)) {
+/* Wakes p if it sleeps in poll (or, coll, inside a collective in shared
+   memory): one byte on the doorbell. */
+static void dist__shm_bell(dist__peer *p, int coll) {
+    if (p->fd != DIST__NO_SOCKET && DIST__LOAD_ACQ(coll ? &p->shm->peer_hdr->coll_sleeping : &p->shm->peer_hdr->sleeping)) {
         dist__ssize w = dist__sock_send_nowait(p->fd, "d", 1);
         DIST__UNUSED(w);
     }
 }
+static void dist__shm_doorbell(dist__engine *e, dist__peer *p) { DIST__UNUSED(e); dist__shm_bell(p, 0); }
 
 static dist__ssize dist__shm_rx(dist__engine *e, dist__peer *p, void *buf, size_t len) {
     dist__shm_link *s = p->shm;
@@ -6225,11 +6229,19 @@ typedef struct dist__coll {
     int root;
     size_t count, es;
     uint64_t seq;
-    int64_t deadline_ns;
+    int64_t deadline_ns;         /* 0 until dist__coll_deadline */
     dist_req_t *reqs;            /* posted and not yet waited for */
     dist_result res;
     char why[DIST__ERRLEN];
 } dist__coll;
+
+/* When the call times out: its timeout from the first time anything asks
+   (a few hundred nanoseconds into a wait at most), so a call that never
+   waits never reads the clock. */
+static int64_t dist__coll_deadline(dist__coll *c) {
+    if (!c->deadline_ns) c->deadline_ns = dist__now_ns() + (int64_t)c->d->timeout_ms * 1000000;
+    return c->deadline_ns;
+}
 
 static void dist__coll_failf(dist__coll *c, dist_result res, const char *fmt, ...) {
     va_list ap;
@@ -6272,7 +6284,6 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     c->d = d; c->e = d->eng;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
-    c->deadline_ns = dist__now_ns() + (int64_t)d->timeout_ms * 1000000;
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     dist__mutex_lock(&c->e->lock);
     c->seq = ++d->coll_seq;
@@ -6364,7 +6375,7 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
     if (!r->done) {
         dist__coll_waiting w;
         w.r = r; w.d = c->d; w.seq = c->seq;
-        if (!dist__wait_for(e, dist__coll_req_ready, &w, c->deadline_ns) && !r->done)
+        if (!dist__wait_for(e, dist__coll_req_ready, &w, dist__coll_deadline(c)) && !r->done)
             dist__withdraw_wait(e, r, c->d->timeout_ms, DIST__REFUSED_WITHDRAWN);
     }
     if (!r->done) {
@@ -6403,9 +6414,9 @@ static dist_result dist__coll_end(dist__coll *c) {
        whole call (else the wait's withdrawal closes that connection).
        After a failure the grace is short, so a timed-out collective
        returns close to its timeout however many sends were in flight. */
-    int64_t now = dist__now_ns(), end;
-    if (c->res == DIST_OK) end = DIST__MAX(c->deadline_ns, now + 1000000000);
-    else end = DIST__MAX(now + 200000000, DIST__MIN(c->deadline_ns, now + 1000000000));
+    int64_t now = c->reqs ? dist__now_ns() : 0, end;
+    if (c->res == DIST_OK) end = DIST__MAX(dist__coll_deadline(c), now + 1000000000);
+    else end = DIST__MAX(now + 200000000, DIST__MIN(dist__coll_deadline(c), now + 1000000000));
     dist__mutex_lock(&e->lock);
     /* The others learn of a failure first, before the refusals of their
        announced parts that the withdrawals below send: the cause, not
@@ -6900,35 +6911,40 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
     dist__engine *e = c->e;
     /* The others are busy with this very collective: worth a longer spin
        than a receive's (a sleep and a wake-up cost tens of microseconds). */
-    int64_t start = dist__now_ns(), spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
+    int64_t start = 0, spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
     unsigned spins = 0;
     int g;
     while ((g = u->behind(c, u)) >= 0) {
         int64_t now;
-        if ((++spins & 255) && dist__now_ns() - start < spin) {
+        /* the clock only every 64th round (a read costs as much as a
+           look at the others), the engine every 256th */
+        if (++spins & 63) {
             if (spins & e->shm.yield_mask) DIST__CPU_RELAX(); else dist__yield();
             continue;
         }
         now = dist__now_ns();
+        if (!start) start = now;
+        if ((spins & 255) && now - start < spin) continue;
         dist__mutex_lock(&e->lock);
         if (dist__coll_aborted(c->d, c->seq)) dist__coll_fail_noted(c);
-        else if (!dist__coll_member_lost(c) && now >= c->deadline_ns)
+        else if (!dist__coll_member_lost(c) && now >= dist__coll_deadline(c))
             dist__coll_failf(c, DIST_ERR_TIMEOUT, "timed out after %.1f s waiting for rank %d to %s", c->d->timeout_ms / 1000.0, g,
                              u->what);
-        if (c->res == DIST_OK) {
-            if (e->driving) {
-                dist__wait_step(e, 1);              /* the background thread steps aside */
-            } else if (now - start < spin) {
-                dist__drive_once(e, 0, 0);          /* a look at the connections */
-            } else {
-                /* Sleep in poll: peers that move on ring the doorbell when
-                   they see this flag; what they did before it was set is
-                   seen here.  (The engine clears it after poll.) */
-                DIST__STORE_REL(&e->shm.hdr->sleeping, 1u);
-                DIST__FENCE();
-                if (u->behind(c, u) >= 0) dist__drive_once(e, 10, 0);
-                else DIST__STORE_REL(&e->shm.hdr->sleeping, 0u);
+        if (c->res == DIST_OK && now - start < spin) {
+            /* a look at the connections (a death, an abort), unless the
+               progress thread has them: then it looks, and we spin on */
+            if (!e->driving) dist__drive_once(e, 0, 0);
+        } else if (c->res == DIST_OK) {
+            /* Sleep: peers that move on ring the doorbell when they see
+               coll_sleeping; what they did before it was set is seen by
+               the look after it. */
+            DIST__STORE_REL(&e->shm.hdr->coll_sleeping, 1u);
+            DIST__FENCE();
+            if (u->behind(c, u) >= 0) {
+                if (e->driving) dist__wait_step(e, 1);      /* the progress thread polls; it wakes us */
+                else dist__drive_once(e, 10, 0);
             }
+            DIST__STORE_REL(&e->shm.hdr->coll_sleeping, 0u);
         }
         dist__mutex_unlock(&e->lock);
         if (c->res != DIST_OK) return c->res;
@@ -6946,11 +6962,13 @@ static dist_result dist__shm_wait(dist__coll *c, int which, uint64_t target) {
 }
 
 /* Publishes this rank's counter and wakes the members asleep. */
+/* Rings the members asleep in this collective.  (The fence also pushes
+   our store out at once: without it a 2-rank broadcast loop was slower.) */
 static void dist__shm_wake_others(dist__coll *c) {
     dist__engine *e = c->e;
     DIST__FENCE();                  /* our store before their flags (they set the flag, then look again) */
     for (int g = 0; g < c->d->world; g++) {
-        if (g != c->d->rank) dist__shm_doorbell(e, &e->peers[g]);
+        if (g != c->d->rank) dist__shm_bell(&e->peers[g], 1);
     }
 }
 static void dist__shm_publish(dist__coll *c, dist__shm_counter *k, uint64_t v) {
@@ -7085,8 +7103,10 @@ static dist_result dist__fast_run(dist__coll *c, const uint8_t *in, uint8_t *out
         dist__fast_slot *s = dist__fast_slot_of(e->shm.fast_area, seq);
         if (prev > e->shm.fast_min_done) {
             uint64_t least = UINT64_MAX;
-            for (int g = 0; g < n; g++)
-                if (g != me) least = DIST__MIN(least, DIST__LOAD_ACQ(&e->peers[g].shm->peer_hdr->fast_done.v));
+            for (int g = 0; g < n; g++) {
+                uint64_t v = g != me ? DIST__LOAD_ACQ(&e->peers[g].shm->peer_hdr->fast_done.v) : UINT64_MAX;
+                if (v < least) least = v;       /* one load each (DIST__MIN would read twice) */
+            }
             e->shm.fast_min_done = least;
             if (prev > least) {
                 u.behind = dist__shm_counter_behind; u.what = "finish reading an earlier small collective";
@@ -7126,7 +7146,10 @@ static dist_result dist__fast_run(dist__coll *c, const uint8_t *in, uint8_t *out
             break;
         }
     }
-    dist__shm_publish(c, &e->shm.hdr->fast_done, seq);
+    /* A broadcast's root read nothing: no writer waits for its fast_done
+       (a slot it shares with one was last written in a collective where it
+       was not the root, and it published then). */
+    if (!bcast || me != c->root) dist__shm_publish(c, &e->shm.hdr->fast_done, seq);
     return c->res;
 }
 
@@ -7334,7 +7357,7 @@ static dist_result dist__submit(dist_t *d, dist__job *j, int send_needed, int re
             res = dist__run_job(d, j);
             dist__mutex_lock(&d->q_lock);
             d->q_busy = 0;
-            dist__cond_broadcast(&d->q_cond);
+            if (d->worker_started) dist__cond_broadcast(&d->q_cond);
             dist__mutex_unlock(&d->q_lock);
             return res;
         }
