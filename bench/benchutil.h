@@ -1,9 +1,11 @@
-/* bench/benchutil.h - small helpers the benchmarks share: a clock,
-   a comparison for medians, sizes with K/M/G suffixes, and elements of
-   every dtype read and written as doubles (float16 exact for the small
-   integers the benchmarks use as inputs).  Include after dist.h (its
-   declarations are enough: mpi_ref uses these without the library).
-   All static inline: a program that uses a few gets no warnings. */
+/* bench/benchutil.h - small helpers the benchmarks share: a clock, a
+   comparison for medians, sizes with K/M/G suffixes, the timing method,
+   iteration counts and row format of the collective sweeps (coll_bench
+   and mpi_ref), and elements of every dtype read and written as doubles
+   (float16 exact for the small integers the benchmarks use as inputs).
+   Include after dist.h (its declarations are enough: mpi_ref uses these
+   without the library).  All static inline: a program that uses a few
+   gets no warnings. */
 #ifndef DIST_BENCHUTIL_H
 #define DIST_BENCHUTIL_H
 
@@ -49,6 +51,87 @@ static inline size_t parse_size(const char *s) {
     default: break;
     }
     return v > 0 ? (size_t)v : 0;
+}
+
+/* ---- collective sweeps: what coll_bench and mpi_ref share ---------------
+
+   Both time a size the way OSU's micro-benchmarks and nccl-tests do:
+   warm-up calls, one barrier, then `iters` calls back to back with no
+   barrier between them.  A timestamp is taken before the first call and
+   after every call (now_us(): a vDSO clock read, tens of ns), so stamps
+   holds iters + 1 values; the mean is (last - first) / iters and the
+   per-call durations, stamps[i + 1] - stamps[i], give the median.  The two
+   programs use the same iteration counts, sizes and row format so that
+   bench/compare_mpi.sh can set their columns side by side. */
+
+/* Timed calls per size: many for small sizes, whose calls take a few us
+   and whose mean needs thousands of them to settle; few for large ones
+   (a 64 MiB all_reduce over TCP on 4 ranks takes tens of ms).  A full
+   8 B..64 MiB sweep at 4 ranks stays well under a minute. */
+static inline int bench_iters(size_t bytes) {
+    return bytes <= 4096 ? 5000 : bytes <= 65536 ? 2000 : bytes <= (1u << 20) ? 200 : bytes <= (4u << 20) ? 50 : 20;
+}
+
+/* Warm-up calls before the timed ones: a tenth, at least 2. */
+static inline int bench_warm(int iters) { return iters / 10 > 2 ? iters / 10 : 2; }
+
+/* Median of the iters per-call durations in stamps[0..iters] (see above).
+   Overwrites stamps: stamps[i] becomes the duration of call i, sorted. */
+static inline double bench_median_gap(double *stamps, int iters) {
+    for (int i = 0; i < iters; i++) stamps[i] = stamps[i + 1] - stamps[i];
+    qsort(stamps, (size_t)iters, sizeof *stamps, cmp_d);
+    return iters % 2 ? stamps[iters / 2] : 0.5 * (stamps[iters / 2 - 1] + stamps[iters / 2]);
+}
+
+/* The sizes of a sweep into out[] (at most cap); returns how many.  LIST,
+   when not NULL, is comma-separated sizes with K/M/G suffixes
+   ("8,64,1K,16K"); else minb, minb x factor, ... while <= maxb. */
+static inline int bench_sizes(const char *list, size_t minb, size_t maxb, int factor, size_t *out, int cap) {
+    int k = 0;
+    if (list) {
+        char buf[1024], *tok;
+        snprintf(buf, sizeof buf, "%s", list);
+        for (tok = strtok(buf, ","); tok && k < cap; tok = strtok(NULL, ",")) out[k++] = parse_size(tok);
+        return k;
+    }
+    for (size_t b = minb; b <= maxb && k < cap; b *= (size_t)factor) {
+        out[k++] = b;
+        if (b == 0 || factor < 2) break;
+    }
+    return k;
+}
+
+/* The two '#' lines that name and explain the columns of a sweep (the
+   same for coll_bench and mpi_ref), and one row:
+
+     1 bytes       size as nccl-tests counts it (see coll_bench.c)
+     2 count       elements per rank (per block for the block-wise ones)
+     3 type        dtype
+     4 redop       reduction op (printed for every collective)
+     5 mean(us)    time per call: (end - start) / iters of the back-to-back
+                   loop on each rank, the largest over the ranks
+     6 median(us)  median per-call duration on each rank, the largest
+                   over the ranks
+     7 algbw       bytes / mean (GB/s, 1 GB = 1e9 bytes)
+     8 busbw       algbw x the nccl-tests factor (GB/s)
+     9 #wrong      elements that differ from the reference (-1: unchecked)
+    10 cpu(us)     (with -u 1 only) CPU time per call, all ranks summed */
+static inline void bench_header(int cpu) {
+    printf("#%11s %12s %9s %7s %11s %11s %9s %9s %7s%s\n", "bytes", "count", "type", "redop", "mean(us)", "median(us)",
+           "algbw", "busbw", "#wrong", cpu ? "     cpu(us)" : "");
+    printf("#%11s %12s %9s %7s %11s %11s %9s %9s %7s%s\n", "", "(per rank)", "", "", "max/ranks", "max/ranks", "GB/s",
+           "GB/s", "", cpu ? "   all ranks" : "");
+}
+
+/* Prints one row; returns its busbw (GB/s). */
+static inline double bench_row(size_t bytes, size_t count, const char *type, const char *op, double mean, double median,
+                               double factor, long wrong, int cpu, double cpu_per_call) {
+    double algbw = mean > 0 ? bytes / mean / 1e3 : 0, busbw = algbw * factor;
+    printf("%12zu %12zu %9s %7s %11.2f %11.2f %9.3f %9.3f %7ld", bytes, count, type, op, mean, median, algbw, busbw, wrong);
+    if (cpu) printf(" %11.2f", cpu_per_call);
+    printf("\n");
+    fflush(stdout);
+    return busbw;
 }
 
 /* The ops as the benchmarks spell them (-r), in dist_op order. */

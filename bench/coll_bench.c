@@ -1,4 +1,5 @@
-/* bench/coll_bench.c - collective performance, in the style of nccl-tests.
+/* bench/coll_bench.c - collective performance, in the style of nccl-tests
+   and OSU's micro-benchmarks.
 
    distrun -n 4 build/bench/coll_bench -b 8 -e 64M -f 4 -o all_reduce -d float32
    build/bench/coll_bench -N 4 ...         (forks the ranks itself: dist_spawn)
@@ -7,13 +8,17 @@
      -b BYTES   smallest size (K, M, G suffixes)            default 8
      -e BYTES   largest size                                default 64M
      -f N       multiply the size by N each step            default 4
+     -l LIST    these sizes instead of -b/-e/-f, comma-separated
+                (e.g. 8,64,1K,16K,256K,1M,4M,16M,64M)
      -o NAME    broadcast reduce all_reduce gather all_gather scatter
                 reduce_scatter all_to_all barrier           default all_reduce
      -d DTYPE   int8 uint8 int32 int64 float16 bfloat16 float32 float64
      -r OP      sum product max min avg                     default sum
-     -n ITERS   timed iterations per size (default: 20..1000, by size)
+     -n ITERS   timed iterations per size (default: 5000 up to 4 KiB,
+                2000 up to 64 KiB, 200 up to 1 MiB, 50 up to 4 MiB, 20 above)
      -w ITERS   warm-up iterations per size                 default n/10, >= 2
-     -c 0|1     check results                               default 1
+     -c 0|1     check results (one untimed call after the timed loop)
+                                                            default 1
      -N RANKS   no launcher: fork this many local ranks
      -R ROOT    root of rooted collectives                  default 0
      -u 0|1     add a column: CPU time per operation, all ranks default 0
@@ -21,19 +26,37 @@
                 cores were: 4 ranks on 2 cores at most 2 x time)
 
    Sizes are in bytes of the largest buffer, as nccl-tests count them: the
-   whole output of all_gather, the whole input of reduce_scatter, one
-   all_to_all buffer, the buffer of the others; count is that over the
-   dtype size (and over the ranks for the block-wise collectives).
+   whole output of all_gather and gather, the whole input of scatter and
+   reduce_scatter, one all_to_all buffer, the buffer of the others; count
+   is that over the dtype size (and over the ranks for the block-wise
+   collectives).  A size whose count comes to 0 is skipped.
 
-   Per size it prints bytes, count, dtype, op, the time of one operation in
-   microseconds (each iteration is timed on every rank; the median over the
-   iterations on each rank, then the largest of those over the ranks), algbw
-   = bytes / time and busbw = algbw x the nccl-tests factor (all_reduce
-   2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; the others 1),
-   and #wrong: elements that differ from a reference each rank computes on
-   its own (inputs are small integers, so every reduction order is exact).
-   The last line is the average busbw.  DIST_ALGO=ring|tree|halving|shm picks the
-   algorithm where there is a choice. */
+   Timing, as OSU and nccl-tests do it: per size, the warm-up calls, one
+   barrier, then ITERS calls back to back with no barrier between them.
+   Each rank reads the clock before the first call and after every call
+   (no barrier, a vDSO clock read); its mean is (end - start) / ITERS and
+   its median the median of the ITERS per-call durations.  Reported: the
+   largest mean over the ranks (OSU reports the average over the ranks;
+   the largest is the time the slowest rank saw, and what a job waits for)
+   and, beside it, the largest of the ranks' medians.  algbw and busbw come
+   from the mean.  The data the timed loop works on is all zeros (as in
+   bench/mpi_ref.c), so repeated in-place reductions cannot overflow.
+
+   Columns (after a '#' title line and two '#' lines naming them; the same
+   as bench/mpi_ref.c's, in the same order, see bench_header()):
+      1 bytes       2 count       3 type        4 redop
+      5 mean(us)    time per call, the largest of the ranks' means
+      6 median(us)  the largest of the ranks' median per-call durations
+      7 algbw       bytes / mean (GB/s)
+      8 busbw       algbw x the nccl-tests factor (all_reduce 2(n-1)/n;
+                    all_gather, reduce_scatter, all_to_all (n-1)/n; the
+                    others 1) (GB/s)
+      9 #wrong      elements that differ from a reference each rank
+                    computes on its own (inputs are small integers, so
+                    every reduction order is exact); -1 with -c 0
+     10 cpu(us)     with -u 1 only
+   The last line is the average busbw.  DIST_ALGO=ring|tree|halving|shm
+   picks the algorithm where there is a choice. */
 #define DIST_IMPLEMENTATION
 #include "dist.h"
 
@@ -46,6 +69,7 @@
 
 typedef struct opts {
     size_t minb, maxb;
+    const char *list;
     int factor, iters, warm, check, nprocs, root, cpu;
     int coll;
     dist_dtype dtype;
@@ -169,93 +193,93 @@ static long check_once(dist_t *w, const opts *o, bufs *b, size_t count, dist_res
 
 static int bench(dist_t *w, void *arg) {
     const opts *o = (const opts *)arg;
-    int n = dist_world_size(w), r = dist_rank(w), rows = 0;
-    size_t es = dist_dtype_size(o->dtype);
+    int n = dist_world_size(w), r = dist_rank(w), rows = 0, nsizes, max_iters = 0;
+    size_t es = dist_dtype_size(o->dtype), sizes[64], maxb = 0;
     int blockwise = o->coll == C_GATHER || o->coll == C_ALL_GATHER || o->coll == C_SCATTER ||
                     o->coll == C_REDUCE_SCATTER || o->coll == C_ALL_TO_ALL;
     double factor = o->coll == C_ALL_REDUCE ? 2.0 * (n - 1) / n
                   : (o->coll == C_ALL_GATHER || o->coll == C_REDUCE_SCATTER || o->coll == C_ALL_TO_ALL) ? (double)(n - 1) / n : 1.0;
-    double sum_busbw = 0;
+    double sum_busbw = 0, *stamps;
     bufs b;
-    double *times = (double *)malloc(sizeof(double) * 100000);
-    b.cap = o->maxb + 64;
+    nsizes = bench_sizes(o->list, o->minb, o->maxb, o->factor, sizes, 64);
+    for (int k = 0; k < nsizes; k++) {
+        int it = o->iters > 0 ? o->iters : bench_iters(sizes[k]);
+        if (sizes[k] > maxb) maxb = sizes[k];
+        if (it > max_iters) max_iters = it;
+    }
+    stamps = (double *)malloc(sizeof(double) * ((size_t)max_iters + 1));   /* iters + 1 timestamps */
+    b.cap = maxb + 64;
     b.send = (uint8_t *)malloc(b.cap);
     b.recv = (uint8_t *)malloc(b.cap);
-    if (!b.send || !b.recv || !times) { fprintf(stderr, "out of memory\n"); return 1; }
+    if (!b.send || !b.recv || !stamps) { fprintf(stderr, "out of memory\n"); return 1; }
     memset(b.send, 0, b.cap);      /* touched once: no page faults in the timings */
     memset(b.recv, 0, b.cap);
     if (r == 0) {
-        printf("# dist %s coll_bench: %s, %d ranks, %s, op %s, DIST_ALGO=%s\n", dist_version(), coll_names[o->coll], n,
-               dist_dtype_name(o->dtype), op_names[o->op], getenv("DIST_ALGO") ? getenv("DIST_ALGO") : "auto");
-        printf("#%11s %12s %9s %7s %11s %9s %9s %7s%s\n", "bytes", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong",
-               o->cpu ? "     cpu(us)" : "");
-        printf("#%11s %12s %9s %7s %11s %9s %9s %7s%s\n", "", "(per rank)", "", "", "median", "GB/s", "GB/s", "",
-               o->cpu ? "   all ranks" : "");
+        printf("# dist %s coll_bench: %s, %d ranks, %s, op %s, DIST_ALGO=%s; back-to-back calls, mean and median per call\n",
+               dist_version(), coll_names[o->coll], n, dist_dtype_name(o->dtype), op_names[o->op],
+               getenv("DIST_ALGO") ? getenv("DIST_ALGO") : "auto");
+        bench_header(o->cpu);
     }
     for (double t0 = now_us(), more = 1; more > 0;) {   /* settle (BENCH_SETTLE_US) */
         more = now_us() - t0 < BENCH_SETTLE_US;
         if (dist_all_reduce(w, &more, 1, DIST_FLOAT64, DIST_MAX) != DIST_OK) { fprintf(stderr, "settling: %s\n", dist_error_message(w)); return 1; }
     }
-    for (size_t bytes = o->minb; bytes <= o->maxb; bytes = bytes * (size_t)o->factor) {
+    for (int k = 0; k < nsizes; k++) {
+        size_t bytes = sizes[k];
         size_t count = bytes / es / (blockwise ? (size_t)n : 1);
         size_t shown = count * es * (blockwise ? (size_t)n : 1);
-        int iters = o->iters > 0 ? o->iters : (int)(bytes <= 65536 ? 1000 : bytes <= (4 << 20) ? 100 : 20);
-        int warm = o->warm >= 0 ? o->warm : (iters / 10 > 2 ? iters / 10 : 2);
-        long wrong = 0, all_wrong = 0;
-        double med, worst, cpu;
+        int iters = o->iters > 0 ? o->iters : bench_iters(bytes);
+        int warm = o->warm >= 0 ? o->warm : bench_warm(iters);
+        long wrong = 0;
+        double t[2], cpu;    /* this rank's mean and median, then the largest over the ranks */
         dist_result res = DIST_OK;
-        if (iters > 100000) iters = 100000;
         if (o->coll == C_BARRIER) { count = 0; shown = 0; }
+        else if (count == 0) continue;          /* below one element per rank (the same on every rank) */
+        memset(b.recv, 0, shown);               /* zeros: what the check left there could overflow */
         for (int i = 0; i < warm && res == DIST_OK; i++) res = run_once(w, o, &b, count);
         if (res == DIST_OK) res = dist_barrier(w);
+        /* The timed loop: back to back, a clock read after each call. */
         cpu = cpu_us();
+        stamps[0] = now_us();
         for (int i = 0; i < iters && res == DIST_OK; i++) {
-            double t0 = now_us();
             res = run_once(w, o, &b, count);
-            times[i] = now_us() - t0;
+            stamps[i + 1] = now_us();
         }
         cpu = (cpu_us() - cpu) / iters;
         if (res != DIST_OK) { fprintf(stderr, "rank %d: %s\n", r, dist_error_message(w)); return 1; }
-        qsort(times, (size_t)iters, sizeof *times, cmp_d);
-        med = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
-        worst = med;
-        if (o->check) {
+        t[0] = (stamps[iters] - stamps[0]) / iters;
+        t[1] = bench_median_gap(stamps, iters);
+        if (o->check) {      /* untimed: its own inputs, one call */
             wrong = check_once(w, o, &b, count, &res);
             if (wrong < 0) { fprintf(stderr, "rank %d: %s\n", r, dist_error_message(w)); return 1; }
         }
-        if (dist_all_reduce(w, &worst, 1, DIST_FLOAT64, DIST_MAX) != DIST_OK ||
+        if (dist_all_reduce(w, t, 2, DIST_FLOAT64, DIST_MAX) != DIST_OK ||
             dist_all_reduce(w, &wrong, 1, DIST_INT64, DIST_SUM) != DIST_OK ||
             dist_all_reduce(w, &cpu, 1, DIST_FLOAT64, DIST_SUM) != DIST_OK) {
             fprintf(stderr, "rank %d: %s\n", r, dist_error_message(w));
             return 1;
         }
-        all_wrong = wrong;
         if (r == 0) {
-            double algbw = shown / worst / 1e3, busbw = algbw * factor;
-            printf("%12zu %12zu %9s %7s %11.2f %9.3f %9.3f %7ld", shown, count, dist_dtype_name(o->dtype),
-                   op_names[o->op], worst, algbw, busbw, o->check ? all_wrong : -1L);
-            if (o->cpu) printf(" %11.2f", cpu);
-            printf("\n");
-            fflush(stdout);
-            sum_busbw += busbw;
+            sum_busbw += bench_row(shown, count, dist_dtype_name(o->dtype), op_names[o->op], t[0], t[1], factor,
+                                   o->check ? wrong : -1L, o->cpu, cpu);
+            if (wrong > 0) fprintf(stderr, "coll_bench: %ld wrong elements at %zu bytes\n", wrong, shown);
         }
         rows++;
-        if (all_wrong > 0 && r == 0) fprintf(stderr, "coll_bench: %ld wrong elements at %zu bytes\n", all_wrong, shown);
-        if (o->coll == C_BARRIER || bytes == 0) break;
+        if (o->coll == C_BARRIER) break;
     }
     if (r == 0) printf("# Avg bus bandwidth    : %.3f GB/s\n", rows ? sum_busbw / rows : 0);
-    free(times); free(b.send); free(b.recv);
+    free(stamps); free(b.send); free(b.recv);
     return 0;
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: coll_bench [-b min] [-e max] [-f factor] [-o collective] [-d dtype] [-r op] [-n iters] "
+    fprintf(stderr, "usage: coll_bench [-b min] [-e max] [-f factor] [-l sizes] [-o collective] [-d dtype] [-r op] [-n iters] "
                     "[-w warmup] [-c 0|1] [-N ranks] [-R root] [-u 0|1]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
-    opts o = { 8, 64u << 20, 4, 0, -1, 1, 0, 0, 0, C_ALL_REDUCE, DIST_FLOAT32, DIST_SUM };
+    opts o = { 8, 64u << 20, NULL, 4, 0, -1, 1, 0, 0, 0, C_ALL_REDUCE, DIST_FLOAT32, DIST_SUM };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (a[0] != '-' || !a[1] || a[2] || !v) usage();
@@ -264,6 +288,7 @@ int main(int argc, char **argv) {
         case 'b': o.minb = parse_size(v); break;
         case 'e': o.maxb = parse_size(v); break;
         case 'f': o.factor = atoi(v); break;
+        case 'l': o.list = v; break;
         case 'n': o.iters = atoi(v); break;
         case 'w': o.warm = atoi(v); break;
         case 'c': o.check = atoi(v); break;
