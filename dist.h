@@ -3544,7 +3544,7 @@ static uint64_t dist__ix_hash(int table, uint32_t comm, int kind, int64_t tag, i
 
 static dist__queue *dist__ix_find(const dist__index *ix, int table, uint32_t comm, int kind, int64_t tag, int src) {
     uint64_t h;
-    if (!ix->cap) return NULL;
+    if (!ix->used) return NULL;      /* the common case between calls: nothing waits at all */
     h = dist__ix_hash(table, comm, kind, tag, src);
     for (size_t i = (size_t)h & (ix->cap - 1); ix->slot[i]; i = (i + 1) & (ix->cap - 1)) {
         const dist__queue *q = ix->slot[i];
@@ -6937,7 +6937,9 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
         /* the clock only every 64th round (a read costs as much as a
            look at the others), the engine every 256th */
         if (++spins & 63) {
-            if (spins & e->shm.yield_mask) DIST__CPU_RELAX(); else dist__yield();
+            /* yield the CPU only when ranks outnumber the cores (else a
+               system call every 16 rounds for nothing) */
+            if (e->shm.yield_mask != 1u || (spins & 1u)) DIST__CPU_RELAX(); else dist__yield();
             continue;
         }
         now = dist__now_ns();
