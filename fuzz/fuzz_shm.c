@@ -66,6 +66,8 @@ static void map_peer(unsigned flags, size_t file_size, const uint8_t *rec_in, co
         FUZZ_CHECK(ring >= seg + DIST__SHM_HDR && ring + sizeof(dist__ring) + rs <= seg + l->peer_seg_size);
         FUZZ_CHECK(l->coll_area >= seg + DIST__SHM_HDR &&
                    l->coll_area + 4 * (size_t)DIST_SHM_COLL_BYTES <= seg + l->peer_seg_size);
+        FUZZ_CHECK(l->fast_area >= l->coll_area + 4 * (size_t)DIST_SHM_COLL_BYTES &&
+                   l->fast_area + DIST__FAST_AREA <= seg + l->peer_seg_size);
         FUZZ_CHECK(l->peer_seg_size <= file_size);   /* every page of the mapping is backed */
         FUZZ_CHECK(l->peer_hdr == (dist__shm_hdr *)seg && l->pid == (int)getpid());
         /* what the engine does first with a peer's ring and area */

@@ -367,7 +367,7 @@ static void seeds_store(void) {
 static void seeds_shm(void) {
     const char *T = "fuzz_shm";
     const uint64_t ring = 4096;
-    const uint64_t size = DIST__SHM_HDR + 2 * (sizeof(dist__ring) + ring) + 4 * (uint64_t)DIST_SHM_COLL_BYTES;
+    const uint64_t size = DIST__SHM_HDR + 2 * (sizeof(dist__ring) + ring) + 4 * (uint64_t)DIST_SHM_COLL_BYTES + DIST__FAST_AREA;
     for (int v = 0; v < 3; v++) {
         buf o;
         dist__shm_hdr h;
@@ -386,7 +386,8 @@ static void seeds_shm(void) {
         memset(&h, 0, sizeof h);
         h.magic = DIST__SHM_MAGIC; h.owner_rank = 1; h.owner_pid = 0; h.nrings = 2;
         h.ring_size = ring; h.seg_size = size;
-        h.coll_off = size - 4 * (uint64_t)DIST_SHM_COLL_BYTES; h.coll_bytes = DIST_SHM_COLL_BYTES;
+        h.coll_off = size - 4 * (uint64_t)DIST_SHM_COLL_BYTES - DIST__FAST_AREA; h.coll_bytes = DIST_SHM_COLL_BYTES;
+        h.fast_off = size - DIST__FAST_AREA; h.fast_bytes = DIST_SHM_FAST_BYTES; h.fast_slots = DIST__FAST_SLOTS;
         put(&o, &h, sizeof h);
         save(T, v == 0 ? "segment" : v == 1 ? "segment-bad-fd" : "segment-short-file", &o);
     }

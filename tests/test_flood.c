@@ -25,8 +25,11 @@
        times the peers, plus 24 MiB; cfg.eager_bytes is 1 MiB here, so a
        receiver that queued what senders pushed would need far more;
      - cost over time: the last tenth of the loop takes at most 3 times the
-       median tenth (+ 20 ms): the receiver of an unbounded backlog, or a
-       queue scanned per call, gets slower as the loop goes on.
+       median tenth (+ 20 ms), or 3 times the slowest rank's median tenth
+       where that is longer (a rank that runs ahead on its budget does its
+       first tenths faster than the job's pace): the receiver of an
+       unbounded backlog, or a queue scanned per call, gets slower as the
+       loop goes on.
    Time: ~2-4 min per transport; FLOOD_SCALE divides the call counts (the
    sanitizer passes set DIST_TIMEOUT_SCALE and get a tenth of them). */
 #define DIST_IMPLEMENTATION
@@ -320,10 +323,22 @@ static int cmp_double(const void *x, const void *y) {
 /* timed: 1 every rank's tenths, 2 rank 1's (a receiver); 0 none.
    from: the first rank whose memory is bounded (a producer's own queued
    requests are its doing, and reported, not bounded). */
+static double median_tenth(const double tenths[10]) {
+    double t[10];
+    memcpy(t, tenths, sizeof t);
+    qsort(t, 10, sizeof t[0], cmp_double);
+    return (t[4] + t[5]) / 2;
+}
+
 static int judge(const case_rec *cr, int timed, int from) {
     int bad = 0;
     long bound_kb = (long)(BUDGET / 1024) * (cr->n - 1) + SLACK_KB, worst_kb = 0;
-    double worst_ratio = 0;
+    double worst_ratio = 0, pace = 0;
+    /* The job's pace: the slowest rank's median tenth.  A rank that may run
+       ahead (a gather's sender, a broadcast's root, with the flow-control
+       budget to spend) does its first tenths faster than that and the
+       rest at that pace, which is not a cost that grows. */
+    for (int r = 0; r < cr->n; r++) pace = DIST__MAX(pace, median_tenth(cr->tenth_s[r]));
     for (int r = 0; r < cr->n; r++) {
         long grew = cr->hwm_kb[r] - cr->rss_kb[r];
         if (cr->hwm_kb[r] <= 0 || cr->rss_kb[r] <= 0) { printf("FAIL %s: rank %d reported no memory figures\n", cr->name, r); return 1; }
@@ -334,14 +349,11 @@ static int judge(const case_rec *cr, int timed, int from) {
             bad = 1;
         }
         if (timed == 1 || (timed == 2 && r == 1)) {
-            double t[10], med, last = cr->tenth_s[r][9];
-            memcpy(t, cr->tenth_s[r], sizeof t);
-            qsort(t, 10, sizeof t[0], cmp_double);
-            med = (t[4] + t[5]) / 2;
-            if (med > 0 && last / med > worst_ratio) worst_ratio = last / med;
-            if (last > 3 * med + 0.020) {
-                printf("FAIL n=%d %s: rank %d's last tenth took %.3f s, the median tenth %.3f s (calls get slower as the loop goes on)\n",
-                       cr->n, cr->name, r, last, med);
+            double med = median_tenth(cr->tenth_s[r]), last = cr->tenth_s[r][9], ref = DIST__MAX(med, pace);
+            if (ref > 0 && last / ref > worst_ratio) worst_ratio = last / ref;
+            if (last > 3 * ref + 0.020) {
+                printf("FAIL n=%d %s: rank %d's last tenth took %.3f s, its median tenth %.3f s, the slowest rank's %.3f s "
+                       "(calls get slower as the loop goes on)\n", cr->n, cr->name, r, last, med, pace);
                 bad = 1;
             }
         }
@@ -353,7 +365,7 @@ static int judge(const case_rec *cr, int timed, int from) {
         if (timed) printf(" %.2f us/call%s,", total / (double)cr->calls * 1e6, timed == 2 ? " (the receiver)" : " (rank 0)");
         printf(" RSS +%ld KiB at most%s (bound %ld)", worst_kb, from ? " on the receiver" : "", bound_kb);
         if (from) printf(", the sender's own +%ld KiB", cr->hwm_kb[0] - cr->rss_kb[0]);
-        if (timed) printf(", last tenth / median tenth <= %.2f", worst_ratio);
+        if (timed) printf(", last tenth / median tenth (or the slowest rank's) <= %.2f", worst_ratio);
         printf("\n");
     }
     return bad;
