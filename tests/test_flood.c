@@ -24,12 +24,12 @@
        exceeds the RSS at its start by at most the flow-control budget
        times the peers, plus 24 MiB; cfg.eager_bytes is 1 MiB here, so a
        receiver that queued what senders pushed would need far more;
-     - cost over time: the last tenth of the loop takes at most 3 times the
-       median tenth (+ 20 ms), or 3 times the slowest rank's median tenth
-       where that is longer (a rank that runs ahead on its budget does its
-       first tenths faster than the job's pace): the receiver of an
-       unbounded backlog, or a queue scanned per call, gets slower as the
-       loop goes on.
+     - cost over time: the last tenth of the loop takes at most 3 times
+       (4 when a tenth is under 10 calls) the median tenth, or the slowest
+       rank's median tenth where that is longer (a rank that runs ahead on
+       its budget does its first tenths faster than the job's pace), plus
+       20 ms: the receiver of an unbounded backlog, or a queue scanned per
+       call, gets slower as the loop goes on.
    Time: ~2-4 min per transport; FLOOD_SCALE divides the call counts (the
    sanitizer passes set DIST_TIMEOUT_SCALE and get a tenth of them). */
 #define DIST_IMPLEMENTATION
@@ -349,9 +349,12 @@ static int judge(const case_rec *cr, int timed, int from) {
             bad = 1;
         }
         if (timed == 1 || (timed == 2 && r == 1)) {
+            /* tenths of a few calls each (the sanitizer passes: 20 calls
+               of 1 MiB on 8 ranks) are one more tenth apart at times */
             double med = median_tenth(cr->tenth_s[r]), last = cr->tenth_s[r][9], ref = DIST__MAX(med, pace);
+            double factor = cr->calls >= 100 ? 3 : 4;
             if (ref > 0 && last / ref > worst_ratio) worst_ratio = last / ref;
-            if (last > 3 * ref + 0.020) {
+            if (last > factor * ref + 0.020) {
                 printf("FAIL n=%d %s: rank %d's last tenth took %.3f s, its median tenth %.3f s, the slowest rank's %.3f s "
                        "(calls get slower as the loop goes on)\n", cr->n, cr->name, r, last, med, pace);
                 bad = 1;
