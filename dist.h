@@ -156,7 +156,9 @@ ERRORS AND LOGGING
    place a failed dist_init can report).  After a peer is lost, every
    request that needs it fails within a second, naming that rank.
    Logging goes to cfg.logger; DIST_DEBUG=info|detail logs to stderr.  The
-   library never prints on its own, never calls exit() or abort().
+   library never prints on its own, never calls exit() or abort(): it ends
+   no process but the children dist_spawn forks, with _exit() once their
+   function has returned.
 
 FLOW CONTROL
    Memory at a receiver is bounded whatever senders do.  Each rank gives
@@ -534,7 +536,8 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 /* Index (search for the bracketed name):
    [SECTION] design notes
    [SECTION] configuration and includes
-   [SECTION] platform: time, threads, sockets, wake-up, randomness, processes
+   [SECTION] platform: threads, time, atomics, host, libraries
+   [SECTION] platform: sockets, files, processes, shared memory
    [SECTION] results, dtypes, errors and logging
    [SECTION] reductions: one kernel per dtype x op, generated
    [SECTION] wire format: little-endian, handshake, frame header
@@ -657,32 +660,25 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    way learn why instead of finding no store at all. */
 #define DIST__FATAL_LINGER_MS  3000
 
-/* [SECTION] platform: time, threads, sockets, wake-up, randomness, processes
-   The only place in dist.h that talks to the OS: no other section calls a
-   system function, names a system type or constant, or looks at errno
-   after a system call (only at strtol's).  Everything POSIX-specific lives
-   here, so another platform (Windows, macOS) replaces this section and
-   nothing else.  It provides, in this order:
-     time         dist__now_ns/_ms, dist__sleep_ms, dist__ms_left
+/* [SECTION] platform: threads, time, atomics, host, libraries
+   The platform layer is the only code in dist.h, dist_rpc.h and
+   dist_cuda.h that talks to the OS: no other section calls a system
+   function, names a system type or constant, or looks at errno after a
+   system call (only at strtol's).  Everything POSIX-specific lives in it,
+   so another platform (Windows, macOS) replaces it and nothing else.  It
+   has two parts.  This one is compiled in every file that implements any
+   of the three headers, and asks only for what <pthread.h>, <time.h>,
+   <unistd.h>, <sys/stat.h> and <dlfcn.h> declare without feature macros
+   (dist_rpc.h or dist_cuda.h may be implemented in a file that included
+   system headers first):
+     time         dist__now_ns/_ms, dist__ms_left
      threads      dist__mutex_*, dist__cond_*, dist__thread_*, dist__yield
-     errors       dist__errno, dist__err_* (interrupted, would_block, reset,
-                  no_fds, addr_in_use), dist__err_text
-     sockets      dist__set_nonblocking/_cloexec, dist__close, byte I/O
-                  (dist__sock_recv/_send/_send_nowait/_sendv/_gone/_shutdown),
-                  dist__pollfd_*, dist__poll, dist__tune_socket
-     addresses    dist__sock_name, dist__ifname_address, dist__default_address,
-                  dist__sock_listen/_is_listening/_accept/_connect
-     wake-up      dist__wakeup_*: makes a thread blocked in dist__poll return
-     shared mem.  atomics and fences, dist__shm_*, dist__peer_memory_*,
-                  dist__getpid
-     files        dist__file_replace_locked/_read_locked/_remove (file://)
-     processes    dist__process_* (dist_spawn's children: fork semantics)
-     host         dist__cpu_count, dist__host_identity
-     randomness   dist__random_fill, dist__random_u64
+     atomics      DIST__LOAD_ACQ and the others, DIST__FENCE, DIST__CPU_RELAX
+     host         dist__getpid, dist__host_identity
      libraries    dist__lib_open/_sym (dist_cuda.h)
-     environment  dist__getenv */
-/* Every function here is static and may go unused in a translation unit
-   (dist_rpc.h and dist_cuda.h use this section too). */
+     environment  dist__getenv
+   The second, "platform: sockets, files, processes, shared memory", is
+   dist.h's alone.  Every function here is static and may go unused. */
 #if defined(__GNUC__) || defined(__clang__)
 #  define DIST__PLATFORM static __attribute__((unused))
 #else
@@ -693,47 +689,26 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/types.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <sys/mman.h>
 #include <dlfcn.h>
-#ifdef __linux__
-#  include <sys/eventfd.h>
-#  include <sys/prctl.h>
-#  include <sys/syscall.h>
-#endif
-#ifndef MSG_NOSIGNAL
-#  define MSG_NOSIGNAL 0
-#endif
 
-typedef int dist__socket;
-#define DIST__NO_SOCKET (-1)
-/* A byte count or -1 (the result of a read or a write). */
-typedef ssize_t dist__ssize;
-
+/* Time.  A monotonic clock where the system declares one here (in a file
+   that included system headers before asking for POSIX, only C11's
+   calendar clock is there: dist.h's own file always has the first). */
+#if defined(CLOCK_MONOTONIC)
+#  define DIST__MONOTONIC 1
+#endif
 DIST__PLATFORM int64_t dist__now_ns(void) {
     struct timespec ts;
+#ifdef DIST__MONOTONIC
     clock_gettime(CLOCK_MONOTONIC, &ts);
+#else
+    timespec_get(&ts, TIME_UTC);
+#endif
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 DIST__PLATFORM int64_t dist__now_ms(void) { return dist__now_ns() / 1000000; }
-
-DIST__PLATFORM void dist__sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
 
 /* Milliseconds left until `deadline_ms`, clamped to [0, cap]. */
 DIST__PLATFORM int dist__ms_left(int64_t deadline_ms, int cap) {
@@ -765,8 +740,8 @@ DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { pthread_mutex_unlock(m)
 DIST__PLATFORM void dist__cond_init(dist__cond *c) {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
-#if defined(__linux__)
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+#if defined(__linux__) && defined(DIST__MONOTONIC)
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);    /* dist__cond_wait_ms reads the same clock */
 #endif
     pthread_cond_init(c, &a);
     pthread_condattr_destroy(&a);
@@ -778,10 +753,10 @@ DIST__PLATFORM void dist__cond_wait(dist__cond *c, dist__mutex *m) { pthread_con
 
 DIST__PLATFORM void dist__cond_wait_ms(dist__cond *c, dist__mutex *m, int ms) {
     struct timespec ts;
-#if defined(__linux__)
+#if defined(__linux__) && defined(DIST__MONOTONIC)
     clock_gettime(CLOCK_MONOTONIC, &ts);
 #else
-    clock_gettime(CLOCK_REALTIME, &ts);
+    timespec_get(&ts, TIME_UTC);                        /* the condition's default clock */
 #endif
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (long)(ms % 1000) * 1000000L;
@@ -794,6 +769,133 @@ DIST__PLATFORM int dist__thread_start(dist__thread *t, dist__thread_fn fn, void 
 DIST__PLATFORM void dist__thread_join(dist__thread t) { pthread_join(t, NULL); }
 /* Gives the CPU to another runnable thread or process. */
 DIST__PLATFORM void dist__yield(void) { sched_yield(); }
+
+/* Atomics on plain integers, also in memory shared between processes
+   (gcc/clang builtins work in C and C++ alike). */
+#define DIST__LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define DIST__STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define DIST__LOAD_RELAXED(p)  __atomic_load_n((p), __ATOMIC_RELAXED)
+#define DIST__STORE_RELAXED(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define DIST__FETCH_ADD(p, v)  __atomic_fetch_add((p), (v), __ATOMIC_ACQ_REL)
+/* Compare-and-swap: *p = v if *p == *expected, else *expected = *p; 1 if it swapped. */
+#define DIST__CAS(p, expected, v) __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+#if defined(__has_feature)
+#  if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
+#    define __SANITIZE_THREAD__ 1
+#  endif
+#endif
+#ifdef __SANITIZE_THREAD__
+/* ThreadSanitizer does not model fences (gcc refuses them with -Werror);
+   a locked read-modify-write is a full barrier on the machines it runs on,
+   and the fences only order memory shared with other processes, which it
+   does not see anyway. */
+DIST__PLATFORM volatile int dist__fence_word;
+#  define DIST__FENCE()        ((void)__atomic_fetch_add(&dist__fence_word, 0, __ATOMIC_SEQ_CST))
+#else
+#  define DIST__FENCE()        __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#  define DIST__CPU_RELAX()    __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#  define DIST__CPU_RELAX()    __asm__ __volatile__("yield")
+#else
+#  define DIST__CPU_RELAX()    ((void)0)
+#endif
+
+/* This process's id. */
+DIST__PLATFORM int dist__getpid(void) { return (int)getpid(); }
+
+/* Who shares this host's memory with us: processes with the same boot,
+   host name, user, and IPC, PID and network namespaces. */
+DIST__PLATFORM void dist__host_line(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    buf[0] = 0;
+    if (f) {
+        if (!fgets(buf, (int)cap, f)) buf[0] = 0;
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = 0;
+}
+DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
+    char boot[64], host[128];
+    struct stat ipc, pidns, net;
+    dist__host_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+    dist__host_line("/proc/sys/kernel/hostname", host, sizeof host);    /* gethostname's, on Linux */
+    if (stat("/proc/self/ns/ipc", &ipc) != 0) memset(&ipc, 0, sizeof ipc);
+    if (stat("/proc/self/ns/pid", &pidns) != 0) memset(&pidns, 0, sizeof pidns);
+    if (stat("/proc/self/ns/net", &net) != 0) memset(&net, 0, sizeof net);
+    snprintf(buf, cap, "%s|%s|%lu|%lu|%lu|%lu", boot, host, (unsigned long)getuid(), (unsigned long)ipc.st_ino,
+             (unsigned long)pidns.st_ino, (unsigned long)net.st_ino);
+}
+
+/* Shared libraries opened at run time (dist_cuda.h: the driver, NVRTC,
+   NCCL).  NULL on failure, with the loader's reason in why. */
+DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!h && why && cap) snprintf(why, cap, "%s", dlerror());
+    return h;
+}
+DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
+
+DIST__PLATFORM const char *dist__getenv(const char *name) {
+    const char *v = getenv(name);
+    return (v && *v) ? v : NULL;
+}
+
+#endif /* the platform layer */
+
+#if defined(DIST_IMPLEMENTATION) && !defined(DIST__IMPLEMENTATION_DONE)
+#define DIST__IMPLEMENTATION_DONE
+
+/* [SECTION] platform: sockets, files, processes, shared memory
+   The rest of the platform layer (see "platform: threads, time, atomics,
+   host, libraries"), for dist.h's own file, which asks for POSIX and
+   Linux's extensions before its first system header:
+     time         dist__sleep_ms
+     errors       dist__errno, dist__err_* (interrupted, would_block, reset,
+                  no_fds, addr_in_use), dist__err_text
+     sockets      dist__set_nonblocking/_cloexec, dist__close, byte I/O
+                  (dist__sock_recv/_send/_send_nowait/_sendv/_gone/_shutdown),
+                  dist__pollfd_*, dist__poll, dist__tune_socket
+     addresses    dist__sock_name, dist__ifname_address, dist__default_address,
+                  dist__sock_listen/_is_listening/_accept/_connect
+     wake-up      dist__wakeup_*: makes a thread blocked in dist__poll return
+     shared mem.  dist__shm_*, dist__peer_memory_*
+     files        dist__file_replace_locked/_read_locked/_remove (file://)
+     processes    dist__process_* (dist_spawn's children: fork semantics)
+     host         dist__cpu_count
+     randomness   dist__random_fill, dist__random_u64 */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/mman.h>
+#ifdef __linux__
+#  include <sys/eventfd.h>
+#  include <sys/prctl.h>
+#  include <sys/syscall.h>
+#endif
+#ifndef MSG_NOSIGNAL
+#  define MSG_NOSIGNAL 0
+#endif
+
+typedef int dist__socket;
+#define DIST__NO_SOCKET (-1)
+/* A byte count or -1 (the result of a read or a write). */
+typedef ssize_t dist__ssize;
+
+DIST__PLATFORM void dist__sleep_ms(int ms) {
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
 
 /* Errors of the last system call, by class. */
 DIST__PLATFORM int dist__errno(void) { return errno; }
@@ -1084,40 +1186,9 @@ DIST__PLATFORM void dist__wakeup_close(dist__wakeup *w) {
     w->rfd = w->wfd = -1;
 }
 
-/* Shared memory between processes: atomics on plain integers (gcc/clang
-   builtins work in C and C++ alike), an anonymous file to map, and reading
-   another process's memory (Linux cross-memory attach). */
-#define DIST__LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define DIST__STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define DIST__LOAD_RELAXED(p)  __atomic_load_n((p), __ATOMIC_RELAXED)
-#define DIST__STORE_RELAXED(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define DIST__FETCH_ADD(p, v)  __atomic_fetch_add((p), (v), __ATOMIC_ACQ_REL)
-/* Compare-and-swap: *p = v if *p == *expected, else *expected = *p; 1 if it swapped. */
-#define DIST__CAS(p, expected, v) __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-#if defined(__has_feature)
-#  if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
-#    define __SANITIZE_THREAD__ 1
-#  endif
-#endif
-#ifdef __SANITIZE_THREAD__
-/* ThreadSanitizer does not model fences (gcc refuses them with -Werror);
-   a locked read-modify-write is a full barrier on the machines it runs on,
-   and the fences only order memory shared with other processes, which it
-   does not see anyway. */
-DIST__PLATFORM volatile int dist__fence_word;
-#  define DIST__FENCE()        ((void)__atomic_fetch_add(&dist__fence_word, 0, __ATOMIC_SEQ_CST))
-#else
-#  define DIST__FENCE()        __atomic_thread_fence(__ATOMIC_SEQ_CST)
-#endif
-#if defined(__x86_64__) || defined(__i386__)
-#  define DIST__CPU_RELAX()    __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#  define DIST__CPU_RELAX()    __asm__ __volatile__("yield")
-#else
-#  define DIST__CPU_RELAX()    ((void)0)
-#endif
-
-/* An anonymous shared file: nothing in /dev/shm, gone with its last
+/* Shared memory between processes: an anonymous file to map, and reading
+   another process's memory (Linux cross-memory attach).
+   An anonymous shared file: nothing in /dev/shm, gone with its last
    mapping.  Returns an fd or -1. */
 DIST__PLATFORM int dist__shm_create(size_t size) {
     int fd = -1;
@@ -1149,7 +1220,6 @@ DIST__PLATFORM int64_t dist__shm_file_size(int fd) {
     return fstat(fd, &st) == 0 ? (int64_t)st.st_size : -1;
 }
 DIST__PLATFORM void dist__shm_close_fd(int fd) { if (fd >= 0) close(fd); }
-DIST__PLATFORM int dist__getpid(void) { return (int)getpid(); }
 
 /* Copies len bytes between `local` here and `addr` in process `pid`: from
    there to here, or (write) from here to there.  Returns the bytes copied
@@ -1324,26 +1394,6 @@ DIST__PLATFORM int dist__cpu_count(void) {
     }
 }
 
-/* Who shares this host's memory with us: processes with the same boot,
-   host name, user, and IPC, PID and network namespaces. */
-DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
-    char boot[64] = "", host[128] = "";
-    struct stat ipc, pidns, net;
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, boot, sizeof boot - 1);
-        boot[n > 0 ? n : 0] = 0;
-        close(fd);
-        boot[strcspn(boot, "\n")] = 0;
-    }
-    gethostname(host, sizeof host - 1);
-    if (stat("/proc/self/ns/ipc", &ipc) != 0) memset(&ipc, 0, sizeof ipc);
-    if (stat("/proc/self/ns/pid", &pidns) != 0) memset(&pidns, 0, sizeof pidns);
-    if (stat("/proc/self/ns/net", &net) != 0) memset(&net, 0, sizeof net);
-    snprintf(buf, cap, "%s|%s|%lu|%lu|%lu|%lu", boot, host, (unsigned long)getuid(), (unsigned long)ipc.st_ino,
-                 (unsigned long)pidns.st_ino, (unsigned long)net.st_ino);
-}
-
 /* Up to n bytes from the kernel's random source: how many it gave. */
 DIST__PLATFORM size_t dist__random_fill(uint8_t *out, size_t n) {
     size_t got = 0;
@@ -1361,34 +1411,11 @@ DIST__PLATFORM size_t dist__random_fill(uint8_t *out, size_t n) {
 
 DIST__PLATFORM uint64_t dist__random_u64(void) {
     uint64_t v = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r = read(fd, &v, sizeof v);
-        close(fd);
-        if (r == (ssize_t)sizeof v && v != 0) return v;
-    }
-    v = (uint64_t)dist__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&v;
+    if (dist__random_fill((uint8_t *)&v, sizeof v) == sizeof v && v != 0) return v;
+    v = (uint64_t)dist__now_ns() ^ ((uint64_t)dist__getpid() << 32) ^ (uint64_t)(uintptr_t)&v;
     return v ? v : 1;
 }
 
-/* Shared libraries opened at run time (dist_cuda.h: the driver, NVRTC,
-   NCCL).  NULL on failure, with the loader's reason in why. */
-DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
-    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!h && why && cap) snprintf(why, cap, "%s", dlerror());
-    return h;
-}
-DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
-
-DIST__PLATFORM const char *dist__getenv(const char *name) {
-    const char *v = getenv(name);
-    return (v && *v) ? v : NULL;
-}
-
-#endif /* the platform layer */
-
-#if defined(DIST_IMPLEMENTATION) && !defined(DIST__IMPLEMENTATION_DONE)
-#define DIST__IMPLEMENTATION_DONE
 
 /* [SECTION] results, dtypes, errors and logging */
 DIST_API const char *dist_version(void) { return DIST_VERSION_STRING; }

@@ -98,7 +98,9 @@ if [ "$compile_checks" != 0 ]; then
     variants="c++11-g++ static-gcc static-clang multi-tu-gcc multi-tu-clang multi-tu-c++"
     for h in dist.h dist_rpc.h dist_cuda.h; do
         [ -f "$h" ] || continue
-        for v in $variants; do
+        more=""
+        [ "$h" = dist.h ] || more="own-file-gcc own-file-clang"
+        for v in $variants $more; do
             add "compile/$h/$v" "" "bash tests/compile/check.sh $h $v $build_dir/compile/$h/$v"
         done
     done

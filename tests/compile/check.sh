@@ -12,6 +12,10 @@
 #                        declarations in two TUs (tu_a.c includes the header
 #                        twice), the implementation in a third, linked
 #   multi-tu-c++         tu_a.c compiled as C++ against a C implementation
+#   own-file-gcc, own-file-clang
+#                        dist_rpc.h or dist_cuda.h implemented in a file of
+#                        its own after <stdio.h> and dist.h, no feature
+#                        macros (own_file.c), dist.h's in impl.c, linked
 # Exit 0 pass, 77 skip (a compiler is not installed), else fail.
 # tests/run.sh runs every variant for every header that exists.
 set -euo pipefail
@@ -85,6 +89,14 @@ case $variant in
         run "$GCC" $C_FLAGS $hdr -c "$here/tu_b.c" -o "$out/tu_b.o"
         run "$GCC" $C_FLAGS $hdr $impl -DDIST_CHECK_MULTI -c "$here/impl.c" -o "$out/impl.o"
         run "$GXX" "$out/tu_a.o" "$out/tu_b.o" "$out/impl.o" -o "$out/prog" $LIBS
+        ;;
+    own-file-gcc|own-file-clang)
+        [ -n "$impl" ] || { echo "$variant is for the headers that build on dist.h" >&2; exit 2; }
+        case $variant in *gcc) cc=$GCC ;; *) cc=$CLANG ;; esac
+        need "$cc"
+        run "$cc" $C_FLAGS $hdr $impl -c "$here/own_file.c" -o "$out/own.o"
+        run "$cc" $C_FLAGS $hdr -c "$here/impl.c" -o "$out/impl.o"
+        run "$cc" "$out/own.o" "$out/impl.o" -o "$out/prog" $LIBS
         ;;
     *) echo "unknown variant $variant" >&2; exit 2 ;;
 esac
