@@ -5063,6 +5063,17 @@ static const dist__transport dist__tcp_transport = {
 
 typedef struct dist__shm_counter { uint64_t v; uint8_t pad[56]; } dist__shm_counter;
 
+/* A collective's descriptor in shared memory, as in a frame: what a rank
+   that waits on another in a segment compares with its own call. */
+typedef struct dist__shm_desc {
+    uint64_t count;
+    uint8_t coll, dtype, op, pad0;
+    int32_t root;
+} dist__shm_desc;
+static void dist__shm_desc_set(dist__shm_desc *o, const dist__frame *f) {
+    o->count = f->count; o->coll = f->coll; o->dtype = f->dtype; o->op = f->op; o->root = f->root;
+}
+
 struct dist__shm_hdr {              /* the start of a segment */
     uint64_t magic;
     int32_t owner_rank, owner_pid, nrings, pad0;
@@ -5086,7 +5097,7 @@ struct dist__shm_hdr {              /* the start of a segment */
     /* the world collective it is in: its sequence number (0 while the rest
        changes) and descriptor; a rank that waits on it in shared memory
        compares, so a call that differs fails at once */
-    struct { uint64_t seq, count; uint8_t coll, dtype, op, pad0; int32_t root; uint8_t pad[40]; } now;
+    struct { uint64_t seq; dist__shm_desc desc; uint8_t pad[40]; } now;
 };
 
 /* Small collectives of the world (dist__fast_run) pass their data through
@@ -5099,9 +5110,7 @@ struct dist__shm_hdr {              /* the start of a segment */
 #endif
 typedef struct dist__fast_slot {
     uint64_t seq;                   /* the collective whose data this is; stored last */
-    uint64_t count;                 /* the descriptor, as in a frame: checked by every reader */
-    uint8_t coll, dtype, op, pad0;
-    int32_t root;
+    dist__shm_desc desc;            /* checked by every reader */
 } dist__fast_slot;                  /* DIST_SHM_FAST_BYTES of data follow at once: up to 40 bytes
                                        travel in the header's cache line */
 #define DIST__FAST_STRIDE      ((sizeof(dist__fast_slot) + (size_t)DIST_SHM_FAST_BYTES + 63) & ~(size_t)63)
@@ -6339,7 +6348,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     if (c->res == DIST_OK && d->top == d && c->e->shm.hdr && c->e->shm.all) {   /* for ranks that wait on us in shared memory */
         dist__shm_hdr *h = c->e->shm.hdr;
         DIST__STORE_REL(&h->now.seq, (uint64_t)0);
-        h->now.count = count; h->now.coll = d->active.coll; h->now.dtype = (uint8_t)dtype; h->now.op = (uint8_t)op; h->now.root = root;
+        dist__shm_desc_set(&h->now.desc, &d->active);
         DIST__STORE_REL(&h->now.seq, c->seq);
     }
     {   /* frames of this collective that came first: their descriptors now */
@@ -7094,10 +7103,15 @@ static dist__fast_slot *dist__fast_slot_of(uint8_t *area, uint64_t seq) {
     return (dist__fast_slot *)(void *)(area + (size_t)(seq % DIST__FAST_SLOTS) * DIST__FAST_STRIDE);
 }
 
-/* Fails c when descriptor f, of member g, differs from this call's. */
-static int dist__fast_mismatch(dist__coll *c, int g, const dist__frame *f) {
+/* Fails c when descriptor x, of member g, differs from this call's. */
+static int dist__fast_mismatch(dist__coll *c, int g, const dist__shm_desc *x) {
+    const dist__frame *me = &c->d->active;
+    dist__frame f;
     char why[DIST__ERRLEN];
-    if (!dist__desc_differs(c->d, g, f, &c->d->active, 0, why, sizeof why)) return 0;
+    if (x->coll == me->coll && x->dtype == me->dtype && x->count == me->count && x->op == me->op && x->root == me->root) return 0;
+    memset(&f, 0, sizeof f);
+    f.coll = x->coll; f.dtype = x->dtype; f.count = x->count; f.op = x->op; f.root = x->root;
+    if (!dist__desc_differs(c->d, g, &f, me, 0, why, sizeof why)) return 0;
     dist__coll_failf(c, DIST_ERR_MISMATCH, "%s", why);
     return 1;
 }
@@ -7108,27 +7122,20 @@ static int dist__fast_mismatch(dist__coll *c, int g, const dist__frame *f) {
 static int dist__fast_slots_behind(dist__coll *c, const dist__shm_until *u) {
     dist__engine *e = c->e;
     dist_t *d = c->d;
-    const dist__frame *me = &d->active;
     for (int g = u->only >= 0 ? u->only : 0; g < d->world; g++) {
         if (g != d->rank) {
             const dist__fast_slot *s = dist__fast_slot_of(e->peers[g].shm->fast_area, u->target);
             if (DIST__LOAD_ACQ(&s->seq) != u->target) {
                 /* not yet; unless it is in this collective and called it otherwise */
                 const dist__shm_hdr *h = e->peers[g].shm->peer_hdr;
-                dist__frame f;
-                memset(&f, 0, sizeof f);
+                dist__shm_desc x;
                 if (DIST__LOAD_ACQ(&h->now.seq) != u->target) return g;
-                f.coll = h->now.coll; f.dtype = h->now.dtype; f.count = h->now.count; f.op = h->now.op; f.root = h->now.root;
+                x = h->now.desc;
                 DIST__FENCE();
-                if (DIST__LOAD_ACQ(&h->now.seq) != u->target || dist__fast_mismatch(c, g, &f) == 0) return g;
+                if (DIST__LOAD_ACQ(&h->now.seq) != u->target || !dist__fast_mismatch(c, g, &x)) return g;
                 return -1;
             }
-            if (s->coll != me->coll || s->dtype != me->dtype || s->count != me->count || s->op != me->op || s->root != me->root) {
-                dist__frame f;
-                memset(&f, 0, sizeof f);
-                f.coll = s->coll; f.dtype = s->dtype; f.count = s->count; f.op = s->op; f.root = s->root;
-                if (dist__fast_mismatch(c, g, &f)) return -1;
-            }
+            if (dist__fast_mismatch(c, g, &s->desc)) return -1;
         }
         if (u->only >= 0) break;
     }
@@ -7163,7 +7170,7 @@ static dist_result dist__fast_run(dist__coll *c, const uint8_t *in, uint8_t *out
             }
         }
         if (part) memcpy(s + 1, in, part);
-        s->count = c->count; s->coll = d->active.coll; s->dtype = (uint8_t)c->dtype; s->op = (uint8_t)c->op; s->root = c->root;
+        dist__shm_desc_set(&s->desc, &d->active);
         DIST__STORE_REL(&s->seq, seq);
         dist__shm_wake_others(c);
         e->shm.fast_used[k] = seq;
