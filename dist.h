@@ -791,8 +791,15 @@ DIST__PLATFORM void dist__yield(void) { sched_yield(); }
    does not see anyway. */
 DIST__PLATFORM volatile int dist__fence_word;
 #  define DIST__FENCE()        ((void)__atomic_fetch_add(&dist__fence_word, 0, __ATOMIC_SEQ_CST))
+#  define DIST__FENCE_ACQ_REL() DIST__FENCE()
+#  define DIST__COMPILER_FENCE() DIST__FENCE()
 #else
 #  define DIST__FENCE()        __atomic_thread_fence(__ATOMIC_SEQ_CST)
+/* Orders loads and stores before it with those after it, except a store
+   before with a load after (free on x86: it only binds the compiler). */
+#  define DIST__FENCE_ACQ_REL() __atomic_thread_fence(__ATOMIC_ACQ_REL)
+/* Keeps the compiler from moving loads and stores across it (the CPU may). */
+#  define DIST__COMPILER_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #endif
 #if defined(__x86_64__) || defined(__i386__)
 #  define DIST__CPU_RELAX()    __builtin_ia32_pause()
@@ -1199,6 +1206,24 @@ DIST__PLATFORM int dist__shm_create(size_t size) {
     if (ftruncate(fd, (off_t)size) != 0) { close(fd); return -1; }
     return fd;
 }
+
+/* Heavy fences (Linux's membarrier): dist__heavy_fence makes every running
+   thread of each process that called dist__heavy_fence_init pass a full
+   barrier.  A rank about to sleep calls it, so the ranks that wake
+   sleepers need no fence of their own between their store and their look
+   at the sleeper's flag (the fast path).  dist__heavy_fence_init returns 1
+   when this works here; elsewhere both sides fence. */
+#if defined(__linux__) && defined(SYS_membarrier)
+DIST__PLATFORM int dist__heavy_fence_init(void) {
+    long q = syscall(SYS_membarrier, 0 /* QUERY */, 0, 0);
+    if (q < 0 || !(q & 2) || !(q & 4)) return 0;        /* GLOBAL_EXPEDITED and its registration */
+    return syscall(SYS_membarrier, 4 /* REGISTER_GLOBAL_EXPEDITED */, 0, 0) == 0;
+}
+DIST__PLATFORM int dist__heavy_fence(void) { return syscall(SYS_membarrier, 2 /* GLOBAL_EXPEDITED */, 0, 0) == 0; }
+#else
+DIST__PLATFORM int dist__heavy_fence_init(void) { return 0; }
+DIST__PLATFORM int dist__heavy_fence(void) { return 0; }
+#endif
 
 /* Another process's shared file, by its pid and fd number. */
 DIST__PLATFORM int dist__shm_open_peer(int pid, int fd) {
@@ -1988,6 +2013,18 @@ typedef struct dist__frame {
     int32_t root;
     uint64_t sid, addr;            /* an announcement's trailer */
 } dist__frame;
+
+/* A collective's descriptor, as in a frame: in shared memory (what a rank
+   that waits on another in a segment compares with its own call), and in
+   what the receive path reads of the collective running here. */
+typedef struct dist__shm_desc {
+    uint64_t count;
+    uint8_t coll, dtype, op, pad0;
+    int32_t root;
+} dist__shm_desc;
+static void dist__shm_desc_set(dist__shm_desc *o, const dist__frame *f) {
+    o->count = f->count; o->coll = f->coll; o->dtype = f->dtype; o->op = f->op; o->root = f->root;
+}
 
 /* Bytes of the header (with the trailer of an announcement). */
 static size_t dist__frame_size(const dist__frame *f) {
@@ -2969,6 +3006,8 @@ typedef struct dist__msg_block { struct dist__msg_block *next; dist__msg msgs[64
 typedef struct dist__shm_world {
     int nshm, ntcp;                  /* peers over rings / over TCP */
     int all;                         /* every pair of the world talks over shared memory */
+    int light_wake;                  /* every rank of the world fences heavily before it sleeps in a
+                                        collective: ranks that wake it need no fence (dist__heavy_fence) */
     uint8_t *coll_area;              /* ours */
     uint64_t coll_step;              /* shared-memory collective steps done (the same on every rank) */
     uint8_t *fast_area;              /* our slots of small collectives */
@@ -2988,7 +3027,9 @@ typedef struct dist__engine {
     int rank, world;
     dist__peer *peers;               /* [world]; peers[rank] is unused */
     dist__wakeup wake;
-    int driving, polling, bg_driving, want_drive, sleepers, stop, failed_peers;
+    int driving, polling, bg_driving, want_drive, sleepers, stop;
+    int failed_peers;               /* connections failed; written under the lock, also read without it */
+    int unexp_coll;                 /* unexpected frames of collectives held (the same) */
     int64_t caller_drove_ns;
     int64_t spin_ns;                 /* how long a waiting caller polls before sleeping */
     dist__thread thread; int thread_started;
@@ -3040,13 +3081,21 @@ struct dist {
     char err[DIST__ERRLEN];
     /* -- point-to-point: under the engine lock -- */
     uint64_t nsend, nrecv;           /* operation numbers for messages */
-    /* -- collectives: the one running (or the worker's), with the engine
-          lock where the progress engine reads them too -- */
+    /* -- collectives: the thread running them (the caller, or the worker
+          for the _async ones) alone -- */
     uint64_t coll_seq;               /* sequence number of the last collective begun */
-    uint64_t done_seq;               /* ...and of the last one ended (its late frames are dropped) */
-    dist__abort_note aborts[DIST__ABORT_NOTES];   /* collectives that failed, by sequence number */
+    dist__frame active;              /* its descriptor */
+    /* -- what the receive path reads of them (under the engine lock) while
+          that thread writes them without it: a small collective through
+          slots takes no lock.  A sequence lock: view_gen is odd while they
+          are written (dist__view_begin, dist__view_end, dist__view_read) -- */
+    uint32_t view_gen;
     uint64_t active_seq;             /* the collective running now (0: none) */
-    dist__frame active, last;        /* its descriptor, and the last one's */
+    uint64_t done_seq;               /* the last one ended (its late frames are dropped) */
+    dist__shm_desc view_desc[2];     /* collective s's descriptor is view_desc[s & 1] */
+    /* -- under the engine lock; abort_gen is also read without it -- */
+    dist__abort_note aborts[DIST__ABORT_NOTES];   /* collectives that failed, by sequence number */
+    uint32_t abort_gen;              /* notes written: while none is, small collectives need no lock */
     uint8_t *scratch; size_t scratch_cap;
     dist_req_t **slots; size_t slots_cap;
     dist__step *steps; size_t steps_cap;
@@ -3728,10 +3777,12 @@ static int dist__msg_index(dist__engine *e, dist__msg *m) {
     }
     dist__list_append(&a->items, &m->lany);
     m->qany = a;
+    if (m->f.kind == DIST__FRAME_COLL) DIST__STORE_RELAXED(&e->unexp_coll, e->unexp_coll + 1);
     return 0;
 }
 
 static void dist__msg_unindex(dist__engine *e, dist__msg *m) {
+    if (m->qsrc && m->f.kind == DIST__FRAME_COLL) DIST__STORE_RELAXED(&e->unexp_coll, e->unexp_coll - 1);
     if (m->qsrc) { dist__ix_unlink(&e->ix, m->qsrc, &m->lsrc); m->qsrc = NULL; }
     if (m->qany) { dist__ix_unlink(&e->ix, m->qany, &m->lany); m->qany = NULL; }
 }
@@ -4216,7 +4267,7 @@ static int dist__on_message(dist__engine *e, dist__peer *p) {
            descriptor disagrees with the collective running here. */
         dist_t *cd = dist__engine_comm(e, f->comm);
         int drop = 0;
-        if (cd && (uint64_t)f->tag <= cd->done_seq) { dist__coll_check_late(e, cd, p->rank, f); drop = 1; }
+        if (cd && (uint64_t)f->tag <= DIST__LOAD_ACQ(&cd->done_seq)) { dist__coll_check_late(e, cd, p->rank, f); drop = 1; }
         else if (cd && dist__coll_check_early(e, cd, p->rank, f)) drop = 1;
         if (drop) {
             if (rts) { dist__refuse(e, p, f->sid, DIST__REFUSED_MISMATCH); dist__credit_release(e, p, charge); }
@@ -4658,7 +4709,7 @@ static void dist__peer_vfail(dist__engine *e, dist__peer *p, dist_result code, c
     if (p->state == DIST__PEER_FAILED) return;
     dist__vformat(p->why, sizeof p->why, fmt, ap);
     p->state = DIST__PEER_FAILED;
-    e->failed_peers++;
+    DIST__STORE_RELAXED(&e->failed_peers, e->failed_peers + 1);
     if (p->peer_blocked) { p->peer_blocked = 0; e->blocked_peers--; }
     p->t->close(e, p);
     dist__logf(&e->log, code == DIST_ERR_ABORTED ? DIST_LOG_INFO : DIST_LOG_ERROR, "%s", p->why);
@@ -5063,16 +5114,6 @@ static const dist__transport dist__tcp_transport = {
 
 typedef struct dist__shm_counter { uint64_t v; uint8_t pad[56]; } dist__shm_counter;
 
-/* A collective's descriptor in shared memory, as in a frame: what a rank
-   that waits on another in a segment compares with its own call. */
-typedef struct dist__shm_desc {
-    uint64_t count;
-    uint8_t coll, dtype, op, pad0;
-    int32_t root;
-} dist__shm_desc;
-static void dist__shm_desc_set(dist__shm_desc *o, const dist__frame *f) {
-    o->count = f->count; o->coll = f->coll; o->dtype = f->dtype; o->op = f->op; o->root = f->root;
-}
 
 struct dist__shm_hdr {              /* the start of a segment */
     uint64_t magic;
@@ -5588,7 +5629,7 @@ static int dist__shm_make_segment(dist__engine *e, int me, int ncand, uint64_t r
 static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     dist__engine *e = d->eng;
     dist__shm_world *w = &e->shm;
-    int n = d->world, me = d->rank, ncand = 0;
+    int n = d->world, me = d->rank, ncand = 0, heavy;
     size_t bytes = (size_t)n * DIST__SHM_REC;
     uint8_t *out = (uint8_t *)DIST_MALLOC(bytes), *in = (uint8_t *)DIST_MALLOC(bytes);
     int *slots = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
@@ -5668,17 +5709,23 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
        goes; the memory lives as long as the mappings. */
     if (w->seg_fd >= 0) { dist__shm_close_fd(w->seg_fd); w->seg_fd = -1; }
     /* D: does every rank talk to every other over shared memory?  Then the
-       world's collectives may work in the segments directly. */
+       world's collectives may work in the segments directly.  And can they
+       all fence heavily before they sleep in one? */
+    heavy = w->nshm == n - 1 && dist__heavy_fence_init();
     for (int j = 0; j < n; j++) {
         uint8_t *o = out + (size_t)j * DIST__SHM_REC;
         memset(o, 0, DIST__SHM_REC);
         dist__put32(o, 0x44736873u);
         dist__put32(o + 4, (uint32_t)(w->nshm == n - 1));
+        dist__put32(o + 8, (uint32_t)heavy);
     }
     if ((r = dist__shm_exchange(d, out, in, deadline, "all")) != DIST_OK) goto done;
     w->all = w->nshm == n - 1;
-    for (int j = 0; j < n; j++)
+    w->light_wake = heavy;
+    for (int j = 0; j < n; j++) {
         if (j != me && !dist__get32(in + (size_t)j * DIST__SHM_REC + 4)) w->all = 0;
+        if (j != me && !dist__get32(in + (size_t)j * DIST__SHM_REC + 8)) w->light_wake = 0;
+    }
     /* More ranks here than CPUs: a spinning rank soon gives its CPU to the
        peer it waits for; otherwise it yields rarely (a system call each). */
     w->yield_mask = w->nshm + 1 > dist__cpu_count() ? 1u : 15u;
@@ -6161,9 +6208,10 @@ static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const di
    the engine lock; only after a failure. */
 static void dist__purge_stale(dist__engine *e, dist_t *d) {
     dist__msg *list = NULL;
+    uint64_t done = DIST__LOAD_RELAXED(&d->done_seq);
     for (size_t i = 0; i < e->ix.cap; i++) {
         dist__queue *q = e->ix.slot[i];
-        if (!q || q->table != DIST__IX_UNEXP || q->kind != DIST__FRAME_COLL || q->comm != d->id || (uint64_t)q->tag > d->done_seq) continue;
+        if (!q || q->table != DIST__IX_UNEXP || q->kind != DIST__FRAME_COLL || q->comm != d->id || (uint64_t)q->tag > done) continue;
         for (dist__link *n = q->items.next; n != &q->items; n = n->next) {
             dist__msg *m = DIST__CONTAINER(n, dist__msg, lsrc);
             if (!m->claimed) { m->next_free = list; list = m; }
@@ -6175,6 +6223,69 @@ static void dist__purge_stale(dist__engine *e, dist_t *d) {
         if (m->f.flags & DIST__FRAME_RTS) dist__refuse(e, &e->peers[m->src], m->f.sid, DIST__REFUSED_MISMATCH);
         if (m->complete) dist__msg_drop(e, m);
         else m->dead = 1;
+    }
+}
+
+/* ---- the collective running here, as the receive path sees it ----
+   The thread that runs d's collectives writes active_seq, done_seq and the
+   descriptors without the engine lock (a small collective through slots
+   takes none); the receive path reads them under it, through a sequence
+   lock: view_gen is odd while they change, and a read that saw it change
+   is made again. */
+static void dist__view_open(dist_t *d) {
+    DIST__STORE_RELAXED(&d->view_gen, d->view_gen + 1);
+    DIST__FENCE_ACQ_REL();
+}
+static void dist__view_close(dist_t *d) { DIST__STORE_REL(&d->view_gen, d->view_gen + 1); }
+
+/* Collective seq, described by d->active, begins. */
+static void dist__view_begin(dist_t *d, uint64_t seq) {
+    dist__shm_desc *x = &d->view_desc[seq & 1];
+    const dist__frame *f = &d->active;
+    dist__view_open(d);
+    DIST__STORE_RELAXED(&x->count, f->count);
+    DIST__STORE_RELAXED(&x->coll, f->coll);
+    DIST__STORE_RELAXED(&x->dtype, f->dtype);
+    DIST__STORE_RELAXED(&x->op, f->op);
+    DIST__STORE_RELAXED(&x->root, f->root);
+    DIST__STORE_RELAXED(&d->active_seq, seq);
+    dist__view_close(d);
+}
+
+/* Collective seq has ended: its late frames are dropped. */
+static void dist__view_end(dist_t *d, uint64_t seq) {
+    dist__view_open(d);
+    DIST__STORE_RELAXED(&d->done_seq, seq);
+    DIST__STORE_RELAXED(&d->active_seq, (uint64_t)0);
+    dist__view_close(d);
+}
+
+typedef struct dist__view {
+    uint64_t active_seq, done_seq;
+    dist__frame active, last;        /* the descriptors of those two */
+} dist__view;
+
+static void dist__view_desc(const dist__shm_desc *x, dist__frame *f) {
+    memset(f, 0, sizeof *f);
+    f->count = DIST__LOAD_RELAXED(&x->count);
+    f->coll = DIST__LOAD_RELAXED(&x->coll);
+    f->dtype = DIST__LOAD_RELAXED(&x->dtype);
+    f->op = DIST__LOAD_RELAXED(&x->op);
+    f->root = DIST__LOAD_RELAXED(&x->root);
+}
+
+static void dist__view_read(const dist_t *d, dist__view *v) {
+    for (unsigned spins = 1;; spins++) {
+        uint32_t g = DIST__LOAD_ACQ(&d->view_gen);
+        if (!(g & 1)) {
+            v->active_seq = DIST__LOAD_RELAXED(&d->active_seq);
+            v->done_seq = DIST__LOAD_RELAXED(&d->done_seq);
+            dist__view_desc(&d->view_desc[v->active_seq & 1], &v->active);
+            dist__view_desc(&d->view_desc[v->done_seq & 1], &v->last);
+            DIST__FENCE_ACQ_REL();
+            if (DIST__LOAD_RELAXED(&d->view_gen) == g) return;
+        }
+        if (spins & 15) DIST__CPU_RELAX(); else dist__yield();     /* a writer between two stores */
     }
 }
 
@@ -6203,6 +6314,7 @@ static void dist__coll_fail_seq(dist__engine *e, dist_t *d, uint64_t seq, dist_r
     a->code = code;
     a->local = local;
     dist__format(a->text, sizeof a->text, "%s", text);
+    DIST__STORE_RELAXED(&d->abort_gen, d->abort_gen + 1);
     for (int g = 0; g < d->world; g++) {
         dist__queue *q = dist__ix_find(&e->ix, DIST__IX_POSTED, d->id, DIST__FRAME_COLL, (int64_t)seq, dist__wrank(d, g));
         while (q) {
@@ -6250,15 +6362,19 @@ static void dist__coll_notify(dist__engine *e, dist_t *d, uint64_t seq, dist_res
    told.  Under the engine lock. */
 static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dist__frame *f) {
     char why[DIST__ERRLEN];
-    dist__abort_note *a = &d->aborts[d->done_seq % DIST__ABORT_NOTES];
-    if ((uint64_t)f->tag != d->done_seq || a->seq >= d->done_seq) return;
-    if (!dist__desc_differs(d, src, f, &d->last, 0, why, sizeof why))
+    dist__view v;
+    dist__abort_note *a;
+    dist__view_read(d, &v);
+    a = &d->aborts[v.done_seq % DIST__ABORT_NOTES];
+    if ((uint64_t)f->tag != v.done_seq || a->seq >= v.done_seq) return;
+    if (!dist__desc_differs(d, src, f, &v.last, 0, why, sizeof why))
         dist__format(why, sizeof why, "rank %d sent rank %d a block it did not expect", dist__grank(d, src), d->rank);
-    a->seq = d->done_seq;
+    a->seq = v.done_seq;
     a->code = DIST_ERR_MISMATCH;
     a->local = 1;
     dist__format(a->text, sizeof a->text, "%s", why);
-    dist__coll_notify(e, d, d->done_seq, DIST_ERR_MISMATCH, why);
+    DIST__STORE_RELAXED(&d->abort_gen, d->abort_gen + 1);
+    dist__coll_notify(e, d, v.done_seq, DIST_ERR_MISMATCH, why);
 }
 
 /* A frame of the collective this rank is running arrived before its
@@ -6267,9 +6383,14 @@ static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dis
    a different root or collective fails at once instead of timing out. */
 static int dist__coll_check_early(dist__engine *e, dist_t *d, int src, const dist__frame *f) {
     char why[DIST__ERRLEN];
-    if (!d->active_seq || (uint64_t)f->tag != d->active_seq) return 0;
-    if (!dist__desc_differs(d, src, f, &d->active, 0, why, sizeof why)) return 0;
-    dist__coll_fail_seq(e, d, d->active_seq, DIST_ERR_MISMATCH, 1, why);
+    dist__view v;
+    dist__view_read(d, &v);
+    if (!v.active_seq || (uint64_t)f->tag != v.active_seq) return 0;
+    if (!dist__desc_differs(d, src, f, &v.active, 0, why, sizeof why)) return 0;
+    dist__coll_fail_seq(e, d, v.active_seq, DIST_ERR_MISMATCH, 1, why);
+    /* A collective through slots may end without the lock before it
+       sees this: the sender learns the cause from here. */
+    if ((v.active.coll >> 4) == DIST__ALGO_SLOTS) dist__coll_notify(e, d, v.active_seq, DIST_ERR_MISMATCH, why);
     return 1;
 }
 
@@ -6284,6 +6405,8 @@ typedef struct dist__coll {
     size_t count, es;
     uint64_t seq;
     int64_t deadline_ns;         /* 0 until dist__coll_deadline */
+    int fast;                    /* through slots, begun without the lock (dist__coll_begin) */
+    int now_told;                /* what it is in is published for ranks waiting in shared memory */
     dist_req_t *reqs;            /* posted and not yet waited for */
     dist_result res;
     char why[DIST__ERRLEN];
@@ -6330,34 +6453,57 @@ static int dist__coll_member_lost(dist__coll *c) {
     return 0;
 }
 
-/* invalid: this rank's call is bad (why); it fails, and tells the others. */
+/* Ranks waiting on this one in shared memory compare the collective it is
+   in with their own call (dist__fast_slots_behind). */
+static void dist__coll_tell_now(dist__coll *c) {
+    dist__shm_hdr *h = c->e->shm.hdr;
+    c->now_told = 1;
+    if (c->res != DIST_OK || c->d->top != c->d || !h || !c->e->shm.all) return;
+    DIST__STORE_REL(&h->now.seq, (uint64_t)0);
+    dist__shm_desc_set(&h->now.desc, &c->d->active);
+    DIST__STORE_REL(&h->now.seq, c->seq);
+}
+
+/* Frames of this collective already here (they came before it began, or
+   as a small one began without the lock): a descriptor that differs fails
+   it.  Under the engine lock. */
+static void dist__coll_check_queued(dist__coll *c) {
+    dist__queue *q = dist__ix_find(&c->e->ix, DIST__IX_UNEXP_ANY, c->d->id, DIST__FRAME_COLL, (int64_t)c->seq, -1);
+    char why[DIST__ERRLEN];
+    for (dist__link *n = q ? q->items.next : NULL; n && n != &q->items; n = n->next) {
+        dist__msg *m = DIST__CONTAINER(n, dist__msg, lany);
+        if (!m->dead && dist__desc_differs(c->d, m->src, &m->f, &c->d->active, 0, why, sizeof why)) {
+            dist__coll_fail_seq(c->e, c->d, c->seq, DIST_ERR_MISMATCH, 1, why);
+            return;
+        }
+    }
+}
+
+/* invalid: this rank's call is bad (why); it fails, and tells the others.
+   A collective through slots (algo DIST__ALGO_SLOTS) takes no lock when
+   nothing is amiss: no failed connection, no collective of d failed, no
+   frame of a collective waiting (its checks are then made at the end). */
 static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_t count, dist_dtype dtype, dist_op op, int root,
                              const char *invalid) {
     const dist__abort_note *a;
     c->d = d; c->e = d->eng;         /* every field, but no memset of the sentence */
-    c->deadline_ns = 0; c->reqs = NULL; c->res = DIST_OK; c->why[0] = 0;
+    c->deadline_ns = 0; c->reqs = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
-    dist__mutex_lock(&c->e->lock);
     c->seq = ++d->coll_seq;
-    memset(&d->active, 0, sizeof d->active);
     d->active.coll = (uint8_t)(kind | algo << 4); d->active.dtype = (uint8_t)dtype; d->active.count = count;
     d->active.op = (uint8_t)op; d->active.root = root;
-    d->active_seq = c->seq;
-    if (c->res == DIST_OK && d->top == d && c->e->shm.hdr && c->e->shm.all) {   /* for ranks that wait on us in shared memory */
-        dist__shm_hdr *h = c->e->shm.hdr;
-        DIST__STORE_REL(&h->now.seq, (uint64_t)0);
-        dist__shm_desc_set(&h->now.desc, &d->active);
-        DIST__STORE_REL(&h->now.seq, c->seq);
+    if (algo == DIST__ALGO_SLOTS && c->res == DIST_OK && !DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&c->e->failed_peers) &&
+        !DIST__LOAD_ACQ(&c->e->unexp_coll)) {
+        c->fast = 1;
+        dist__view_begin(d, c->seq);
+        return;
     }
-    {   /* frames of this collective that came first: their descriptors now */
-        dist__queue *q = dist__ix_find(&c->e->ix, DIST__IX_UNEXP_ANY, d->id, DIST__FRAME_COLL, (int64_t)c->seq, -1);
-        for (dist__link *n = q ? q->items.next : NULL; n && n != &q->items && !dist__coll_aborted(d, c->seq); n = n->next) {
-            dist__msg *m = DIST__CONTAINER(n, dist__msg, lany);
-            if (!m->dead) dist__coll_check_early(c->e, d, m->src, &m->f);
-        }
-    }
+    dist__mutex_lock(&c->e->lock);
+    dist__view_begin(d, c->seq);
+    dist__coll_tell_now(c);
+    dist__coll_check_queued(c);
     if ((a = dist__coll_aborted(d, c->seq)) != NULL) dist__coll_failf(c, a->code, "%s", a->text);
     else dist__coll_member_lost(c);
     dist__mutex_unlock(&c->e->lock);
@@ -6414,11 +6560,15 @@ static void dist__coll_unlink(dist__coll *c, dist_req_t *r) {
         if (*pp == r) { *pp = r->cnext; return; }
 }
 
-/* A collective's request is done, or the collective failed elsewhere. */
-typedef struct dist__coll_waiting { dist_req_t *r; dist_t *d; uint64_t seq; } dist__coll_waiting;
+static int dist__fast_disagrees(dist__coll *c);
+
+/* A collective's request is done, or the collective failed elsewhere, or
+   (now and then) a rank took slots for it where this one did not. */
+typedef struct dist__coll_waiting { dist_req_t *r; dist__coll *c; unsigned looks; } dist__coll_waiting;
 static int dist__coll_req_ready(dist__engine *e, void *arg) {
     dist__coll_waiting *w = (dist__coll_waiting *)arg;
-    return dist__req_is_done(e, w->r) || dist__coll_aborted(w->d, w->seq) != NULL;
+    if (dist__req_is_done(e, w->r) || dist__coll_aborted(w->c->d, w->c->seq) != NULL) return 1;
+    return (w->looks++ & 63) == 0 && dist__fast_disagrees(w->c);
 }
 
 /* Waits for one of the collective's requests (NULL: a post that failed). */
@@ -6428,7 +6578,7 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
     dist__mutex_lock(&e->lock);
     if (!r->done) {
         dist__coll_waiting w;
-        w.r = r; w.d = c->d; w.seq = c->seq;
+        w.r = r; w.c = c; w.looks = 0;
         if (!dist__wait_for(e, dist__coll_req_ready, &w, dist__coll_deadline(c)) && !r->done)
             dist__withdraw_wait(e, r, c->d->timeout_ms, DIST__REFUSED_WITHDRAWN);
     }
@@ -6463,6 +6613,11 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
 static dist_result dist__coll_end(dist__coll *c) {
     dist__engine *e = c->e;
     dist_t *d = c->d;
+    if (c->fast && c->res == DIST_OK) {
+        dist__view_end(d, c->seq);
+        if (!DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&e->unexp_coll)) return DIST_OK;
+        /* a frame of a collective came: this one's are checked below */
+    }
     /* A send already partly on the wire cannot be taken back without
        breaking the stream: it may finish within one grace period for the
        whole call (else the wait's withdrawal closes that connection).
@@ -6478,6 +6633,7 @@ static dist_result dist__coll_end(dist__coll *c) {
        passed on: a rank that only hears from this one (and then its
        goodbye) learns the real cause. */
     if (c->res != DIST_OK) dist__coll_notify(e, d, c->seq, c->res, c->why);
+    if (c->fast && c->res == DIST_OK) dist__coll_check_queued(c);
     while (c->reqs) {
         dist_req_t *r = c->reqs;
         if (!r->done && dist__send_in_flight(e, r)) {
@@ -6498,10 +6654,8 @@ static dist_result dist__coll_end(dist__coll *c) {
         dist__coll_fail_noted(c);
         dist__coll_notify(e, d, c->seq, c->res, c->why);
     }
-    d->done_seq = c->seq;
-    d->active_seq = 0;
+    dist__view_end(d, c->seq);
     if (c->res != DIST_OK) dist__purge_stale(e, d);
-    d->last = d->active;
     dist__mutex_unlock(&e->lock);
     if (c->res == DIST_OK) return DIST_OK;
     return dist__fail(d, c->res, "%s #%llu: %s", dist__coll_name(c->kind), (unsigned long long)c->seq, c->why);
@@ -6970,6 +7124,7 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
     int g;
     while ((g = u->behind(c, u)) >= 0) {
         int64_t now;
+        if (!c->now_told) dist__coll_tell_now(c);  /* a small collective tells only when it waits */
         /* the clock only every 64th round (a read costs as much as a
            look at the others), the engine every 256th */
         if (++spins & 63) {
@@ -6995,7 +7150,7 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
                coll_sleeping; what they did before it was set is seen by
                the look after it. */
             DIST__STORE_REL(&e->shm.hdr->coll_sleeping, 1u);
-            DIST__FENCE();
+            if (!e->shm.light_wake || !dist__heavy_fence()) DIST__FENCE();
             if (u->behind(c, u) >= 0) {
                 if (e->driving) dist__wait_step(e, 1);      /* the progress thread polls; it wakes us */
                 else dist__drive_once(e, 10, 0);
@@ -7017,12 +7172,14 @@ static dist_result dist__shm_wait(dist__coll *c, int which, uint64_t target) {
     return dist__shm_wait_until(c, &u);
 }
 
-/* Publishes this rank's counter and wakes the members asleep. */
-/* Rings the members asleep in this collective.  (The fence also pushes
-   our store out at once: without it a 2-rank broadcast loop was slower.) */
+/* Rings the members asleep in this collective.  Our store must be seen
+   before we look at their flags (they set the flag, then look again): a
+   fence, unless a sleeper fences for us (light_wake: it makes our thread
+   pass a barrier before it looks).  The fence cost a 2-rank broadcast loop
+   of 8 bytes half its time: it waits for the slot's cache line. */
 static void dist__shm_wake_others(dist__coll *c) {
     dist__engine *e = c->e;
-    DIST__FENCE();                  /* our store before their flags (they set the flag, then look again) */
+    if (e->shm.light_wake) DIST__COMPILER_FENCE(); else DIST__FENCE();
     for (int g = 0; g < c->d->world; g++) {
         if (g != c->d->rank) dist__shm_bell(&e->peers[g], 1);
     }
@@ -7140,6 +7297,30 @@ static int dist__fast_slots_behind(dist__coll *c, const dist__shm_until *u) {
         if (u->only >= 0) break;
     }
     return -1;
+}
+
+/* A collective of the world waits for a message: a member that took slots
+   for it (its call is small, this one's is not) sends none, and would let
+   it time out.  Its slot, or the collective it says it waits in, shows the
+   difference: fails c and returns 1. */
+static int dist__fast_disagrees(dist__coll *c) {
+    dist__engine *e = c->e;
+    dist_t *d = c->d;
+    if (d->top != d || !e->shm.all || !e->shm.fast_area || c->res != DIST_OK) return 0;
+    for (int g = 0; g < d->world; g++) {
+        const dist__fast_slot *s;
+        const dist__shm_hdr *h;
+        dist__shm_desc x;
+        if (g == d->rank) continue;
+        s = dist__fast_slot_of(e->peers[g].shm->fast_area, c->seq);
+        if (DIST__LOAD_ACQ(&s->seq) == c->seq && dist__fast_mismatch(c, g, &s->desc)) return 1;
+        h = e->peers[g].shm->peer_hdr;
+        if (DIST__LOAD_ACQ(&h->now.seq) != c->seq) continue;
+        x = h->now.desc;
+        DIST__FENCE();
+        if (DIST__LOAD_ACQ(&h->now.seq) == c->seq && dist__fast_mismatch(c, g, &x)) return 1;
+    }
+    return 0;
 }
 
 /* One small collective through the slots: `in` is this rank's part (the
@@ -7403,6 +7584,9 @@ static dist_result dist__submit(dist_t *d, dist__job *j, int send_needed, int re
     dist_result res;
     if (req) *req = NULL;
     if ((res = dist__coll_check(d, j, send_needed, recv_needed)) != DIST_OK) return res;
+    /* Never an async collective on d: nothing can be queued or running (the
+       THREADS rule: one thread calls d's collectives at a time). */
+    if (!req && !d->worker_started) return dist__run_job(d, j);
     if (!req) {
         dist__mutex_lock(&d->q_lock);
         if (!d->q_head && !d->q_busy) {       /* nothing queued: run here */

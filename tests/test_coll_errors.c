@@ -8,7 +8,10 @@
    1000 x float32), a different dtype (float64), a different op (max
    against sum), a different root (1 against 0), or calls a different
    collective; for rooted collectives the root also passes a different
-   count; all_reduce_async with a count mismatch fails through dist_wait.
+   count; all_reduce_async with a count mismatch fails through dist_wait;
+   in broadcast, all_reduce and all_gather rank 2 also passes 8192 where
+   the others pass 1000 (over shared memory theirs go through slots and
+   rank 2's through messages: it must still fail at once, not time out).
    Ranks that must fail, per case (n = 4, root 0, odd rank 2; the
    algorithms move data from the root outwards in broadcast/scatter and
    towards it in reduce/gather):
@@ -73,6 +76,7 @@
 #define NR 4
 #define ODD 2
 #define COUNT 1000
+#define COUNT_BIG 8192      /* 32 KiB: past the small collectives' slots, where COUNT goes through them */
 #define GUARD 64
 #define MAXCASES 16
 
@@ -131,7 +135,7 @@ static void gfree(uint8_t *p) { free(p - GUARD); }
 
 /* ---- cases ------------------------------------------------------------------------ */
 
-enum { K_COUNT, K_COUNT_AT_ROOT, K_DTYPE, K_OP, K_ROOT, K_OTHER, K_COUNT_ASYNC,
+enum { K_COUNT, K_COUNT_AT_ROOT, K_DTYPE, K_OP, K_ROOT, K_OTHER, K_COUNT_ASYNC, K_COUNT_BIG,
        /* invalid arguments */
        K_BAD_ROOT, K_BAD_DTYPE, K_BAD_OP, K_NULL_BUF, K_NULL_RECV_ROOT, K_ALL_BAD_ROOT };
 
@@ -157,6 +161,7 @@ static args_t args_of(const ecase_t *e, int me) {
     if (me != e->odd) return a;
     switch (e->kind) {
     case K_COUNT: case K_COUNT_AT_ROOT: case K_COUNT_ASYNC: a.count = COUNT - 1; break;
+    case K_COUNT_BIG: a.count = COUNT_BIG; break;
     case K_DTYPE: a.dtype = DIST_FLOAT64; break;
     case K_OP: a.op = DIST_MAX; break;
     case K_ROOT: a.root = 1; break;
@@ -182,6 +187,7 @@ static int ncases_of(int c, ecase_t *out) {
     out[k++] = (ecase_t){ c, K_OTHER, ODD, other_coll(c) };
     if (c == C_GATHER) out[k++] = (ecase_t){ c, K_OTHER, ODD, C_SCATTER };
     if (c == C_ALLRED) out[k++] = (ecase_t){ c, K_COUNT_ASYNC, ODD, 0 };
+    if (c == C_BCAST || c == C_ALLRED || c == C_ALLGATHER) out[k++] = (ecase_t){ c, K_COUNT_BIG, ODD, 0 };
     return k;
 }
 
@@ -225,6 +231,7 @@ static void describe(const ecase_t *e, char *out, size_t cap) {
     switch (e->kind) {
     case K_COUNT: snprintf(out, cap, "%s: rank %d passes count %d, the others %d (x float32)", cname[e->coll], e->odd, COUNT - 1, COUNT); break;
     case K_COUNT_ASYNC: snprintf(out, cap, "%s_async + dist_wait: rank %d passes count %d, the others %d (x float32)", cname[e->coll], e->odd, COUNT - 1, COUNT); break;
+    case K_COUNT_BIG: snprintf(out, cap, "%s: rank %d passes count %d, the others %d (x float32; only theirs fits a slot)", cname[e->coll], e->odd, COUNT_BIG, COUNT); break;
     case K_COUNT_AT_ROOT: snprintf(out, cap, "%s: the root (rank 0) passes count %d, the others %d", cname[e->coll], COUNT - 1, COUNT); break;
     case K_DTYPE: snprintf(out, cap, "%s: rank %d passes float64, the others float32", cname[e->coll], e->odd); break;
     case K_OP: snprintf(out, cap, "%s: rank %d passes op max, the others sum", cname[e->coll], e->odd); break;
@@ -245,6 +252,7 @@ static void expected_words(const ecase_t *e, const char **w1, const char **w2) {
     *w1 = a; *w2 = b;
     switch (e->kind) {
     case K_COUNT: case K_COUNT_AT_ROOT: case K_COUNT_ASYNC: snprintf(a, sizeof a, "%d x float32", COUNT - 1); snprintf(b, sizeof b, "%d x float32", COUNT); break;
+    case K_COUNT_BIG: snprintf(a, sizeof a, "%d x float32", COUNT_BIG); snprintf(b, sizeof b, "%d x float32", COUNT); break;
     case K_DTYPE: snprintf(a, sizeof a, "%d x float64", COUNT); snprintf(b, sizeof b, "%d x float32", COUNT); break;
     case K_OP: snprintf(a, sizeof a, "op max"); snprintf(b, sizeof b, "op sum"); break;
     case K_ROOT: snprintf(a, sizeof a, "root 1"); snprintf(b, sizeof b, "root 0"); break;

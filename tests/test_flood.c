@@ -11,7 +11,10 @@
        FLOOD_LARGE calls of 1 MiB (1,000; 250 on 8 ranks), the rooted
        ones with the root fixed at 0 and rotating (call i: root i mod n);
        plus a broadcast loop whose last rank naps 2 ms every 500 calls (a
-       rank behind).
+       rank behind), and a loop of small calls of broadcast, gather,
+       all_reduce, all_to_all, all_gather, reduce and barrier in turn, roots
+       rotating (over shared memory, collectives through slots between
+       ones whose frames come early).
    (b) Rank 0 posts 1,000,000 dist_isend of 8 bytes to rank 1, which sleeps
        0.5 s before it receives them one by one (FLOOD_MESSAGES).
    (c) Rank 0 isends 256 messages of 64 KiB with tag 1 (16 MiB, four times
@@ -95,7 +98,12 @@ static int32_t sum_val(int n, long i, size_t j) { int32_t s = 0; for (int r = 0;
 /* all_to_all: what rank `from` sends rank `to` */
 static int32_t a2a(int from, int to, long i, size_t j) { return (int32_t)(from * 100000 + to * 1000 + (i % 613) + (long)(j % 331)); }
 
-enum { C_BCAST, C_REDUCE, C_ALLREDUCE, C_GATHER, C_ALLGATHER, C_SCATTER, C_RS, C_A2A, C_BARRIER, C_KINDS };
+enum { C_BCAST, C_REDUCE, C_ALLREDUCE, C_GATHER, C_ALLGATHER, C_SCATTER, C_RS, C_A2A, C_BARRIER, C_KINDS, C_MIXED = C_KINDS };
+/* C_MIXED: call i is mixed_kinds[i mod 7], roots rotating: over shared
+   memory the small broadcasts, all_reduces, all_gathers and barriers go
+   through slots, without the engine lock, while the others' frames arrive
+   early, before and during them. */
+static const int mixed_kinds[7] = { C_BCAST, C_GATHER, C_ALLREDUCE, C_A2A, C_ALLGATHER, C_REDUCE, C_BARRIER };
 static const char *kind_name[C_KINDS] = { "broadcast", "reduce", "all_reduce", "gather", "all_gather", "scatter",
                                           "reduce_scatter", "all_to_all", "barrier" };
 static int rooted(int k) { return k == C_BCAST || k == C_REDUCE || k == C_GATHER || k == C_SCATTER; }
@@ -111,6 +119,12 @@ static int one_call(dist_t *w, const loop_spec *s, long i, int32_t *a, int32_t *
     int rank = dist_rank(w), n = dist_world_size(w), root = s->rotate ? (int)(i % n) : 0;
     size_t c = s->count;
     dist_result r = DIST_OK;
+    if (s->kind == C_MIXED) {
+        loop_spec one = *s;
+        one.kind = mixed_kinds[i % 7];
+        one.rotate = 1;
+        return one_call(w, &one, i, a, b);
+    }
     switch (s->kind) {
     case C_BCAST:
         for (size_t j = 0; j < c; j++) a[j] = rank == root ? val(root, i, j) : -1;
@@ -229,6 +243,17 @@ static int rank_loops(dist_t *w, void *arg) {
         s.calls = n == 8 ? g_small / 5 : g_small;
         s.calls -= s.calls % 10;
         if (run_loop(w, &s, idx++, "broadcast 8 B, root 0, the last rank naps 2 ms every 500 calls")) return 1;
+    }
+    {   /* small collectives of every path interleaved */
+        loop_spec s;
+        char name[96];
+        memset(&s, 0, sizeof s);
+        s.kind = C_MIXED; s.count = 2;
+        s.calls = n == 8 ? g_small / 5 : g_small;
+        s.calls -= s.calls % 10;
+        if (s.calls < 10) s.calls = 10;
+        snprintf(name, sizeof name, "7 kinds in turn (bcast gather all_reduce a2a all_gather reduce barrier) 8 B x %d", (int)s.calls);
+        if (run_loop(w, &s, idx++, name)) return 1;
     }
     if (rank == 0) sh->ncases = idx;
     return 0;
