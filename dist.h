@@ -108,6 +108,10 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_EAGER_BYTES          the flow-control budget each peer gets here,
                              in bytes (K, M, G suffixes; default 4M, less
                              in worlds over 65 ranks); see FLOW CONTROL
+   DIST_RUN_ID               this launch's identity, the same on every rank
+                             (distrun on one node and dist_spawn set a
+                             random one; without it, under srun, mpirun or
+                             torchrun, their job id; see RENDEZVOUS)
    DIST_STORE_LISTEN_FD      a listening socket rank 0 hosts the store on
                              instead of binding MASTER_PORT (what distrun
                              and dist_spawn pass down; cfg.store_listen_fd)
@@ -145,6 +149,19 @@ INIT METHODS
                      store's address into it under an fcntl lock, the
                      others read it.  Rank 0 removes it at dist_destroy.
    A URL may end in ?rank=R&world_size=N as in torch.
+
+RENDEZVOUS
+   Two launches started on one port (or file) never form one job.  Every
+   rank of a launch carries its run id (cfg.run_id, DIST_RUN_ID, else
+   TORCHELASTIC_RUN_ID, SLURM_JOB_ID.SLURM_STEP_ID, PMIX_NAMESPACE or
+   OMPI_MCA_ess_base_jobid; distrun on one node and each dist_spawn call
+   make a random one).  The store turns away a rank whose run id is not
+   its own, at once and saying so; a file:// reader takes only a file of
+   its own run id.  Without run ids, a rank claimed twice while the job
+   forms fails every rank of it ("rank 1 was claimed twice ...: are two
+   launches sharing port 29500?"), and init waits 500 ms after the job
+   formed for such a claim; a run id saves that wait.  Once a job has
+   formed, a latecomer is turned away and the job goes on.
 
 ERRORS AND LOGGING
    Every fallible call returns a dist_result: DIST_OK (0) or a negative
@@ -346,6 +363,12 @@ typedef struct dist_config {
                                 worlds over 65 ranks): the memory each peer
                                 may fill here with messages nobody has
                                 received yet; beyond it senders wait      */
+    const char *run_id;      /* NULL: $DIST_RUN_ID, else the launcher's job
+                                (TORCHELASTIC_RUN_ID, SLURM_JOB_ID.STEP_ID,
+                                Open MPI's job id); "": none.  What every
+                                rank of one launch shares and no other
+                                launch has: the store turns away ranks of
+                                another launch (see RENDEZVOUS)             */
 } dist_config;
 
 typedef struct dist dist_t;          /* a communicator */
@@ -571,9 +594,11 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    ---------------------------------------------------------------------------
    Rendezvous.  Rank 0 hosts a key-value store (a thread serving a small
    request/response protocol over TCP).  Every rank, rank 0 included,
-   connects to it with retries and says hello (rank, world size); the store
-   refuses wrong world sizes and duplicate ranks and records why under the
-   key "dist/rejected" so the ranks left waiting can say what happened.  Each
+   connects to it with retries and says hello (rank, world size, the run id
+   of its launch); the store refuses other launches' ranks and wrong world
+   sizes, fails the forming job on a rank claimed twice, and records why
+   under the key "dist/rejected" so the ranks left waiting can say what
+   happened.  Each
    rank listens on an ephemeral port of the address it used to reach the
    store (or of DIST_SOCKET_IFNAME) and publishes it as "dist/addr/<rank>";
    rank 0 publishes a random job id.  Rank i connects to every j < i and
@@ -659,6 +684,9 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    until the rendezvous deadline, at most 3 s), so ranks still on their
    way learn why instead of finding no store at all. */
 #define DIST__FATAL_LINGER_MS  3000
+/* A job without a run id waits this long after it formed for a second
+   claim of one of its ranks (two launches on one port) before init returns. */
+#define DIST__SETTLE_MS        500
 
 /* [SECTION] platform: threads, time, atomics, host, libraries
    The platform layer is the only code in dist.h, dist_rpc.h and
@@ -2263,6 +2291,9 @@ typedef struct dist__store_server {
     int njoined;
     int64_t accept_pause_until;  /* out of descriptors: stop accepting until then */
     char fatal[300];            /* why the job cannot form (a rank of another world size); under lock */
+    uint64_t run_id;            /* the launch rank 0 belongs to (0: none): ranks of others are turned away */
+    char run_from[96];          /* where that came from, for sentences */
+    int port;                   /* where it listens, for sentences */
     dist__log log;
 } dist__store_server;
 
@@ -2350,6 +2381,17 @@ static int dist__store_keys_ok(int n, const uint8_t *const *ptr, const size_t *l
     return 1;
 }
 
+/* When the job cannot form: the reason goes back as the reply (1). */
+static int dist__store_fatal(dist__store_server *sv, dist__store_conn *c) {
+    char fatal[sizeof sv->fatal];
+    dist__mutex_lock(&sv->lock);
+    memcpy(fatal, sv->fatal, sizeof fatal);
+    dist__mutex_unlock(&sv->lock);
+    if (!fatal[0]) return 0;
+    dist__store_reply(c, DIST_ERR_INIT, 0, fatal, strlen(fatal), 1);
+    return 1;
+}
+
 /* Executes the request at c->in + c->in_off.  Returns 1 when done (a reply
    was queued), 0 when it must wait for keys (parked). */
 static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size_t body) {
@@ -2371,7 +2413,13 @@ static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size
     case DIST__STORE_GET:
         if (n != 1) break;
         kv = dist__kv_find(sv, (const char *)ptr[0], len[0]);
-        if (kv) { dist__store_reply(c, DIST_OK, 0, kv->val, kv->vlen, 1); return 1; }
+        /* a job that cannot form hands out no more addresses: a rank that
+           asks learns why instead of calling a rank that has given up */
+        if (kv && !(len[0] > 10 && memcmp(ptr[0], "dist/addr/", 10) == 0 && dist__store_fatal(sv, c))) {
+            dist__store_reply(c, DIST_OK, 0, kv->val, kv->vlen, 1);
+            return 1;
+        }
+        if (kv) return 1;
         goto park;
     case DIST__STORE_WAIT:
     case DIST__STORE_CHECK: {
@@ -2422,13 +2470,7 @@ static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size
     dist__store_reply(c, DIST_ERR_PROTOCOL, 0, NULL, 0, 0);
     return 1;
 park:
-    if (ptr[0] && len[0] > 5 && memcmp(ptr[0], "dist/", 5) == 0) {
-        char fatal[sizeof sv->fatal];
-        dist__mutex_lock(&sv->lock);
-        memcpy(fatal, sv->fatal, sizeof fatal);
-        dist__mutex_unlock(&sv->lock);
-        if (fatal[0]) { dist__store_reply(c, DIST_ERR_INIT, 0, fatal, strlen(fatal), 1); return 1; }
-    }
+    if (ptr[0] && len[0] > 5 && memcmp(ptr[0], "dist/", 5) == 0 && dist__store_fatal(sv, c)) return 1;
     if (!c->parked) {
         /* num: how long the client waits, in ms (an int on its side) */
         c->parked = 1;
@@ -2504,12 +2546,24 @@ static void dist__store_hello(dist__store_server *sv, dist__store_conn *c) {
     c->proof_due = 1;
 }
 
+/* The job has formed: every rank finished its init (each adds 1 to
+   "dist/formed" last); without a run id, also the wait for a second claim
+   is over (rank 0 sets "dist/settled", see dist__settle). */
+static int dist__store_formed(dist__store_server *sv) {
+    const dist__kv *kv = dist__kv_find(sv, "dist/formed", 11);
+    char text[24];
+    if (!sv->run_id) return dist__kv_find(sv, "dist/settled", 12) != NULL;
+    if (!kv || kv->vlen == 0 || kv->vlen >= sizeof text) return 0;
+    memcpy(text, kv->val, kv->vlen); text[kv->vlen] = 0;
+    return atoi(text) >= sv->world;
+}
+
 /* The client's proof: then its rank and world size are believed. */
 static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     dist__hello h;
     char why[300], reason[200], peer[64] = "?";
     uint8_t b[DIST__HELLO_SIZE];
-    int port = 0;
+    int port = 0, formed;
     dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
     dist__hello_decode(c->peer_hello, &h, why, sizeof why);   /* checked in dist__store_hello */
     c->proof_due = 0;
@@ -2519,12 +2573,23 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
         dist__store_refuse(sv, c, why, 0, 0);
         return;
     }
-    if (sv->njoined == sv->world) {
+    if ((formed = dist__store_formed(sv)) != 0) {
         /* The job has formed: a latecomer changes nothing (not recorded,
            not fatal), whatever it claims. */
         dist__format(why, sizeof why, "a process at %s:%d claiming rank %d of %d came after all %d ranks had joined", peer, port,
                      (int)h.rank, (int)h.world, sv->world);
         dist__store_refuse(sv, c, why, 0, 0);
+        return;
+    }
+    if (h.job != sv->run_id) {
+        /* A rank of another launch (say, one started on the same port):
+           turned away, the job unharmed; it fails at once, saying why. */
+        char theirs[40], ours[120];
+        dist__format(theirs, sizeof theirs, h.job ? "another launch's run id" : "no run id");
+        dist__format(ours, sizeof ours, sv->run_id ? "this job's (%s)" : "this job, which has none", sv->run_from);
+        dist__format(why, sizeof why, "a process at %s:%d claiming rank %d has %s, not %s: are two launches sharing port %d?", peer, port,
+                     (int)h.rank, theirs, ours, sv->port);
+        dist__store_refuse(sv, c, why, 1, 0);   /* recorded: the ranks left waiting say why */
         return;
     }
     if (h.world != sv->world) {
@@ -2533,9 +2598,24 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
         dist__store_refuse(sv, c, why, 1, 1);
         return;
     }
-    if (sv->joined[h.rank]) {
-        dist__format(why, sizeof why, "rank %d joined twice (again from %s:%d)", (int)h.rank, peer, port);
-        dist__store_refuse(sv, c, why, 1, 0);
+    if (h.rank < 0 || h.rank >= sv->world || sv->joined[h.rank]) {
+        /* While the job forms, a rank claimed twice means two launches
+           (or two processes given one rank) met here: nothing tells which
+           claim is right, so the job fails, loudly, instead of forming from
+           both.  Once it has formed, a latecomer changes nothing. */
+        char first[80] = "";
+        for (int i = 0; i < sv->nconns; i++) {
+            dist__store_conn *o = &sv->conns[i];
+            int oport = 0;
+            char oaddr[64] = "?";
+            if (o == c || !o->hello_done || o->rank != h.rank) continue;
+            dist__sock_name(o->fd, 1, oaddr, sizeof oaddr, &oport);
+            dist__format(first, sizeof first, " (first from %s:%d)", oaddr, oport);
+        }
+        dist__format(why, sizeof why, "rank %d was claimed twice while the job formed, again from %s:%d%s: are two launches sharing "
+                     "port %d? (give each launch its own DIST_RUN_ID, or start them with distrun or dist_spawn)",
+                     (int)h.rank, peer, port, first, sv->port);
+        dist__store_refuse(sv, c, why, 1, 1);
         return;
     }
     sv->joined[h.rank] = 1;
@@ -2748,10 +2828,14 @@ static void dist__store_server_stop(dist__store_server *sv) {
 
 /* Takes ownership of `listen_fd`. */
 static dist__store_server *dist__store_server_start(dist__socket listen_fd, int world, int timeout_ms,
-                                                    const dist__key *key, const dist__log *log) {
+                                                    const dist__key *key, const dist__log *log, uint64_t run_id, const char *run_from) {
     dist__store_server *sv = (dist__store_server *)DIST_MALLOC(sizeof *sv);
+    char host[64];
     if (!sv) { dist__close(listen_fd); return NULL; }
     memset(sv, 0, sizeof *sv);
+    sv->run_id = run_id;
+    dist__format(sv->run_from, sizeof sv->run_from, "%s", run_from);
+    dist__sock_name(listen_fd, 0, host, sizeof host, &sv->port);
     sv->listen_fd = listen_fd;
     sv->world = world;
     sv->timeout_ms = timeout_ms;
@@ -7891,6 +7975,8 @@ typedef struct dist__setup {
     dist__key key;
     const char *ifname;
     dist__socket listen_fd;          /* inherited store socket, or none */
+    uint64_t run_id;                 /* this launch's identity, hashed (0: none) */
+    char run_from[96];               /* where it came from, for sentences: "DIST_RUN_ID=..." */
 } dist__setup;
 
 static int dist__parse_int(const char *s, int *out) {
@@ -7987,6 +8073,28 @@ static void dist__url_query(const char *url, int *rank, int *world) {
     }
 }
 
+/* This launch's identity: cfg.run_id, DIST_RUN_ID, or the job (and step)
+   of the launcher that started us, hashed to 64 bits (never 0: 0 is none). */
+static void dist__run_id_from(const dist_config *cfg, dist__setup *s) {
+    static const char *const vars[] = { "DIST_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid" };
+    const char *v = cfg->run_id, *name = "cfg.run_id";
+    char buf[160];
+    uint8_t h[32];
+    for (size_t i = 0; !v && i < sizeof vars / sizeof vars[0]; i++)
+        if ((v = dist__getenv(vars[i])) != NULL) name = vars[i];
+    s->run_id = 0;
+    s->run_from[0] = 0;
+    if (!v || !*v) return;
+    if (strcmp(name, "SLURM_JOB_ID") == 0 && dist__getenv("SLURM_STEP_ID")) {   /* one step of the job */
+        dist__format(buf, sizeof buf, "%s.%s", v, dist__getenv("SLURM_STEP_ID"));
+        v = buf;
+    }
+    dist__sha256(v, strlen(v), h);
+    s->run_id = dist__get64(h);
+    if (!s->run_id) s->run_id = 1;
+    dist__format(s->run_from, sizeof s->run_from, "%s=%.60s", name, v);
+}
+
 static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     const char *url = cfg->init_method ? cfg->init_method : dist__getenv("DIST_INIT_METHOD");
     const char *secret = cfg->secret ? cfg->secret : dist__getenv("DIST_SECRET");
@@ -8034,6 +8142,7 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     } else {
         return dist__fail(NULL, DIST_ERR_INIT, "init: unknown init method \"%s\" (env://, tcp://host:port, file:///path)", url);
     }
+    dist__run_id_from(cfg, s);
     /* who we are */
     dist__url_query(url, &qrank, &qworld);
     if (cfg->world_size > 0) { s->rank = cfg->rank; s->world = cfg->world_size; }
@@ -8083,11 +8192,13 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     return DIST_OK;
 }
 
-/* file:// : rank 0 writes "dist-rendezvous 1 <host> <port> <world>" under
-   a file lock; the others read it. */
+/* file:// : rank 0 writes "dist-rendezvous 2 <host> <port> <world> <run id>"
+   under a file lock; the others read it, and take it only when the run id
+   (hashed, hex; 0: none) is theirs: a file another launch wrote, or one
+   left from an earlier run, is not. */
 static dist_result dist__file_publish(const dist__setup *s, const char *host, int port, int64_t deadline) {
     char line[400];
-    int n = snprintf(line, sizeof line, "dist-rendezvous 1 %s %d %d\n", host, port, s->world);
+    int n = snprintf(line, sizeof line, "dist-rendezvous 2 %s %d %d %016llx\n", host, port, s->world, (unsigned long long)s->run_id);
     int r = dist__file_replace_locked(s->path, line, (size_t)n, deadline);
     if (r == -1) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot create it: %s", s->path, dist__err_text(dist__errno()));
     if (r != 0) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot write it: %s", s->path, dist__err_text(dist__errno()));
@@ -8095,16 +8206,27 @@ static dist_result dist__file_publish(const dist__setup *s, const char *host, in
 }
 
 /* Returns 1 and the store's address when the file holds one. */
-static int dist__file_read(const dist__setup *s, char *host, size_t cap, int *port, int *world, int64_t deadline) {
+/* 1 and the store's address when the file holds this launch's; 0 when it
+   holds nothing yet (or nothing readable); -1 when it holds another
+   launch's (`why` says how it differs). */
+static int dist__file_read(const dist__setup *s, char *host, size_t cap, int *port, char *why, size_t wcap, int64_t deadline) {
     char line[400], fmt[64];
-    int ok = 0, ver = 0;
+    int ver = 0, world = 0;
+    unsigned long long run = 0;
     dist__ssize n = dist__file_read_locked(s->path, line, sizeof line - 1, deadline);
-    if (n > 0) {
-        line[n] = 0;
-        snprintf(fmt, sizeof fmt, "dist-rendezvous %%d %%%zus %%d %%d", cap - 1);
-        ok = sscanf(line, fmt, &ver, host, port, world) == 4 && ver == 1 && *port > 0 && *port <= 65535;
+    if (n <= 0) return 0;
+    line[n] = 0;
+    snprintf(fmt, sizeof fmt, "dist-rendezvous %%d %%%zus %%d %%d %%llx", cap - 1);
+    if (sscanf(line, fmt, &ver, host, port, &world, &run) != 5 || ver != 2 || *port <= 0 || *port > 65535) return 0;
+    if (run != s->run_id) {
+        dist__format(why, wcap, "it holds the rendezvous of another launch (%s run id)", run ? "another" : "no");
+        return -1;
     }
-    return ok;
+    if (world != s->world) {
+        dist__format(why, wcap, "it holds the rendezvous of a job of %d ranks, and this one has %d", world, s->world);
+        return -1;
+    }
+    return 1;
 }
 
 /* Reads the store's refusal reason after a hello with a non-zero status. */
@@ -8128,7 +8250,7 @@ static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, i
     char why[300];
     int r;
     *refused = 0;
-    dist__hello_make(&h, DIST__PURPOSE_STORE, 0, s->rank, s->world, &s->key, mine);
+    dist__hello_make(&h, DIST__PURPOSE_STORE, s->run_id, s->rank, s->world, &s->key, mine);   /* job: the launch */
     if ((r = dist__io_all(d->store_fd, mine, sizeof mine, 1, deadline)) != 0 ||
         (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: saying hello to the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
@@ -8177,16 +8299,19 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             if (ls == DIST__NO_SOCKET)
                 return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 cannot host the store: %s (is another job using port %d?)", why, s->port);
         }
-        d->server = dist__store_server_start(ls, s->world, s->timeout_ms, &s->key, log);
+        d->server = dist__store_server_start(ls, s->world, s->timeout_ms, &s->key, log, s->run_id, s->run_from);
         if (!d->server) return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 could not start the store (out of memory or threads)");
     }
     for (;;) {
-        int world = s->world;
         if (s->method == 'f' && s->rank != 0) {
-            while (!dist__file_read(s, s->host, sizeof s->host, &s->port, &world, deadline)) {
+            int got;
+            why[0] = 0;
+            /* another launch's file: rank 0 of ours may still replace it */
+            while ((got = dist__file_read(s, s->host, sizeof s->host, &s->port, why, sizeof why, deadline)) != 1) {
                 if (dist__now_ms() >= deadline)
-                    return dist__fail(NULL, DIST_ERR_TIMEOUT, "init file://%s: rank 0 did not write the rendezvous file within %.1f s",
-                                      s->path, s->timeout_ms / 1000.0);
+                    return dist__fail(NULL, DIST_ERR_TIMEOUT, "init file://%s: rank 0 did not write the rendezvous file within %.1f s%s%s%s",
+                                      s->path, s->timeout_ms / 1000.0, why[0] ? " (" : "", why,
+                                      why[0] ? ": are two jobs using this file?)" : "");
                 dist__sleep_ms(20);
             }
         }
@@ -8287,6 +8412,26 @@ static dist_result dist__rendezvous_fatal(dist_t *d, int64_t deadline_ms) {
     why[len] = 0;
     dist__fatal_linger(d, deadline_ms);
     return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the job cannot form: %s", d->rank, d->world, why);
+}
+
+/* Without a run id, nothing tells two launches on one port apart but a
+   rank claimed twice, and the second claimant of a careless double launch
+   may come a little after the first launch's ranks formed a job with some
+   of the other's.  So such a job waits DIST__SETTLE_MS after it formed,
+   and fails (every rank, saying why) when a rank was claimed twice
+   meanwhile.  Give a launch a run id (distrun, dist_spawn, srun, mpirun,
+   torchrun and DIST_RUN_ID do) and init does not wait. */
+static dist_result dist__settle(dist_t *d, int64_t deadline) {
+    char v[8];
+    size_t len = 0;
+    dist_result r;
+    if (d->rank == 0) {
+        dist__sleep_ms((int)DIST__MIN((int64_t)DIST__SETTLE_MS, DIST__MAX(deadline - dist__now_ms(), (int64_t)0)));
+        if ((r = dist__rendezvous_fatal(d, deadline)) != DIST_OK) return r;
+        return dist_store_set(d, "dist/settled", "1", 1);
+    }
+    r = dist_store_get(d, "dist/settled", v, sizeof v, &len);
+    return r == DIST_OK || r == DIST_ERR_INIT ? r : dist__rendezvous_timeout(d, "rank 0 to see the job settle");
 }
 
 static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline) {
@@ -8522,6 +8667,11 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
             dist__peer_write(e, &e->peers[i]);
         }
     }
+    if (r == DIST_OK) {   /* the store counts the ranks that formed the job: a rank claimed twice before is fatal, after it is not */
+        int64_t formed = 0;
+        r = dist_store_add(d, "dist/formed", 1, &formed);
+    }
+    if (r == DIST_OK && !s.run_id) r = dist__settle(d, deadline);
     if (r == DIST_OK) {
         if (dist__thread_start(&e->thread, dist__progress_thread, e) != 0) r = dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot start the progress thread");
         else e->thread_started = 1;
@@ -8658,7 +8808,7 @@ DIST_API dist_result dist_abort(dist_t *d) {
    is a process this library created, so it ends here with the function's
    return value (after flushing stdio); the caller's process never does. */
 static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg,
-                              dist__socket ls, int port, dist__fd report) {
+                              dist__socket ls, int port, dist__fd report, const char *run_id) {
     dist_config c;
     char url[64];
     dist_t *w = NULL;
@@ -8671,6 +8821,7 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
     }
     c.world_size = nprocs;
     c.rank = rank;
+    if (!c.run_id) c.run_id = run_id;       /* this spawn is one launch */
     c.store_listen_fd = (rank == 0 && ls != DIST__NO_SOCKET) ? ls + 1 : 0;
     if (rank != 0) dist__close(ls);
     if (dist_init(&w, &c) != DIST_OK) {
@@ -8691,8 +8842,9 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
     dist__process *procs;
     int port = 0, failed = 0, result = 0, alive;
     dist__socket ls = DIST__NO_SOCKET;
-    char why[300];
+    char why[300], run_id[40];
     int64_t kill_at = 0;
+    dist__format(run_id, sizeof run_id, "spawn-%016llx", (unsigned long long)dist__random_u64());
     if (nprocs < 1 || nprocs > DIST__MAX_WORLD || !fn) {
         dist__fail(NULL, DIST_ERR_INVALID, "spawn: %d processes and fn %s", nprocs, fn ? "set" : "NULL");
         return -1;
@@ -8712,7 +8864,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
         if (started == 0) {
             for (int j = 0; j < i; j++) dist__process_release(&procs[j]);
             DIST_FREE(procs);                           /* the parent's, not the rank's */
-            dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, report);
+            dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, report, run_id);
         }
         if (started < 0) { failed = 1; break; }
     }

@@ -477,7 +477,7 @@ static void sa_child(int lfd, int ctl_fd) {
     }
     dist__key_from(NULL, &none);
     memset(&lg, 0, sizeof lg);
-    sv = dist__store_server_start(lfd, SA_WORLD, scaled(SA_TMO), &none, &lg);
+    sv = dist__store_server_start(lfd, SA_WORLD, scaled(SA_TMO), &none, &lg, 0, "");
     if (!sv) exit(3);
     while (read(ctl_fd, &c, 1) < 0 && errno == EINTR) { }
     dist__store_server_stop(sv);

@@ -57,7 +57,8 @@
                up to maxjobs at once and one heavy one at a time, a name
                filter, start / poll / finish callbacks on slot numbers
    Config      tcp_config(&cfg, url, cap, port, n, rank, timeout_ms, lfd):
-               cfg for tcp://127.0.0.1:PORT; with lfd >= 0 rank 0 hosts the
+               cfg for tcp://127.0.0.1:PORT, run id "test-PPID-PORT"
+               (the ranks of one parent on one port are one launch); with lfd >= 0 rank 0 hosts the
                store on it (store_listen_fd = lfd + 1), the others close it
                (where dist.h came first); rpc_worker_init(rank, n, port,
                lfd, threads, name, timeout_ms): an RPC worker joins that way
@@ -730,11 +731,14 @@ out:
    rank closes it. */
 static inline __attribute__((unused)) void tcp_config(dist_config *cfg, char *url, size_t cap, int port, int n, int rank, int timeout_ms,
                                                       int lfd) {
+    static char run_id[48];    /* one launch: the parent's ranks on this port (a process runs one) */
     snprintf(url, cap, "tcp://127.0.0.1:%d", port);
+    snprintf(run_id, sizeof run_id, "test-%d-%d", (int)getppid(), port);
     cfg->init_method = url;
     cfg->world_size = n;
     cfg->rank = rank;
     cfg->timeout_ms = timeout_ms;
+    cfg->run_id = run_id;
     if (lfd >= 0) {
         cfg->store_listen_fd = rank == 0 ? lfd + 1 : 0;
         if (rank != 0) close(lfd);

@@ -67,11 +67,13 @@ typedef struct options {
     double kill_grace_s;
     double timeout_s;       /* 0: no limit */
     int prefix;             /* relay output with "[RANK] " prefixes */
+    const char *run_id;     /* --run-id, else $DIST_RUN_ID, else (one node) random */
+    char run_buf[40];
     char **argv;            /* PROG ARGS..., NULL-terminated */
 } options;
 
 enum opt_id { OPT_NPROC, OPT_NNODES, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT,
-              OPT_KILL_GRACE, OPT_TIMEOUT, OPT_NO_PREFIX, OPT_HELP };
+              OPT_KILL_GRACE, OPT_TIMEOUT, OPT_NO_PREFIX, OPT_RUN_ID, OPT_HELP };
 
 typedef struct long_opt { const char *name; enum opt_id id; int has_arg; } long_opt;
 
@@ -84,6 +86,7 @@ static const long_opt long_opts[] = {
     { "kill-grace",     OPT_KILL_GRACE,  1 },
     { "timeout",        OPT_TIMEOUT,     1 },
     { "no-prefix",      OPT_NO_PREFIX,   0 },
+    { "run-id",         OPT_RUN_ID,      1 },
     { "help",           OPT_HELP,        0 },
 };
 
@@ -104,11 +107,17 @@ static void print_usage(FILE *f) {
           "      --timeout S         stop the whole job after S seconds (exit 124)\n"
           "      --no-prefix         ranks write straight to stdout and stderr, without\n"
           "                          the \"[RANK] \" line prefix\n"
+          "      --run-id ID         this launch's identity (DIST_RUN_ID), the same on\n"
+          "                          every node; the store turns away ranks of other\n"
+          "                          launches.  Default: $DIST_RUN_ID, else on one node a\n"
+          "                          random one; with --nnodes > 1 give one (or set\n"
+          "                          DIST_RUN_ID alike on every node)\n"
           "  -h, --help              show this help\n"
           "Long options also take --opt=VALUE, and underscores (--nproc_per_node).\n"
           "\n"
           "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
-          "MASTER_ADDR and MASTER_PORT (global rank = node rank * N + local rank).\n"
+          "MASTER_ADDR, MASTER_PORT (global rank = node rank * N + local rank) and,\n"
+          "when there is one, DIST_RUN_ID.\n"
           "\n"
           "exit status: 0 when every rank exits 0; else the first failed rank's code\n"
           "(128+N when killed by signal N), 124 on --timeout, 128+N when distrun got\n"
@@ -173,6 +182,7 @@ static void apply_option(options *o, const long_opt *lo, const char *v) {
     case OPT_KILL_GRACE:  ok = !parse_seconds(v, &o->kill_grace_s);      want = "seconds"; break;
     case OPT_TIMEOUT:     ok = !parse_seconds(v, &o->timeout_s) && o->timeout_s > 0; want = "seconds > 0"; break;
     case OPT_NO_PREFIX:   ok = 1; o->prefix = 0; break;
+    case OPT_RUN_ID:      ok = v[0] != '\0'; o->run_id = v;             want = "an identity"; break;
     case OPT_HELP:        print_usage(stdout); exit(0);
     }
     if (!ok) usage_error("--%s: expected %s, got '%s'", lo->name, want, v);
@@ -218,6 +228,15 @@ static void parse_args(int argc, char **argv, options *o) {
         usage_error("--master-port is required with --nnodes > 1 (every node must agree on it)");
     if ((long long)o->nnodes * o->nproc > INT_MAX)
         usage_error("--nnodes %d x --nproc-per-node %d ranks is too many", o->nnodes, o->nproc);
+    if (!o->run_id && getenv("DIST_RUN_ID") && getenv("DIST_RUN_ID")[0]) o->run_id = getenv("DIST_RUN_ID");
+    if (!o->run_id && o->nnodes == 1) {    /* one node: this distrun is the whole launch */
+        unsigned char b[8] = { 0 };
+        unsigned long long x = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (f) { if (fread(b, 1, sizeof b, f) == sizeof b) memcpy(&x, b, sizeof x); fclose(f); }
+        snprintf(o->run_buf, sizeof o->run_buf, "distrun-%016llx", x);
+        o->run_id = o->run_buf;
+    }
 }
 
 /* ---- the job ------------------------------------------------------------ */
@@ -480,6 +499,7 @@ static void set_rank_env(const options *o, int local, int store_fd, int port) {
     set_env_int("GROUP_RANK", o->node_rank);
     set_env_int("MASTER_PORT", port);
     if (setenv("MASTER_ADDR", o->master_addr, 1) != 0) _exit(EXIT_EXEC);
+    if (o->run_id && setenv("DIST_RUN_ID", o->run_id, 1) != 0) _exit(EXIT_EXEC);
     /* a nested distrun must not pass its own parent's socket on */
     unsetenv("DIST_STORE_LISTEN_FD");
     if (store_fd >= 0) set_env_int("DIST_STORE_LISTEN_FD", store_fd);
