@@ -911,6 +911,7 @@ DIST__PLATFORM const char *dist__getenv(const char *name) {
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <ifaddrs.h>
+#include <sys/resource.h>
 #include <net/if.h>
 #include <sys/mman.h>
 #ifdef __linux__
@@ -941,6 +942,15 @@ DIST__PLATFORM int dist__err_reset(int e) { return e == ECONNRESET; }
 DIST__PLATFORM const char *dist__err_text(int e) { return strerror(e); }
 /* Out of descriptors or memory (accept cannot take a connection now). */
 DIST__PLATFORM int dist__err_no_fds(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
+/* ...and which: this process's descriptor limit (1), the system's (2),
+   memory (3). */
+DIST__PLATFORM int dist__err_no_fds_kind(int e) { return e == EMFILE ? 1 : e == ENFILE ? 2 : 3; }
+/* This process's limit on open descriptors (ulimit -n; -1: none known). */
+DIST__PLATFORM long dist__fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return -1;
+    return (long)rl.rlim_cur;
+}
 DIST__PLATFORM int dist__err_addr_in_use(int e) { return e == EADDRINUSE; }
 
 DIST__PLATFORM int dist__set_nonblocking(dist__socket s, int on) {
@@ -1311,11 +1321,19 @@ DIST__PLATFORM int dist__file_lock(int fd, short type, int64_t deadline_ms) {
 }
 
 /* Replaces what file `path` holds (creating it, mode 0600) with n bytes,
-   under an exclusive lock.  0; -1: it could not be created; -2: it could
-   not be locked or written.  The error is in dist__errno(). */
-DIST__PLATFORM int dist__file_replace_locked(const char *path, const void *data, size_t n, int64_t deadline_ms) {
+   under an exclusive lock, unless keep(what it held, its length, arg)
+   says to leave it.  0; -1: it could not be created; -2: it could not be
+   locked or written (the error is in dist__errno()); -3: kept. */
+DIST__PLATFORM int dist__file_replace_locked(const char *path, const void *data, size_t n, int64_t deadline_ms,
+                                             int (*keep)(const char *old, size_t len, void *arg), void *arg) {
+    char old[512];
+    ssize_t got;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return -1;
+    if (dist__file_lock(fd, F_WRLCK, deadline_ms) == 0 && keep && (got = pread(fd, old, sizeof old - 1, 0)) > 0) {
+        old[got] = 0;
+        if (keep(old, (size_t)got, arg)) { close(fd); return -3; }
+    }
     if (dist__file_lock(fd, F_WRLCK, deadline_ms) != 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, n, 0) != (ssize_t)n) {
         int err = errno;
         close(fd);
@@ -2212,11 +2230,33 @@ static int dist__split_hostport(const char *s, char *host, size_t cap, int *port
 
 /* Connects to host:port, retrying with backoff (10 ms doubling to 1 s)
    until `deadline_ms`: the other side may not be listening yet. */
+/* What running out of descriptors (error e of a socket call) means for a
+   rank of a job of `world` ranks, as a sentence. */
+static void dist__no_fds_text(char *buf, size_t cap, int e, int world, int rank) {
+    long lim = dist__fd_limit();
+    int need = world + (rank == 0 ? world : 0) + 16;      /* a connection to each, the store's on rank 0, and a few */
+    switch (dist__err_no_fds_kind(e)) {
+    case 1:
+        if (lim > 0) dist__format(buf, cap, "this process ran out of file descriptors (ulimit -n %ld; rank %d of a %d-rank job needs about %d)",
+                                  lim, rank, world, need);
+        else dist__format(buf, cap, "this process ran out of file descriptors (rank %d of a %d-rank job needs about %d)", rank, world, need);
+        break;
+    case 2: dist__format(buf, cap, "the system ran out of file descriptors (%s)", dist__err_text(e)); break;
+    default: dist__format(buf, cap, "the system ran out of memory for sockets (%s)", dist__err_text(e)); break;
+    }
+}
+
 static dist__socket dist__connect_retry(const char *host, int port, int64_t deadline_ms, char *why, size_t cap) {
     int backoff = 10;
     for (;;) {
         dist__socket s = dist__sock_connect(host, port, deadline_ms, why, cap);
+        int e = dist__errno();
         if (s != DIST__NO_SOCKET) return s;
+        if (dist__err_no_fds(e) && dist__err_no_fds_kind(e) == 1) {   /* say which limit */
+            size_t n = strlen(why);
+            long lim = dist__fd_limit();
+            if (lim > 0 && n + 1 < cap) dist__format(why + n, cap - n, " (this process's limit: ulimit -n %ld)", lim);
+        }
         if (dist__now_ms() >= deadline_ms) return DIST__NO_SOCKET;   /* `why` says why */
         dist__sleep_ms(DIST__MIN(backoff, dist__ms_left(deadline_ms, 1000)));
         backoff = DIST__MIN(backoff * 2, 1000);
@@ -2721,7 +2761,18 @@ static void dist__store_accept(dist__store_server *sv) {
         dist__socket s = dist__sock_accept(sv->listen_fd);
         int waiting = 0;
         if (s == DIST__NO_SOCKET) {
-            if (dist__err_no_fds(dist__errno())) sv->accept_pause_until = dist__now_ms() + 100;
+            int e = dist__errno();
+            if (dist__err_no_fds(e)) {
+                /* Paused, not spun on; the ranks left waiting say why. */
+                if (!dist__kv_find(sv, "dist/trouble", 12)) {
+                    char t[300], text[200];
+                    dist__no_fds_text(text, sizeof text, e, sv->world, 0);
+                    dist__format(t, sizeof t, "rank 0's store could not take connections: %s", text);
+                    dist__kv_set(sv, "dist/trouble", 12, t, strlen(t));
+                    dist__logf(&sv->log, DIST_LOG_WARN, "%s", t);
+                }
+                sv->accept_pause_until = dist__now_ms() + 100;
+            }
             return;
         }
         /* Connections still in their handshake are bounded: the oldest
@@ -6648,11 +6699,14 @@ static int dist__fast_disagrees(dist__coll *c);
 
 /* A collective's request is done, or the collective failed elsewhere, or
    (now and then) a rank took slots for it where this one did not. */
-typedef struct dist__coll_waiting { dist_req_t *r; dist__coll *c; unsigned looks; } dist__coll_waiting;
+typedef struct dist__coll_waiting { dist_req_t *r; dist__coll *c; int64_t next_look_ns; } dist__coll_waiting;
 static int dist__coll_req_ready(dist__engine *e, void *arg) {
     dist__coll_waiting *w = (dist__coll_waiting *)arg;
+    int64_t now;
     if (dist__req_is_done(e, w->r) || dist__coll_aborted(w->c->d, w->c->seq) != NULL) return 1;
-    return (w->looks++ & 63) == 0 && dist__fast_disagrees(w->c);
+    if (!w->c->e->shm.all || w->c->d->top != w->c->d || (now = dist__now_ns()) < w->next_look_ns) return 0;
+    w->next_look_ns = now + 2000000;    /* every 2 ms: a wake-up of the wait comes at least every 100 ms */
+    return dist__fast_disagrees(w->c);
 }
 
 /* Waits for one of the collective's requests (NULL: a post that failed). */
@@ -6662,7 +6716,7 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
     dist__mutex_lock(&e->lock);
     if (!r->done) {
         dist__coll_waiting w;
-        w.r = r; w.c = c; w.looks = 0;
+        w.r = r; w.c = c; w.next_look_ns = 0;
         if (!dist__wait_for(e, dist__coll_req_ready, &w, dist__coll_deadline(c)) && !r->done)
             dist__withdraw_wait(e, r, c->d->timeout_ms, DIST__REFUSED_WITHDRAWN);
     }
@@ -8196,10 +8250,28 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
    under a file lock; the others read it, and take it only when the run id
    (hashed, hex; 0: none) is theirs: a file another launch wrote, or one
    left from an earlier run, is not. */
+/* A rendezvous file whose store still answers belongs to a job that is
+   forming or running: it is not replaced (two rank 0s on one file). */
+static int dist__file_in_use(const char *old, size_t len, void *arg) {
+    char host[256], why[200];
+    int ver = 0, port = 0;
+    dist__socket c;
+    (void)len;
+    if (sscanf(old, "dist-rendezvous %d %255s %d", &ver, host, &port) != 3 || port <= 0 || port > 65535) return 0;
+    c = dist__sock_connect(host, port, dist__now_ms() + 500, why, sizeof why);
+    if (c == DIST__NO_SOCKET) return 0;              /* stale: its job is gone */
+    dist__close(c);
+    dist__format((char *)arg, 300, "%s:%d", host, port);
+    return 1;
+}
+
 static dist_result dist__file_publish(const dist__setup *s, const char *host, int port, int64_t deadline) {
-    char line[400];
+    char line[400], other[300] = "";
     int n = snprintf(line, sizeof line, "dist-rendezvous 2 %s %d %d %016llx\n", host, port, s->world, (unsigned long long)s->run_id);
-    int r = dist__file_replace_locked(s->path, line, (size_t)n, deadline);
+    int r = dist__file_replace_locked(s->path, line, (size_t)n, deadline, dist__file_in_use, other);
+    if (r == -3)
+        return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: another job's rank 0 wrote it, and its store at %s still answers: "
+                          "are two jobs using this file?", s->path, other);
     if (r == -1) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot create it: %s", s->path, dist__err_text(dist__errno()));
     if (r != 0) return dist__fail(NULL, DIST_ERR_INIT, "init file://%s: cannot write it: %s", s->path, dist__err_text(dist__errno()));
     return DIST_OK;
@@ -8328,15 +8400,32 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
 /* After a rendezvous wait timed out: who is missing, and did the store
    turn anyone away? */
 static dist_result dist__rendezvous_timeout(dist_t *d, const char *waiting_for) {
-    char rej[256] = "";
-    size_t len = 0;
-    const char *key = "dist/rejected";
-    int exists = 0;
-    if (dist_store_check(d, &key, 1, &exists) == DIST_OK && exists &&
-        dist_store_get(d, key, rej, sizeof rej - 1, &len) == DIST_OK) rej[len] = 0;
-    else rej[0] = 0;
-    return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d of %d timed out after %.1f s waiting for %s%s%s", d->rank, d->world,
-                      d->timeout_ms / 1000.0, waiting_for, rej[0] ? "; the store refused a process: " : "", rej);
+    char rej[256] = "", trouble[300] = "";
+    const char *keys[2] = { "dist/rejected", "dist/trouble" };
+    char *vals[2];
+    vals[0] = rej; vals[1] = trouble;
+    for (int i = 0; i < 2; i++) {
+        size_t len = 0, cap = i ? sizeof trouble : sizeof rej;
+        int exists = 0;
+        if (dist_store_check(d, &keys[i], 1, &exists) == DIST_OK && exists &&
+            dist_store_get(d, keys[i], vals[i], cap - 1, &len) == DIST_OK) vals[i][len] = 0;
+        else vals[i][0] = 0;
+    }
+    return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d of %d timed out after %.1f s waiting for %s%s%s%s%s", d->rank, d->world,
+                      d->timeout_ms / 1000.0, waiting_for, rej[0] ? "; the store refused a process: " : "", rej,
+                      trouble[0] ? "; " : "", trouble);
+}
+
+/* This rank ran out of descriptors (error e) during the rendezvous: the
+   others, who will wait for it, learn why from the store. */
+static void dist__rendezvous_trouble(dist_t *d, int e) {
+    char t[300], text[200];
+    const char *key = "dist/trouble";
+    int exists = 1;
+    dist__no_fds_text(text, sizeof text, e, d->world, d->rank);
+    dist__format(t, sizeof t, "rank %d: %s", d->rank, text);
+    dist__logf(&d->eng->log, DIST_LOG_WARN, "%s", t);
+    if (dist_store_check(d, &key, 1, &exists) == DIST_OK && !exists) dist_store_set(d, key, t, strlen(t));
 }
 
 typedef struct dist__pending_conn {
@@ -8436,8 +8525,8 @@ static dist_result dist__settle(dist_t *d, int64_t deadline) {
 
 static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline) {
     dist__engine *e = d->eng;
-    int n = d->world, npend = 0, connected = 0, told = 0;
-    int64_t next_check = 0;
+    int n = d->world, npend = 0, connected = 0, told = 0, pause_ms = 0, no_fds = 0;
+    int64_t next_check = 0, accept_pause_until = 0;
     dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(2 * n + 16));
     dist__pollfd *pfds = (dist__pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(2 * n + 17));
     dist_result res = DIST_OK;
@@ -8492,11 +8581,25 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
             res = dist__rendezvous_timeout(d, w);
             break;
         }
-        dist__pollfd_set(&pfds[np], ls, 1, 0); np++;
-        for (int i = 0; i < npend; i++) { dist__pollfd_set(&pfds[np], pend[i].fd, 1, 0); np++; }
-        dist__poll(pfds, np, dist__ms_left(deadline, 100));
+        {   /* out of descriptors, the listener rests a while: accept would fail at once, again and again */
+            int64_t now = dist__now_ms();
+            int ms = dist__ms_left(deadline, 100);
+            dist__pollfd_set(&pfds[np], now < accept_pause_until ? DIST__NO_SOCKET : ls, 1, 0); np++;
+            for (int i = 0; i < npend; i++) { dist__pollfd_set(&pfds[np], pend[i].fd, 1, 0); np++; }
+            if (now < accept_pause_until) ms = (int)DIST__MIN((int64_t)ms, accept_pause_until - now);
+            dist__poll(pfds, np, ms);
+        }
         if (dist__pollfd_ready(&pfds[0], &rd, &wr) && rd) {
             dist__socket s = dist__sock_accept(ls);
+            int err = s == DIST__NO_SOCKET ? dist__errno() : 0;
+            if (s == DIST__NO_SOCKET && dist__err_no_fds(err)) {
+                if (!no_fds) dist__rendezvous_trouble(d, err);
+                no_fds = 1;
+                pause_ms = pause_ms ? DIST__MIN(pause_ms * 2, 500) : 10;
+                accept_pause_until = dist__now_ms() + pause_ms;
+            } else if (s != DIST__NO_SOCKET) {
+                pause_ms = 0;
+            }
             if (s != DIST__NO_SOCKET && npend == 2 * n + 16) {
                 /* Full of connections that say nothing: the oldest caller
                    makes room (a rank of this job answers within a round
