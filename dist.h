@@ -5345,6 +5345,13 @@ struct dist__shm_link {
     dist_req_t *coop_req;           /* the receive it copies into */
     int coop_alone;                 /* the rest of this payload is read without the sender's help */
     uint64_t coop_wrote;            /* bytes of our payloads we wrote into its memory ourselves */
+    /* The doorbell: the mesh connection, rung without the engine lock by
+       a collective waking its members.  So it stays open until the link
+       is freed (a closed descriptor's number could be another socket's by
+       then); when the peer is lost it is only shut down, and bell_off
+       set. */
+    dist__socket bell;
+    uint32_t bell_off;
 };
 
 static dist__ring *dist__seg_ring(void *seg, uint64_t ring_size, int slot) {
@@ -5399,8 +5406,9 @@ static void dist__shm_sleeping(dist__engine *e, int on) {
 /* Wakes p if it sleeps in poll (or, coll, inside a collective in shared
    memory): one byte on the doorbell. */
 static void dist__shm_bell(dist__peer *p, int coll) {
-    if (p->fd != DIST__NO_SOCKET && DIST__LOAD_ACQ(coll ? &p->shm->peer_hdr->coll_sleeping : &p->shm->peer_hdr->sleeping)) {
-        dist__ssize w = dist__sock_send_nowait(p->fd, "d", 1);
+    dist__shm_link *s = p->shm;
+    if (!DIST__LOAD_ACQ(&s->bell_off) && DIST__LOAD_ACQ(coll ? &s->peer_hdr->coll_sleeping : &s->peer_hdr->sleeping)) {
+        dist__ssize w = dist__sock_send_nowait(s->bell, "d", 1);
         DIST__UNUSED(w);
     }
 }
@@ -5636,7 +5644,9 @@ static void dist__shm_readable(dist__engine *e, dist__peer *p) {
    ends (a collective may still look at its counters). */
 static void dist__shm_close(dist__engine *e, dist__peer *p) {
     DIST__UNUSED(e);
-    dist__close(p->fd);
+    if (p->fd == DIST__NO_SOCKET) return;
+    DIST__STORE_REL(&p->shm->bell_off, 1u);
+    dist__sock_shutdown(p->fd);        /* closed with the link (the doorbell) */
     p->fd = DIST__NO_SOCKET;
 }
 
@@ -5650,6 +5660,7 @@ static void dist__shm_link_free(dist__peer *p) {
     dist__shm_link *s = p->shm;
     if (!s) return;
     if (s->peer_seg) dist__shm_unmap(s->peer_seg, s->peer_seg_size);
+    dist__close(s->bell);
     DIST_FREE(s->pull);
     DIST_FREE(s);
     p->shm = NULL;
@@ -5732,6 +5743,7 @@ static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec
     s->can_read = dist__peer_memory_read(pid, &magic, probe, sizeof magic) == (dist__ssize)sizeof magic && magic == DIST__SHM_MAGIC;
     /* ...combined through this buffer */
     if (s->can_read && (s->pull = (uint8_t *)DIST_MALLOC(DIST__STAGE_SIZE)) == NULL) s->can_read = 0;
+    s->bell = DIST__NO_SOCKET;
     p->shm = s;
     return 1;
 }
@@ -5830,6 +5842,7 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
         if (j == me) continue;
         if (p->shm && dist__get32(out + (size_t)j * DIST__SHM_REC + 4) && dist__get32(i + 4)) {
             p->t = &dist__shm_transport;
+            p->shm->bell = p->fd;
             p->shm->rx_ring = dist__seg_ring(w->seg, ring, slots[j]);
             p->ref_min = dist__get32(i + 8) ? DIST_SHM_REF_BYTES : 0;   /* it can read our memory */
             if (!p->ref_min) p->shm->can_read = 0;                  /* (nor would it send by reference) */
