@@ -162,6 +162,24 @@ RENDEZVOUS
    launches sharing port 29500?"), and init waits 500 ms after the job
    formed for such a claim; a run id saves that wait.  Once a job has
    formed, a latecomer is turned away and the job goes on.
+   Strangers cannot jam it either.  The store and each rank's mesh
+   listener hold at most max(2 x world + 64, 256) connections in their
+   handshake; past that the least advanced goes first (a silent one before
+   half a hello before a hello without its proof, the oldest first), and a
+   rank's hello, which comes within a round trip, is read as it is
+   accepted.  A rank dropped all the same calls again (10-500 ms apart),
+   and each connect attempt gets 50 ms doubling to 2 s, so a SYN a full
+   queue dropped is sent again at once, not a second later.  Measured: 8
+   ranks with a secret form while strangers hold 1,000 idle connections
+   and open 5,000 a second at the store and the mesh ports.
+   A rank whose process cannot prove the secret (another DIST_SECRET, or
+   none) fails at once, saying why; the others fail too, about a second
+   later (a quarter of the timeout at most), with "rank 2 could not prove
+   the job's secret and every other rank has joined", once every rank
+   still missing was claimed that way and none came with the right
+   secret meanwhile (a stranger's bad claim alone stops nothing: the real
+   rank joins).  Out of descriptors, listeners rest 10-500 ms between
+   tries and the timeout's sentence names the limit (ulimit -n).
 
 ERRORS AND LOGGING
    Every fallible call returns a dist_result: DIST_OK (0) or a negative
@@ -687,6 +705,17 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 /* A job without a run id waits this long after it formed for a second
    claim of one of its ranks (two launches on one port) before init returns. */
 #define DIST__SETTLE_MS        500
+/* Connections a listener holds in their handshake during the rendezvous
+   (the store's, and each rank's mesh listener): past this many, the least
+   advanced is dropped (silent before half a hello before a hello without
+   its proof, the oldest first), so strangers holding sockets open cannot
+   crowd out a rank, whose hello comes within a round trip; a rank dropped
+   all the same calls again (see dist__pending_cap). */
+#define DIST__PENDING_MIN      256
+/* A rank that failed to prove the secret, and only such ranks missing:
+   the job fails after this long (or a quarter of the timeout) without a
+   good claim (see dist__store_bad_secret). */
+#define DIST__BAD_SECRET_MS    1000
 
 /* [SECTION] platform: threads, time, atomics, host, libraries
    The platform layer is the only code in dist.h, dist_rpc.h and
@@ -1118,7 +1147,7 @@ DIST__PLATFORM dist__socket dist__sock_listen(const char *host, int family, int 
         if (s < 0) { err = errno; continue; }
         dist__set_cloexec(s);
         setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && listen(s, 1024) == 0) break;
+        if (bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && listen(s, 4096) == 0) break;
         err = errno;
         close(s);
         s = DIST__NO_SOCKET;
@@ -1177,7 +1206,9 @@ DIST__PLATFORM dist__socket dist__connect_once(const struct addrinfo *ai, int ms
    turn, each attempt bounded by the time left until `deadline_ms` (at most
    2 s, at least 1 ms).  The connected socket (non-blocking, tuned), or
    DIST__NO_SOCKET with `why` set (dist__connect_retry retries). */
-DIST__PLATFORM dist__socket dist__sock_connect(const char *host, int port, int64_t deadline_ms, char *why, size_t cap) {
+/* Connects to host:port before `deadline_ms`, each address tried for at
+   most `attempt_ms`. */
+DIST__PLATFORM dist__socket dist__sock_connect(const char *host, int port, int64_t deadline_ms, int attempt_ms, char *why, size_t cap) {
     struct addrinfo hints, *res = NULL, *ai;
     char ports[16];
     int gai, last_err = ETIMEDOUT;
@@ -1191,7 +1222,7 @@ DIST__PLATFORM dist__socket dist__sock_connect(const char *host, int port, int64
         return DIST__NO_SOCKET;
     }
     for (ai = res; ai; ai = ai->ai_next) {
-        dist__socket s = dist__connect_once(ai, DIST__MAX(dist__ms_left(deadline_ms, 2000), 1));
+        dist__socket s = dist__connect_once(ai, DIST__MAX(dist__ms_left(deadline_ms, attempt_ms), 1));
         if (s != DIST__NO_SOCKET) { freeaddrinfo(res); return s; }
         last_err = errno;
     }
@@ -1581,6 +1612,31 @@ static void dist__logf(const dist__log *lg, dist_log_level level, const char *fm
     dist__vformat(msg + off, sizeof msg - off, fmt, ap);
     va_end(ap);
     lg->logger.func(level, msg, lg->logger.user);
+}
+
+/* Lines about strangers (refused, dropped): at most DIST__STRANGER_LINES a
+   second per listener, so a flood of strangers is not a flood of log
+   lines; the rest are counted and said in one line once the second is
+   over (dist__log_budget_flush). */
+#define DIST__STRANGER_LINES 20
+typedef struct dist__log_budget { int64_t second; int used; long skipped; } dist__log_budget;
+
+static void dist__log_budget_flush(const dist__log *lg, dist__log_budget *b, const char *what, int now_too) {
+    int64_t sec = dist__now_ms() / 1000;
+    if (sec == b->second && !now_too) return;
+    if (b->skipped)
+        dist__logf(lg, DIST_LOG_WARN, "%s: and %ld more in that second (at most %d such lines a second are logged)", what, b->skipped,
+                   DIST__STRANGER_LINES);
+    b->second = sec; b->used = 0; b->skipped = 0;
+}
+
+/* May one more line about a stranger be logged now? */
+static int dist__log_budget_take(const dist__log *lg, dist__log_budget *b, const char *what) {
+    if (!lg->logger.func) return 0;
+    dist__log_budget_flush(lg, b, what, 0);
+    if (b->used < DIST__STRANGER_LINES) { b->used++; return 1; }
+    b->skipped++;
+    return 0;
 }
 
 /* [SECTION] reductions: one kernel per dtype x op, generated
@@ -2228,8 +2284,6 @@ static int dist__split_hostport(const char *s, char *host, size_t cap, int *port
     return 0;
 }
 
-/* Connects to host:port, retrying with backoff (10 ms doubling to 1 s)
-   until `deadline_ms`: the other side may not be listening yet. */
 /* What running out of descriptors (error e of a socket call) means for a
    rank of a job of `world` ranks, as a sentence. */
 static void dist__no_fds_text(char *buf, size_t cap, int e, int world, int rank) {
@@ -2246,10 +2300,19 @@ static void dist__no_fds_text(char *buf, size_t cap, int e, int world, int rank)
     }
 }
 
+/* How many connections a listener of a job of `world` ranks holds in
+   their handshake (DIST__PENDING_MIN). */
+static int dist__pending_cap(int world) { return DIST__MAX(2 * world + 64, DIST__PENDING_MIN); }
+
+/* Connects to host:port, retrying with backoff (10 ms doubling to 1 s)
+   until `deadline_ms`: the other side may not be listening yet. */
 static dist__socket dist__connect_retry(const char *host, int port, int64_t deadline_ms, char *why, size_t cap) {
-    int backoff = 10;
+    /* An attempt gets 50 ms, doubling to 2 s: a listener whose queue was
+       full (strangers) dropped our SYN, which the kernel would send again
+       only after a second; a fresh attempt sends one at once. */
+    int backoff = 10, attempt = 50;
     for (;;) {
-        dist__socket s = dist__sock_connect(host, port, deadline_ms, why, cap);
+        dist__socket s = dist__sock_connect(host, port, deadline_ms, attempt, why, cap);
         int e = dist__errno();
         if (s != DIST__NO_SOCKET) return s;
         if (dist__err_no_fds(e) && dist__err_no_fds_kind(e) == 1) {   /* say which limit */
@@ -2260,6 +2323,7 @@ static dist__socket dist__connect_retry(const char *host, int port, int64_t dead
         if (dist__now_ms() >= deadline_ms) return DIST__NO_SOCKET;   /* `why` says why */
         dist__sleep_ms(DIST__MIN(backoff, dist__ms_left(deadline_ms, 1000)));
         backoff = DIST__MIN(backoff * 2, 1000);
+        attempt = DIST__MIN(attempt * 2, 2000);
     }
 }
 
@@ -2329,12 +2393,17 @@ typedef struct dist__store_server {
     dist__kv *kv; int nkv, cap_kv;
     unsigned char *joined;      /* [world] */
     int njoined;
+    int64_t last_join_ms;       /* when the last rank joined */
+    int64_t *bad_claim_ms;      /* [world]: when a process of this launch first failed to prove the secret for it (0: none) */
+    char bad_claim[200];        /* the last such refusal */
     int64_t accept_pause_until;  /* out of descriptors: stop accepting until then */
     char fatal[300];            /* why the job cannot form (a rank of another world size); under lock */
+    int all_told;               /* ...and every rank that joined has gone, the others will not come; under lock */
     uint64_t run_id;            /* the launch rank 0 belongs to (0: none): ranks of others are turned away */
     char run_from[96];          /* where that came from, for sentences */
     int port;                   /* where it listens, for sentences */
     dist__log log;
+    dist__log_budget log_budget; /* lines about strangers */
 } dist__store_server;
 
 static int dist__grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -2549,7 +2618,8 @@ static void dist__store_refuse(dist__store_server *sv, dist__store_conn *c, cons
         dist__mutex_unlock(&sv->lock);
         dist__kv_set(sv, "dist/fatal", 10, reason, rl);
     }
-    dist__logf(&sv->log, DIST_LOG_WARN, "store refused a client: %s", reason);
+    if (record || fatal || dist__log_budget_take(&sv->log, &sv->log_budget, "store refused a client"))
+        dist__logf(&sv->log, DIST_LOG_WARN, "store refused a client: %s", reason);
 }
 
 static void dist__store_queue(dist__store_conn *c, const void *b, size_t n) {
@@ -2598,6 +2668,15 @@ static int dist__store_formed(dist__store_server *sv) {
     return atoi(text) >= sv->world;
 }
 
+/* A process of this launch (its hello says so) failed to prove the secret
+   for rank h->rank, or hung up on the store's proof (which its own secret
+   did not verify): remembered for dist__store_bad_secret. */
+static void dist__store_bad_claim(dist__store_server *sv, const dist__hello *h, const char *why) {
+    if (h->world != sv->world || h->job != sv->run_id || h->rank < 0 || h->rank >= sv->world || sv->joined[h->rank]) return;
+    if (!sv->bad_claim_ms[h->rank]) sv->bad_claim_ms[h->rank] = dist__now_ms();
+    dist__format(sv->bad_claim, sizeof sv->bad_claim, "%s", why);
+}
+
 /* The client's proof: then its rank and world size are believed. */
 static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     dist__hello h;
@@ -2608,8 +2687,10 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     dist__hello_decode(c->peer_hello, &h, why, sizeof why);   /* checked in dist__store_hello */
     c->proof_due = 0;
     if (dist__proof_check(&sv->key, 'C', c->peer_hello, c->my_hello, c->in + c->in_off, reason, sizeof reason) != 0) {
-        /* not recorded: a stranger must not be able to speak for the job */
+        /* not recorded: a stranger must not be able to speak for the job
+           (but see dist__store_bad_secret) */
         dist__format(why, sizeof why, "a client at %s:%d claiming rank %d: %s", peer, port, (int)h.rank, reason);
+        dist__store_bad_claim(sv, &h, why);
         dist__store_refuse(sv, c, why, 0, 0);
         return;
     }
@@ -2660,6 +2741,7 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     }
     sv->joined[h.rank] = 1;
     sv->njoined++;
+    sv->last_join_ms = dist__now_ms();
     c->rank = h.rank;
     c->hello_done = 1;
     memset(&h, 0, sizeof h);
@@ -2717,7 +2799,11 @@ static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
     for (;;) {
         size_t cap = c->in_cap, want;
         dist__ssize n;
-        if (dist__grow((void **)&c->in, &cap, c->in_len + 65536, 1) != 0) { c->closing = 1; return; }
+        /* before the handshake, room for it alone */
+        if (dist__grow((void **)&c->in, &cap, c->hello_done ? c->in_len + 65536 : DIST__HELLO_SIZE + DIST__PROOF_SIZE, 1) != 0) {
+            c->closing = 1;
+            return;
+        }
         c->in_cap = cap;
         want = c->in_cap - c->in_len;
         if (!c->hello_done) {
@@ -2735,6 +2821,17 @@ static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
         }
         if (n < 0 && dist__err_interrupted(dist__errno())) continue;
         if (n < 0 && dist__err_would_block(dist__errno())) break;
+        if (c->proof_due) {   /* it hung up on our proof: another secret? */
+            dist__hello h;
+            char why[100], reason[300], peer[64] = "?";
+            int port = 0;
+            dist__sock_name(c->fd, 1, peer, sizeof peer, &port);
+            if (dist__hello_decode(c->peer_hello, &h, why, sizeof why) == 0) {
+                dist__format(reason, sizeof reason, "a process at %s:%d claiming rank %d hung up on the store's proof of the secret "
+                             "(its own secret is not this job's?)", peer, port, (int)h.rank);
+                dist__store_bad_claim(sv, &h, reason);
+            }
+        }
         c->closing = 1;
         c->out_len = c->out_off = 0;
         return;
@@ -2752,6 +2849,36 @@ static void dist__store_flush(dist__store_conn *c) {
         return;
     }
     c->out_len = c->out_off = 0;
+}
+
+/* A rank with the wrong secret never joins, and the others would wait for
+   it until their timeout.  Its refusals are not believed at once (anyone
+   can claim a rank with a bad proof), but when every rank still missing
+   was claimed with a bad proof and none came with a good one for
+   DIST__BAD_SECRET_MS (a quarter of the timeout at most) after the last
+   join and the first bad claim, the job cannot form: every rank fails
+   now, saying so.  Returns when to look again (ms; 0: no need). */
+static int64_t dist__store_bad_secret(dist__store_server *sv) {
+    int64_t since = sv->last_join_ms, grace = DIST__MIN((int64_t)DIST__BAD_SECRET_MS, (int64_t)sv->timeout_ms / 4);
+    char missing[120], reason[300];
+    int off = 0, n = 0;
+    if (sv->fatal[0] || sv->njoined == sv->world || dist__store_formed(sv)) return 0;
+    for (int r = 0; r < sv->world; r++) {
+        if (sv->joined[r]) continue;
+        if (!sv->bad_claim_ms[r]) return 0;
+        since = DIST__MAX(since, sv->bad_claim_ms[r]);
+        if (off < (int)sizeof missing - 16) off += snprintf(missing + off, sizeof missing - (size_t)off, "%s%d", n ? ", " : "", r);
+        n++;
+    }
+    if (dist__now_ms() < since + grace) return since + grace;
+    dist__format(reason, sizeof reason, "%s %s could not prove the job's secret and every other rank has joined (check DIST_SECRET or "
+                 "cfg.secret there); the last refusal: %s", n > 1 ? "ranks" : "rank", missing, sv->bad_claim);
+    dist__mutex_lock(&sv->lock);
+    dist__format(sv->fatal, sizeof sv->fatal, "%s", reason);
+    dist__mutex_unlock(&sv->lock);
+    dist__kv_set(sv, "dist/fatal", 10, reason, strlen(reason));
+    dist__logf(&sv->log, DIST_LOG_WARN, "store: the job cannot form: %s", reason);
+    return 0;
 }
 
 static void dist__store_accept(dist__store_server *sv) {
@@ -2775,13 +2902,6 @@ static void dist__store_accept(dist__store_server *sv) {
             }
             return;
         }
-        /* Connections still in their handshake are bounded: the oldest
-           makes room (a rank answers within a round trip; a stranger
-           holding sockets open does not). */
-        for (int i = 0; i < sv->nconns; i++) waiting += !sv->conns[i].hello_done && !sv->conns[i].closing;
-        if (waiting >= 2 * sv->world + 64)
-            for (int i = 0; i < sv->nconns; i++)
-                if (!sv->conns[i].hello_done && !sv->conns[i].closing) { sv->conns[i].closing = 1; sv->conns[i].out_len = sv->conns[i].out_off = 0; break; }
         if (dist__grow((void **)&sv->conns, &cap, (size_t)sv->nconns + 1, sizeof *sv->conns) != 0) { dist__close(s); return; }
         sv->cap_conns = (int)cap;
         c = &sv->conns[sv->nconns++];
@@ -2789,6 +2909,23 @@ static void dist__store_accept(dist__store_server *sv) {
         c->fd = s;
         c->rank = -1;
         c->hello_deadline = dist__now_ms() + DIST__MIN(sv->timeout_ms, 30000);
+        /* A rank's hello is usually here already: read now, so it counts
+           as progress before anything is dropped. */
+        dist__store_read(sv, c);
+        /* Connections still in their handshake are bounded: the least
+           advanced makes room (DIST__PENDING_MIN). */
+        for (int i = 0; i < sv->nconns; i++) waiting += !sv->conns[i].hello_done && !sv->conns[i].closing;
+        if (waiting > dist__pending_cap(sv->world)) {
+            dist__store_conn *v = NULL;
+            int vstage = 3;
+            for (int i = 0; i < sv->nconns; i++) {
+                dist__store_conn *o = &sv->conns[i];
+                int stage = o->proof_due ? 2 : o->in_len > 0;
+                if (o->hello_done || o->closing) continue;
+                if (stage < vstage || (stage == vstage && o->hello_deadline < v->hello_deadline)) { v = o; vstage = stage; }
+            }
+            if (v) { v->closing = 1; v->out_len = v->out_off = 0; }
+        }
     }
 }
 
@@ -2825,6 +2962,11 @@ static DIST__THREAD_RETURN dist__store_thread(void *arg) {
             n++;
             if (c->parked) timeout = (int)DIST__MIN((int64_t)timeout, DIST__MAX(c->park_deadline - now, 0));
         }
+        dist__log_budget_flush(&sv->log, &sv->log_budget, "store refused a client", 0);
+        {   /* a wrong secret's deadline */
+            int64_t at = dist__store_bad_secret(sv);
+            if (at) timeout = (int)DIST__MIN((int64_t)timeout, DIST__MAX(at - now, (int64_t)0) + 1);
+        }
         if (dist__poll(pfds, n, timeout) < 0 && !dist__err_interrupted(dist__errno())) dist__sleep_ms(1);
         if (dist__pollfd_ready(&pfds[0], &rd, &wr)) dist__wakeup_drain(&sv->wake);
         for (int i = 0; i < sv->nconns; i++) {
@@ -2849,6 +2991,14 @@ static DIST__THREAD_RETURN dist__store_thread(void *arg) {
                 sv->conns[i] = sv->conns[--sv->nconns];
             } else i++;
         }
+        if (sv->fatal[0]) {   /* rank 0 need not linger once everyone who could learn why did */
+            int all = 1;
+            for (int i = 0; i < sv->nconns && all; i++) all = !(sv->conns[i].hello_done && sv->conns[i].rank != 0);
+            for (int r = 0; r < sv->world && all; r++) all = sv->joined[r] || sv->bad_claim_ms[r];
+            dist__mutex_lock(&sv->lock);
+            sv->all_told = all;
+            dist__mutex_unlock(&sv->lock);
+        }
     }
     DIST_FREE(pfds);
     return DIST__THREAD_RETURN_VALUE;
@@ -2861,6 +3011,7 @@ static void dist__store_server_free(dist__store_server *sv) {
     DIST_FREE(sv->conns);
     DIST_FREE(sv->kv);
     DIST_FREE(sv->joined);
+    DIST_FREE(sv->bad_claim_ms);
     dist__close(sv->listen_fd);
     dist__wakeup_close(&sv->wake);
     dist__mutex_destroy(&sv->lock);
@@ -2874,6 +3025,7 @@ static void dist__store_server_stop(dist__store_server *sv) {
     dist__mutex_unlock(&sv->lock);
     dist__wakeup_signal(&sv->wake);
     dist__thread_join(sv->thread);
+    dist__log_budget_flush(&sv->log, &sv->log_budget, "store refused a client", 1);
     dist__store_server_free(sv);
 }
 
@@ -2895,8 +3047,11 @@ static dist__store_server *dist__store_server_start(dist__socket listen_fd, int 
     sv->wake.rfd = sv->wake.wfd = DIST__NO_SOCKET;
     dist__mutex_init(&sv->lock);
     sv->joined = (unsigned char *)DIST_MALLOC((size_t)world);
-    if (!sv->joined || dist__wakeup_open(&sv->wake) != 0) { dist__store_server_free(sv); return NULL; }
+    sv->bad_claim_ms = (int64_t *)DIST_MALLOC(sizeof(int64_t) * (size_t)world);
+    if (!sv->joined || !sv->bad_claim_ms || dist__wakeup_open(&sv->wake) != 0) { dist__store_server_free(sv); return NULL; }
     memset(sv->joined, 0, (size_t)world);
+    memset(sv->bad_claim_ms, 0, sizeof(int64_t) * (size_t)world);
+    sv->last_join_ms = dist__now_ms();
     dist__set_nonblocking(listen_fd, 1);
     if (dist__thread_start(&sv->thread, dist__store_thread, sv) != 0) { dist__store_server_free(sv); return NULL; }
     return sv;
@@ -8271,7 +8426,7 @@ static int dist__file_in_use(const char *old, size_t len, void *arg) {
     dist__socket c;
     (void)len;
     if (sscanf(old, "dist-rendezvous %d %255s %d", &ver, host, &port) != 3 || port <= 0 || port > 65535) return 0;
-    c = dist__sock_connect(host, port, dist__now_ms() + 500, why, sizeof why);
+    c = dist__sock_connect(host, port, dist__now_ms() + 500, 500, why, sizeof why);
     if (c == DIST__NO_SOCKET) return 0;              /* stale: its job is gone */
     dist__close(c);
     dist__format((char *)arg, 300, "%s:%d", host, port);
@@ -8329,29 +8484,36 @@ static dist_result dist__store_refused(dist_t *d, const dist__setup *s, int64_t 
 
 /* hello ->, <- hello + proof, proof ->, <- verdict (a hello whose status
    says whether the store took this rank). */
-static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, int64_t deadline, int *refused) {
+static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, int64_t deadline, int *refused, int *dropped) {
     dist__hello h;
     uint8_t mine[DIST__HELLO_SIZE], theirs[DIST__HELLO_SIZE], proof[DIST__PROOF_SIZE];
     char why[300];
     int r;
     *refused = 0;
+    *dropped = 0;
     dist__hello_make(&h, DIST__PURPOSE_STORE, s->run_id, s->rank, s->world, &s->key, mine);   /* job: the launch */
     if ((r = dist__io_all(d->store_fd, mine, sizeof mine, 1, deadline)) != 0 ||
-        (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0)
+        (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0) {
+        *dropped = r != -3;   /* closed or reset, not timed out */
         return dist__fail(NULL, DIST_ERR_INIT, "init: saying hello to the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
+    }
     if (dist__hello_decode(theirs, &h, why, sizeof why) != 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: the store at %s:%d answered strangely: %s", s->host, s->port, why);
     if (h.status != 0) return dist__store_refused(d, s, deadline, refused);
-    if ((r = dist__io_all(d->store_fd, proof, sizeof proof, 0, deadline)) != 0)
+    if ((r = dist__io_all(d->store_fd, proof, sizeof proof, 0, deadline)) != 0) {
+        *dropped = r != -3;   /* closed or reset, not timed out */
         return dist__fail(NULL, DIST_ERR_INIT, "init: the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
+    }
     if (dist__proof_check(&s->key, 'A', theirs, mine, proof, why, sizeof why) != 0)
         return dist__fail(NULL, DIST_ERR_INIT,
                           "init: rank %d of %d and the store on rank 0 (%s:%d) do not share a secret (check DIST_SECRET on both): the store: %s",
                           s->rank, s->world, s->host, s->port, why);
     dist__proof(&s->key, 'C', mine, theirs, proof);
     if ((r = dist__io_all(d->store_fd, proof, sizeof proof, 1, deadline)) != 0 ||
-        (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0)
+        (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0) {
+        *dropped = r != -3;   /* closed or reset, not timed out */
         return dist__fail(NULL, DIST_ERR_INIT, "init: proving the secret to the store at %s:%d: %s", s->host, s->port, dist__io_error(r));
+    }
     if (dist__hello_decode(theirs, &h, why, sizeof why) != 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: the store at %s:%d answered strangely: %s", s->host, s->port, why);
     if (h.status != 0) return dist__store_refused(d, s, deadline, refused);
@@ -8361,7 +8523,8 @@ static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, i
 /* Connects this rank to the store, hosting it first on rank 0. */
 static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *log, int64_t deadline) {
     char why[300];
-    int refused = 0;
+    int refused = 0, dropped = 0, drops = 0, backoff = 5;
+    dist_result r;
     if (s->rank == 0) {
         dist__socket ls = s->listen_fd;
         if (s->method == 'f') {
@@ -8401,13 +8564,26 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             }
         }
         d->store_fd = dist__connect_retry(s->host, s->port,
-                                          s->method == 'f' ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
-        if (d->store_fd != DIST__NO_SOCKET) break;
-        if (s->method != 'f' || dist__now_ms() >= deadline)
-            return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d could not reach the store of rank 0 within %.1f s: %s",
-                              s->rank, s->timeout_ms / 1000.0, why);
+                                          s->method == 'f' || drops ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
+        if (d->store_fd == DIST__NO_SOCKET) {
+            if (drops)   /* a store that is there answers at once */
+                return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the store of rank 0 (%s:%d) closed this rank's connection during "
+                                  "its handshake, and takes no new one: %s (did rank 0 exit?)", s->rank, s->host, s->port, why);
+            if (s->method != 'f' || dist__now_ms() >= deadline)
+                return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d could not reach the store of rank 0 within %.1f s: %s",
+                                  s->rank, s->timeout_ms / 1000.0, why);
+            continue;
+        }
+        /* Dropped in the middle of the handshake (a store crowded by
+           strangers drops the least advanced callers): call again. */
+        r = dist__store_hello_exchange(d, s, deadline, &refused, &dropped);
+        if (r == DIST_OK || !dropped || dist__now_ms() >= deadline) return r;
+        dist__close(d->store_fd);
+        d->store_fd = DIST__NO_SOCKET;
+        if (++drops == 1) dist__logf(log, DIST_LOG_INFO, "init: rank %d: the store dropped this rank during its handshake; calling again", s->rank);
+        dist__sleep_ms(DIST__MIN(backoff, dist__ms_left(deadline, 1000)));
+        backoff = DIST__MIN(backoff * 2, 500);
     }
-    return dist__store_hello_exchange(d, s, deadline, &refused);
 }
 
 /* After a rendezvous wait timed out: who is missing, and did the store
@@ -8463,7 +8639,7 @@ static int dist__mesh_greet(dist_t *d, dist__pending_conn *pc, int64_t deadline)
    checked (then our proof goes out), its proof checked.  1: the peer is
    in the mesh; 0: not yet; -1: refused, the connection closed, `why`
    says why. */
-static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadline, char *why, size_t cap) {
+static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadline, char *why, size_t cap, dist__log_budget *lb) {
     dist__engine *e = d->eng;
     dist__hello h;
     char me = pc->expect_rank >= 0 ? 'C' : 'A', peer = me == 'C' ? 'A' : 'C';
@@ -8490,7 +8666,8 @@ static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadl
     pc->fd = DIST__NO_SOCKET;
     return 1;
 refuse:
-    if (pc->expect_rank < 0) dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection: %s", why);
+    if (pc->expect_rank < 0 && dist__log_budget_take(&e->log, lb, "mesh: dropped a connection"))
+        dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection: %s", why);
     dist__close(pc->fd);
     pc->fd = DIST__NO_SOCKET;
     return -1;
@@ -8500,8 +8677,16 @@ refuse:
    the job cannot form, and every rank says why at once.  Rank 0, whose
    store the others ask, lingers a second so they can. */
 static void dist__fatal_linger(dist_t *d, int64_t deadline_ms) {
-    int64_t left = deadline_ms - dist__now_ms();
-    if (d->server) dist__sleep_ms((int)DIST__MIN(DIST__MAX(left, (int64_t)1000), (int64_t)DIST__FATAL_LINGER_MS));
+    int64_t left = deadline_ms - dist__now_ms(), until = dist__now_ms() + DIST__MIN(DIST__MAX(left, (int64_t)1000), (int64_t)DIST__FATAL_LINGER_MS);
+    dist__store_server *sv = d->server;
+    while (sv && dist__now_ms() < until) {
+        int told;
+        dist__mutex_lock(&sv->lock);
+        told = sv->all_told;
+        dist__mutex_unlock(&sv->lock);
+        if (told) break;   /* every rank that joined has learnt why and gone; the others will not come */
+        dist__sleep_ms(10);
+    }
 }
 
 static dist_result dist__rendezvous_fatal(dist_t *d, int64_t deadline_ms) {
@@ -8536,41 +8721,79 @@ static dist_result dist__settle(dist_t *d, int64_t deadline) {
     return r == DIST_OK || r == DIST_ERR_INIT ? r : dist__rendezvous_timeout(d, "rank 0 to see the job settle");
 }
 
+/* Calls rank j (lower than this one) at the address it published, and
+   says hello.  `quick`: after j hung up on this rank, j's listener must
+   answer at once (a rank that exited refuses instead). */
+static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int quick, int64_t deadline) {
+    char key[32], val[300], host[256], why[300];
+    size_t len = 0;
+    int port = 0;
+    dist_result res;
+    snprintf(key, sizeof key, "dist/addr/%d", j);
+    if ((res = dist_store_get(d, key, val, sizeof val - 1, &len)) != DIST_OK) {
+        char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
+        return res == DIST_ERR_INIT ? res : dist__rendezvous_timeout(d, w);
+    }
+    val[len] = 0;
+    if (sscanf(val, "%255s %d", host, &port) != 2) return dist__fail(NULL, DIST_ERR_PROTOCOL, "init: rank %d published a bad address \"%s\"", j, val);
+    pc->fd = dist__connect_retry(host, port, quick ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
+    if (pc->fd == DIST__NO_SOCKET) {
+        if (quick) return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d hung up on rank %d during the handshake and then refused it: %s (did it exit?)",
+                                     j, d->rank, why);
+        return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d cannot connect to rank %d: %s", d->rank, j, why);
+    }
+    pc->expect_rank = j;
+    if (dist__mesh_greet(d, pc, deadline) != 0) {
+        dist__close(pc->fd);
+        pc->fd = DIST__NO_SOCKET;
+        return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d could not greet rank %d at %s:%d", d->rank, j, host, port);
+    }
+    return DIST_OK;
+}
+
+/* Reads what a pending connection has and advances its handshake.  1: the
+   peer is in the mesh; 0: not yet; -1: refused (`why` says why); -2: it
+   hung up.  Either way the connection is closed on failure. */
+static int dist__mesh_step(dist_t *d, dist__pending_conn *pc, int64_t deadline, char *why, size_t cap, dist__log_budget *lb) {
+    dist__ssize r = dist__sock_recv(pc->fd, pc->buf + pc->got, sizeof pc->buf - pc->got);
+    if (r > 0) pc->got += (size_t)r;
+    else if (r < 0 && (dist__err_would_block(dist__errno()) || dist__err_interrupted(dist__errno()))) return 0;
+    else {
+        dist__close(pc->fd);
+        pc->fd = DIST__NO_SOCKET;
+        return -2;
+    }
+    return dist__mesh_handshake(d, pc, deadline, why, cap, lb);
+}
+
+/* Callers that hung up on this rank (strangers crowding its listener may
+   have made it drop them) call again after a pause: 10 ms doubling to
+   500 ms. */
+typedef struct dist__mesh_retry { int64_t at; int pause_ms, drops; } dist__mesh_retry;
+
 static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline) {
     dist__engine *e = d->eng;
-    int n = d->world, npend = 0, connected = 0, told = 0, pause_ms = 0, no_fds = 0;
+    int n = d->world, npend = 0, naccepted = 0, connected = 0, told = 0, pause_ms = 0, no_fds = 0, cap = dist__pending_cap(n);
     int64_t next_check = 0, accept_pause_until = 0;
-    dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(2 * n + 16));
-    dist__pollfd *pfds = (dist__pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(2 * n + 17));
+    dist__log_budget lb = { 0, 0, 0 };
+    dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(cap + n));
+    dist__pollfd *pfds = (dist__pollfd *)DIST_MALLOC(sizeof *pfds * (size_t)(cap + n + 1));
+    dist__mesh_retry *retry = (dist__mesh_retry *)DIST_MALLOC(sizeof *retry * (size_t)n);
     dist_result res = DIST_OK;
-    if (!pend || !pfds) { DIST_FREE(pend); DIST_FREE(pfds); return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory for the mesh"); }
-    /* Call every lower rank; their answers are read below with the accepts. */
-    for (int j = 0; j < d->rank && res == DIST_OK; j++) {
-        char key[32], val[300], host[256], why[300];
-        size_t len = 0;
-        int port = 0;
-        snprintf(key, sizeof key, "dist/addr/%d", j);
-        if ((res = dist_store_get(d, key, val, sizeof val - 1, &len)) != DIST_OK) {
-            char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
-            if (res != DIST_ERR_INIT) res = dist__rendezvous_timeout(d, w);
-            break;
-        }
-        val[len] = 0;
-        if (sscanf(val, "%255s %d", host, &port) != 2) { res = dist__fail(NULL, DIST_ERR_PROTOCOL, "init: rank %d published a bad address \"%s\"", j, val); break; }
-        pend[npend].fd = dist__connect_retry(host, port, deadline, why, sizeof why);
-        if (pend[npend].fd == DIST__NO_SOCKET) { res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d cannot connect to rank %d: %s", d->rank, j, why); break; }
-        pend[npend].expect_rank = j;
-        if (dist__mesh_greet(d, &pend[npend], deadline) != 0) {
-            dist__close(pend[npend].fd);
-            res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d could not greet rank %d at %s:%d", d->rank, j, host, port);
-            break;
-        }
-        npend++;
+    if (!pend || !pfds || !retry) {
+        DIST_FREE(pend); DIST_FREE(pfds); DIST_FREE(retry);
+        return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory for the mesh");
     }
+    memset(retry, 0, sizeof *retry * (size_t)n);
+    dist__set_nonblocking(ls, 1);
+    /* Call every lower rank; their answers are read below with the accepts. */
+    for (int j = 0; j < d->rank && res == DIST_OK; j++)
+        if ((res = dist__mesh_call(d, j, &pend[npend], 0, deadline)) == DIST_OK) npend++;
     while (res == DIST_OK && connected < n - 1) {
         int np = 0, rd, wr;
-        if (dist__now_ms() >= next_check) {   /* can the job still form? */
-            next_check = dist__now_ms() + 250;
+        int64_t now = dist__now_ms(), wake = deadline;
+        if (now >= next_check) {   /* can the job still form? */
+            next_check = now + 250;
             if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
             /* a rank already connected that went away (its peers would
                otherwise only see the ranks it never reached) */
@@ -8586,77 +8809,96 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
             }
             if (res != DIST_OK) break;
         }
-        if (dist__now_ms() >= deadline) {
-            char w[200]; int off = snprintf(w, sizeof w, "the mesh (no connection from rank");
+        if (now >= deadline) {
+            char w[240]; int off = snprintf(w, sizeof w, "the mesh (no connection from rank");
             for (int j = 0; j < n && off < (int)sizeof w - 16; j++)
                 if (j != d->rank && e->peers[j].fd == DIST__NO_SOCKET) off += snprintf(w + off, sizeof w - (size_t)off, " %d", j);
+            for (int j = 0; j < d->rank && off < (int)sizeof w - 48; j++)
+                if (retry[j].drops) off += snprintf(w + off, sizeof w - (size_t)off, "; rank %d hung up on it %d times", j, retry[j].drops);
             snprintf(w + off, sizeof w - (size_t)off, ")");
             res = dist__rendezvous_timeout(d, w);
             break;
         }
+        /* callers to call again */
+        for (int j = 0; j < d->rank && res == DIST_OK; j++) {
+            if (!retry[j].at) continue;
+            if (now < retry[j].at) { wake = DIST__MIN(wake, retry[j].at); continue; }
+            retry[j].at = 0;
+            if ((res = dist__mesh_call(d, j, &pend[npend], 1, deadline)) == DIST_OK) npend++;
+        }
+        if (res != DIST_OK) break;
         {   /* out of descriptors, the listener rests a while: accept would fail at once, again and again */
-            int64_t now = dist__now_ms();
             int ms = dist__ms_left(deadline, 100);
             dist__pollfd_set(&pfds[np], now < accept_pause_until ? DIST__NO_SOCKET : ls, 1, 0); np++;
             for (int i = 0; i < npend; i++) { dist__pollfd_set(&pfds[np], pend[i].fd, 1, 0); np++; }
-            if (now < accept_pause_until) ms = (int)DIST__MIN((int64_t)ms, accept_pause_until - now);
+            if (now < accept_pause_until) wake = DIST__MIN(wake, accept_pause_until);
+            ms = (int)DIST__MIN((int64_t)ms, DIST__MAX(wake - now, (int64_t)0));
             dist__poll(pfds, np, ms);
-        }
-        if (dist__pollfd_ready(&pfds[0], &rd, &wr) && rd) {
-            dist__socket s = dist__sock_accept(ls);
-            int err = s == DIST__NO_SOCKET ? dist__errno() : 0;
-            if (s == DIST__NO_SOCKET && dist__err_no_fds(err)) {
-                if (!no_fds) dist__rendezvous_trouble(d, err);
-                no_fds = 1;
-                pause_ms = pause_ms ? DIST__MIN(pause_ms * 2, 500) : 10;
-                accept_pause_until = dist__now_ms() + pause_ms;
-            } else if (s != DIST__NO_SOCKET) {
-                pause_ms = 0;
-            }
-            if (s != DIST__NO_SOCKET && npend == 2 * n + 16) {
-                /* Full of connections that say nothing: the oldest caller
-                   makes room (a rank of this job answers within a round
-                   trip, a stranger holding sockets open does not). */
-                for (int i = 0; i < npend; i++)
-                    if (pend[i].expect_rank < 0) {
-                        dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection that sent %zu bytes of its handshake", pend[i].got);
-                        dist__close(pend[i].fd);
-                        memmove(&pend[i], &pend[i + 1], sizeof *pend * (size_t)(npend - i - 1));
-                        npend--;
-                        break;
-                    }
-            }
-            if (s != DIST__NO_SOCKET && npend < 2 * n + 16) {
-                pend[npend].fd = s; pend[npend].expect_rank = -1;
-                if (dist__mesh_greet(d, &pend[npend], deadline) == 0) npend++;
-                else dist__close(s);
-            } else if (s != DIST__NO_SOCKET) {
-                dist__close(s);
-            }
         }
         for (int i = 0; i < npend; i++) {
             dist__pending_conn *pc = &pend[i];
-            dist__ssize r;
+            char why[200];
+            int exp = pc->expect_rank, h;
             if (i + 1 >= np || !dist__pollfd_ready(&pfds[i + 1], &rd, &wr)) continue;
-            r = dist__sock_recv(pc->fd, pc->buf + pc->got, sizeof pc->buf - pc->got);
-            if (r > 0) pc->got += (size_t)r;
-            if (r == 0 || (r < 0 && !dist__err_would_block(dist__errno()) && !dist__err_interrupted(dist__errno()))) {
-                if (pc->expect_rank >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d hung up on rank %d during the handshake (another job, or a different secret?)", pc->expect_rank, d->rank);
-                dist__close(pc->fd); pc->fd = DIST__NO_SOCKET;
-            } else {
-                char why[200];
-                int exp = pc->expect_rank, h = dist__mesh_handshake(d, pc, deadline, why, sizeof why);
-                if (h > 0) connected++;
-                else if (h < 0 && exp >= 0) res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the mesh connection to rank %d failed its handshake: %s", d->rank, exp, why);
+            h = dist__mesh_step(d, pc, deadline, why, sizeof why, &lb);
+            if (h > 0) connected++;
+            else if (h == -1 && exp >= 0)
+                res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the mesh connection to rank %d failed its handshake: %s", d->rank, exp, why);
+            else if (h == -2 && exp >= 0) {   /* dropped: call again */
+                retry[exp].drops++;
+                retry[exp].pause_ms = retry[exp].pause_ms ? DIST__MIN(retry[exp].pause_ms * 2, 500) : 10;
+                retry[exp].at = dist__now_ms() + retry[exp].pause_ms;
+                if (retry[exp].drops == 1)
+                    dist__logf(&e->log, DIST_LOG_INFO, "mesh: rank %d hung up on rank %d during the handshake; calling again", exp, d->rank);
             }
         }
-        for (int i = 0; i < npend;) {   /* drop finished entries, keeping order */
+        /* New callers, as many as are waiting (at most 64 a round).  A
+           rank's hello is usually there already, so it is read at once;
+           past `cap` callers in their handshake, the least advanced makes
+           room (DIST__PENDING_MIN). */
+        for (int k = 0; k < 64 && dist__pollfd_ready(&pfds[0], &rd, &wr) && rd && res == DIST_OK; k++) {
+            dist__socket s = dist__sock_accept(ls);
+            int err = s == DIST__NO_SOCKET ? dist__errno() : 0;
+            char why[200];
+            if (s == DIST__NO_SOCKET) {
+                if (dist__err_no_fds(err)) {
+                    if (!no_fds) dist__rendezvous_trouble(d, err);
+                    no_fds = 1;
+                    pause_ms = pause_ms ? DIST__MIN(pause_ms * 2, 500) : 10;
+                    accept_pause_until = dist__now_ms() + pause_ms;
+                }
+                break;
+            }
+            pause_ms = 0;
+            pend[npend].fd = s; pend[npend].expect_rank = -1;
+            if (dist__mesh_greet(d, &pend[npend], deadline) != 0) { dist__close(s); continue; }
+            if (dist__mesh_step(d, &pend[npend], deadline, why, sizeof why, &lb) > 0) { connected++; continue; }
+            if (pend[npend].fd == DIST__NO_SOCKET) continue;
+            npend++;
+            if (++naccepted > cap) {
+                int v = -1, vstage = 3;
+                for (int i = 0; i < npend; i++) {
+                    int stage = pend[i].hello_checked ? 2 : pend[i].got > 0;
+                    if (pend[i].expect_rank < 0 && pend[i].fd != DIST__NO_SOCKET && stage < vstage) { v = i; vstage = stage; }
+                }
+                if (v >= 0) {
+                    if (dist__log_budget_take(&e->log, &lb, "mesh: dropped a connection"))
+                        dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection that sent %zu bytes of its handshake", pend[v].got);
+                    dist__close(pend[v].fd);
+                    pend[v].fd = DIST__NO_SOCKET;
+                    naccepted--;
+                }
+            }
+        }
+        naccepted = 0;
+        for (int i = 0; i < npend;) {   /* drop finished entries, keeping order (oldest first) */
             if (pend[i].fd == DIST__NO_SOCKET) { memmove(&pend[i], &pend[i + 1], sizeof *pend * (size_t)(npend - i - 1)); npend--; }
-            else i++;
+            else naccepted += pend[i++].expect_rank < 0;
         }
     }
     for (int i = 0; i < npend; i++) dist__close(pend[i].fd);
-    DIST_FREE(pend); DIST_FREE(pfds);
+    DIST_FREE(pend); DIST_FREE(pfds); DIST_FREE(retry);
+    dist__log_budget_flush(&e->log, &lb, "mesh: dropped a connection", 1);
     if (res != DIST_OK && !told) {
         /* The first rank to fail says why in the store (rank 0 keeps it up
            a moment), so ranks that only see the job fall apart afterwards

@@ -19,12 +19,18 @@
          an all_reduce (float32 sum) exact on every rank, destroy.
       b. rank 2 has another secret: its dist_init fails promptly (well before
          the timeout) with DIST_ERR_INIT and a message about the secret;
-         ranks 0 and 1 fail within the timeout + 2 s.
-      b'. rank 0 (the store) has another secret: ranks 1 and 2 fail promptly.
+         ranks 0 and 1 fail promptly too (within 1.5 s: the store gives up
+         on a rank that could not prove the secret a quarter of the
+         timeout after the others joined), saying "rank 2 could not prove
+         the job's secret".
+      b'. rank 0 (the store) has another secret: ranks 1 and 2 fail
+         promptly, and so does rank 0 ("ranks 1, 2 could not prove ...").
       c. rank 2 has no secret, ranks 0 and 1 have one: rank 2's message says
-         that the store has a secret and this process has none.
+         that the store has a secret and this process has none; 0 and 1
+         fail promptly naming rank 2.
       c'. rank 2 has a secret, ranks 0 and 1 have none: rank 2's message says
-         the store has no secret and this process requires one.
+         the store has no secret and this process requires one; 0 and 1
+         fail promptly naming rank 2.
       d. 3 ranks, no secret anywhere: works (the default path).
    3. Strangers at the store while a job with a secret runs all_reduces
       (results exact every iteration): this program, knowing the secret but
@@ -642,11 +648,14 @@ static int job_ok(const job_t *j, char *why, size_t cap) {
 
 /* A job that cannot form: the ranks in `bad` (a bit each) fail promptly with
    DIST_ERR_INIT and a message containing each of `want` (NULL-ended); the
-   others fail within the timeout + 2 s. */
+   others fail promptly too (the store gives up on a rank whose process
+   could not prove the secret once every other rank has joined), with
+   DIST_ERR_INIT and a message containing each of `others_want`. */
 typedef struct failcase {
     job_t job;
     unsigned bad;
     const char *want[3];
+    const char *others_want[3];
 } failcase_t;
 
 static void judge_failcase(failcase_t *fc) {
@@ -678,9 +687,17 @@ static void judge_failcase(failcase_t *fc) {
                     good = 0;
                 }
             if (good && !shown[0]) snprintf(shown, sizeof shown, "rank %d in %ld ms: %s", i, sl->init_ms, sl->msg);
-        } else if (sl->init_ms > late) {
-            snprintf(why, sizeof why, "rank %d failed only after %ld ms (limit: timeout %d ms + 2 s): %s", i, sl->init_ms, j->timeout_ms, sl->msg);
+        } else if (sl->init_ms > late || (fc->others_want[0] && sl->init_ms > prompt)) {
+            snprintf(why, sizeof why, "rank %d failed only after %ld ms (limit: %s): %s", i, sl->init_ms,
+                     fc->others_want[0] ? "promptly" : "timeout + 2 s", sl->msg);
             good = 0;
+        } else {
+            for (int k = 0; good && fc->others_want[k]; k++)
+                if (!strstr(sl->msg, fc->others_want[k]) || sl->init_res != DIST_ERR_INIT) {
+                    snprintf(why, sizeof why, "rank %d (%s): its message lacks \"%s\": %s", i, dist_result_name((dist_result)sl->init_res),
+                             fc->others_want[k], sl->msg);
+                    good = 0;
+                }
         }
     }
     if (good) {
@@ -725,24 +742,28 @@ static void check_jobs(void) {
 
     /* the four jobs that cannot form, side by side */
     memset(fc, 0, sizeof fc);
-    fc[0].job.name = "2b: rank 2 has another secret: it fails promptly (DIST_ERR_INIT, about the secret), ranks 0 and 1 within timeout + 2 s";
+    fc[0].job.name = "2b: rank 2 has another secret: it fails promptly (DIST_ERR_INIT, about the secret), ranks 0 and 1 promptly too, naming it";
     fc[0].job.secret[0] = SECRET; fc[0].job.secret[1] = SECRET; fc[0].job.secret[2] = OTHER;
     fc[0].bad = 1u << 2;
     fc[0].want[0] = "secret";
     fc[0].want[1] = "rank 2";
-    fc[1].job.name = "2b': rank 0 (the store) has another secret: ranks 1 and 2 fail promptly, rank 0 within timeout + 2 s";
+    fc[0].others_want[0] = "rank 2 could not prove the job's secret";
+    fc[1].job.name = "2b': rank 0 (the store) has another secret: ranks 1 and 2 fail promptly, rank 0 promptly too, naming them";
     fc[1].job.secret[0] = OTHER; fc[1].job.secret[1] = SECRET; fc[1].job.secret[2] = SECRET;
     fc[1].bad = (1u << 1) | (1u << 2);
     fc[1].want[0] = "does not know the job's secret";
+    fc[1].others_want[0] = "ranks 1, 2 could not prove the job's secret";
     fc[2].job.name = "2c: rank 2 has no secret, ranks 0 and 1 have one: rank 2 says the store has a secret and it has none";
     fc[2].job.secret[0] = SECRET; fc[2].job.secret[1] = SECRET;
     fc[2].bad = 1u << 2;
     fc[2].want[0] = "it has a secret and this job has none";
     fc[2].want[1] = "DIST_SECRET";
+    fc[2].others_want[0] = "rank 2 could not prove the job's secret";
     fc[3].job.name = "2c': rank 2 has a secret, ranks 0 and 1 none: rank 2 says the store has no secret and it requires one";
     fc[3].job.secret[2] = SECRET;
     fc[3].bad = 1u << 2;
     fc[3].want[0] = "it has no secret and this job requires one";
+    fc[3].others_want[0] = "rank 2 could not prove the job's secret";
     t0 = now_ms();
     for (int k = 0; k < 4; k++) {
         fc[k].job.n = 3;

@@ -66,8 +66,9 @@
       may be shared); the store still serves the ranks; "dist/rejected" holds
       nothing of strangers that failed authentication (with a secret: unset;
       without one: unset, or the duplicate-rank refusal, noted); "dist/fatal"
-      unset; rank 0 logged the refusals; ranks 1-3 logged nothing but the
-      mesh strangers they dropped (no log line at all in the baselines);
+      unset; rank 0 logged the refusals (at most 20 lines a second, then
+      a line that counts the rest); ranks 1-3 logged nothing but the mesh
+      strangers they dropped (no log line at all in the baselines);
       dist_error_message is empty on every rank; dist_destroy OK everywhere.
 
    Every rank has alarm(); the parent kills what outlives its deadline.
@@ -842,8 +843,11 @@ static void log_fn(dist_log_level level, const char *message, void *user) {
     (void)level;
     pthread_mutex_lock(&g_log_lock);
     sl->nlog++;
-    if (strstr(message, "store refused a client")) sl->n_refused++;
-    else if (strstr(message, "mesh: dropped a connection")) sl->n_mesh_dropped++;
+    /* at most 20 such lines a second; then one line counts the rest */
+    const char *more = strstr(message, ": and ");
+    long extra = more && strstr(message, "more in that second") ? strtol(more + 6, NULL, 10) : 0;
+    if (strstr(message, "store refused a client")) sl->n_refused += extra ? (int)extra : 1;
+    else if (strstr(message, "mesh: dropped a connection")) sl->n_mesh_dropped += extra ? (int)extra : 1;
     else { sl->n_other++; append(sl->other, sizeof sl->other, message); }
     if (sl->nlog <= 6) append(sl->head, sizeof sl->head, message);
     pthread_mutex_unlock(&g_log_lock);
