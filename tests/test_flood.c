@@ -27,12 +27,14 @@
        exceeds the RSS at its start by at most the flow-control budget
        times the peers, plus 24 MiB; cfg.eager_bytes is 1 MiB here, so a
        receiver that queued what senders pushed would need far more;
-     - cost over time: the last tenth of the loop takes at most 3 times
-       (4 when a tenth is under 10 calls) the median tenth, or the slowest
-       rank's median tenth where that is longer (a rank that runs ahead on
-       its budget does its first tenths faster than the job's pace), plus
-       20 ms: the receiver of an unbounded backlog, or a queue scanned per
-       call, gets slower as the loop goes on.
+     - cost over time: the fastest of the last three tenths of the loop
+       takes at most 3 times (4 when a tenth is under 10 calls) the median
+       tenth, or the slowest rank's median tenth where that is longer (a
+       rank that runs ahead on its budget does its first tenths faster than
+       the job's pace), plus 20 ms: the receiver of an unbounded backlog,
+       or a queue scanned per call, gets slower as the loop goes on, in
+       every tenth after the first slow one (a pause of a busy machine
+       slows one or two).
    Time: ~2-4 min per transport; FLOOD_SCALE divides the call counts (the
    sanitizer passes set DIST_TIMEOUT_SCALE and get a tenth of them). */
 #define DIST_IMPLEMENTATION
@@ -376,11 +378,15 @@ static int judge(const case_rec *cr, int timed, int from) {
         if (timed == 1 || (timed == 2 && r == 1)) {
             /* tenths of a few calls each (the sanitizer passes: 20 calls
                of 1 MiB on 8 ranks) are one more tenth apart at times */
-            double med = median_tenth(cr->tenth_s[r]), last = cr->tenth_s[r][9], ref = DIST__MAX(med, pace);
+            /* the fastest of the last three tenths: a cost that grows
+               slows all three, a pause of the machine (a shared, busy
+               one: 0.7 s of 2.4 at times) one or two of them */
+            double med = median_tenth(cr->tenth_s[r]), ref = DIST__MAX(med, pace);
+            double last = DIST__MIN(cr->tenth_s[r][9], DIST__MIN(cr->tenth_s[r][8], cr->tenth_s[r][7]));
             double factor = cr->calls >= 100 ? 3 : 4;
             if (ref > 0 && last / ref > worst_ratio) worst_ratio = last / ref;
             if (last > factor * ref + 0.020) {
-                printf("FAIL n=%d %s: rank %d's last tenth took %.3f s, its median tenth %.3f s, the slowest rank's %.3f s "
+                printf("FAIL n=%d %s: rank %d's last three tenths took at least %.3f s each, its median tenth %.3f s, the slowest rank's %.3f s "
                        "(calls get slower as the loop goes on)\n", cr->n, cr->name, r, last, med, pace);
                 bad = 1;
             }
@@ -393,7 +399,7 @@ static int judge(const case_rec *cr, int timed, int from) {
         if (timed) printf(" %.2f us/call%s,", total / (double)cr->calls * 1e6, timed == 2 ? " (the receiver)" : " (rank 0)");
         printf(" RSS +%ld KiB at most%s (bound %ld)", worst_kb, from ? " on the receiver" : "", bound_kb);
         if (from) printf(", the sender's own +%ld KiB", cr->hwm_kb[0] - cr->rss_kb[0]);
-        if (timed) printf(", last tenth / median tenth (or the slowest rank's) <= %.2f", worst_ratio);
+        if (timed) printf(", fastest of the last 3 tenths / median tenth (or the slowest rank's) <= %.2f", worst_ratio);
         printf("\n");
     }
     return bad;
