@@ -189,7 +189,16 @@ ERRORS AND LOGGING
        expects 999 x float32"
    and dist_error_message(NULL) the calling thread's last one (the only
    place a failed dist_init can report).  After a peer is lost, every
-   request that needs it fails within a second, naming that rank.
+   request that needs it fails within a second, naming that rank, and so
+   do the sends of a collective it belongs to still queued for live ranks
+   (a collective fails with the death, not with a survivor's goodbye).
+   When a collective times out, the rank that stopped is named, not
+   the neighbour that waited for it: each rank whose time is up tells the
+   others whom it waited for and, a grace period later (a fifth of the
+   timeout, 0.1-2 s), follows that chain to the rank that said nothing:
+      "all_reduce #3: rank 6 stopped (it said nothing): timed out after
+       2.0 s waiting for rank 5 to send its part, which was waiting for
+       rank 6"
    Logging goes to cfg.logger; DIST_DEBUG=info|detail logs to stderr.  The
    library never prints on its own, never calls exit() or abort(): it ends
    no process but the children dist_spawn forks, with _exit() once their
@@ -2058,7 +2067,8 @@ static int dist__hello_prefix_check(const uint8_t *b, size_t n, char *why, size_
                  address in the sender's memory, or 0), and it travels once
                  the receive is posted (see the engine's design notes)
      ABORT       collective `tag` of `comm` failed: root = the result code,
-                 payload = the sentence
+                 count = the rank it blames + 1 (0: none), payload = the
+                 sentence
      BYE         the sender has shut down
      ACK         tag = a rendezvous id: its payload was copied from the
                  sender's memory
@@ -3349,6 +3359,10 @@ typedef struct dist__step dist__step;
    rank still in collective k learns why k failed even when a notice about
    k + 1 came first. */
 #define DIST__ABORT_NOTES 8
+/* Member g gave up on collective `seq` (its time was up) while it waited
+   for member `on` (group ranks), told at `at` (ns): see dist__coll_blame. */
+typedef struct dist__waits { uint64_t seq; int on; int64_t at; } dist__waits;
+
 typedef struct dist__abort_note {
     uint64_t seq;                    /* 0: none */
     dist_result code;
@@ -3386,6 +3400,8 @@ struct dist {
     /* -- under the engine lock; abort_gen is also read without it -- */
     dist__abort_note aborts[DIST__ABORT_NOTES];   /* collectives that failed, by sequence number */
     uint32_t abort_gen;              /* notes written: while none is, small collectives need no lock */
+    dist__waits *waits;              /* [world]: the collective each member last gave up on (NULL: none did) */
+    uint64_t waits_max;              /* the latest collective any gave up on */
     uint8_t *scratch; size_t scratch_cap;
     dist_req_t **slots; size_t slots_cap;
     dist__step *steps; size_t steps_cap;
@@ -3408,7 +3424,7 @@ struct dist {
 
 /* Defined with the collectives; the engine calls them. */
 static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const dist__frame *f);
-static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, const char *text);
+static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, int blamed, const char *text);
 static dist_t *dist__engine_comm(dist__engine *e, uint32_t id);
 static int dist__coll_check_early(dist__engine *e, dist_t *d, int src, const dist__frame *f);
 static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dist__frame *f);
@@ -4777,7 +4793,8 @@ static void dist__on_payload_done(dist__engine *e, dist__peer *p) {
     if (x->abort) {
         x->abort = 0;
         x->abort_text[x->cur.nbytes] = 0;
-        dist__on_abort(e, p->rank, x->cur.comm, x->cur.tag, x->cur.root, x->abort_text);
+        dist__on_abort(e, p->rank, x->cur.comm, x->cur.tag, x->cur.root,
+                       x->cur.count > 0 && x->cur.count <= (uint64_t)e->world ? (int)x->cur.count - 1 : -1, x->abort_text);
     }
     if (x->req) {
         dist_req_t *r = x->req;
@@ -5004,6 +5021,26 @@ static void dist__peer_vfail(dist__engine *e, dist__peer *p, dist_result code, c
     p->t->close(e, p);
     dist__logf(&e->log, code == DIST_ERR_ABORTED ? DIST_LOG_INFO : DIST_LOG_ERROR, "%s", p->why);
     dist__peer_fail_requests(e, p, code);
+    /* A collective of a communicator it belongs to cannot complete: its
+       sends still queued for live members fail with this death too (else
+       such a send waits until that member gives up, and the collective
+       fails with the member's goodbye instead of the cause).  What is on
+       the wire goes on: a frame cannot be taken back half written. */
+    for (int j = 0; j < e->world; j++) {
+        dist__peer *q = &e->peers[j];
+        if (q == p || q->fd == DIST__NO_SOCKET) continue;
+        for (dist__link *n = q->sendq.next, *next; n != &q->sendq; n = next) {
+            dist_req_t *r = DIST__CONTAINER(n, dist_req_t, link);
+            dist_t *d = r->comm;
+            int g;
+            next = n->next;
+            if (r->frame_kind != DIST__FRAME_COLL || r->state != DIST__RS_QUEUED || !d || (g = dist__grank(d, p->rank)) < 0 || g >= d->world ||
+                (uint64_t)r->tag != DIST__LOAD_RELAXED(&d->active_seq))
+                continue;
+            dist__unlink(n);
+            dist__req_failf(e, r, code, "%s", p->why);
+        }
+    }
     if (e->sleepers) dist__cond_broadcast(&e->cond);
 }
 
@@ -6631,17 +6668,48 @@ static void dist__coll_fail_seq(dist__engine *e, dist_t *d, uint64_t seq, dist_r
     }
 }
 
-static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, const char *text) {
+/* Member `src` of d gave up on collective `seq` (its time was up, or a
+   member it waited for had given up) while it waited for member `on`
+   (group ranks): an edge of the chain dist__coll_blame follows.  Under
+   the engine lock. */
+static void dist__waits_note(dist_t *d, uint64_t seq, int src, int on) {
+    if (src < 0 || src >= d->world || on < 0 || on >= d->world) return;
+    if (!d->waits) {
+        if ((d->waits = (dist__waits *)DIST_MALLOC(sizeof *d->waits * (size_t)d->world)) == NULL) return;
+        memset(d->waits, 0, sizeof *d->waits * (size_t)d->world);
+    }
+    if (seq < d->waits[src].seq) return;
+    d->waits[src].seq = seq;
+    d->waits[src].on = on;
+    d->waits[src].at = dist__now_ns();
+    d->waits_max = DIST__MAX(d->waits_max, seq);
+    DIST__STORE_RELAXED(&d->abort_gen, d->abort_gen + 1);   /* small collectives take the locked path */
+}
+
+static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, int blamed, const char *text) {
     dist_t *d = dist__engine_comm(e, comm);
     char why[DIST__ERRLEN];
     if (!d || seq <= 0) return;
+    if (code == DIST_ERR_TIMEOUT && blamed >= 0) {
+        /* A member timed out waiting for `blamed`: not adopted as the
+           cause (that member may itself be what the others wait for);
+           every rank still in the collective gives up soon and weighs
+           who stopped from all such notices (dist__coll_blame). */
+        int gs = dist__grank(d, src), gb = dist__grank(d, blamed);
+        if (gs >= 0 && gb >= 0) {
+            dist__waits_note(d, (uint64_t)seq, gs, gb);
+            if (e->sleepers) dist__cond_broadcast(&e->cond);
+            return;
+        }
+    }
     dist__format(why, sizeof why, "rank %d reported: %s", dist__grank(d, src), text);
     dist__coll_fail_seq(e, d, (uint64_t)seq, code < 0 && code > -100 ? (dist_result)code : DIST_ERR_FAILED, 0, why);
 }
 
-/* Every other member of `d` learns that collective `seq` failed, and why.
-   Under the engine lock. */
-static void dist__coll_notify(dist__engine *e, dist_t *d, uint64_t seq, dist_result code, const char *why) {
+/* Every other member of `d` learns that collective `seq` failed, and why
+   (and whom this rank blames, a group rank, or -1).  Under the engine
+   lock. */
+static void dist__coll_notify(dist__engine *e, dist_t *d, uint64_t seq, dist_result code, const char *why, int blamed) {
     for (int g = 0; g < d->world; g++) {
         dist__peer *p = &e->peers[dist__wrank(d, g)];
         dist__frame f;
@@ -6654,6 +6722,7 @@ static void dist__coll_notify(dist__engine *e, dist_t *d, uint64_t seq, dist_res
         a->nbytes = strlen(a->err);
         memset(&f, 0, sizeof f);
         f.kind = DIST__FRAME_ABORT; f.comm = d->id; f.tag = (int64_t)seq; f.root = (int32_t)code; f.nbytes = a->nbytes;
+        f.count = blamed >= 0 && blamed < d->world ? (uint64_t)dist__wrank(d, blamed) + 1 : 0;
         if (dist__ctl_push(e, p, &f, a) != 0) { dist__req_release(e, a); continue; }
         dist__peer_write(e, p);
     }
@@ -6677,7 +6746,7 @@ static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dis
     a->local = 1;
     dist__format(a->text, sizeof a->text, "%s", why);
     DIST__STORE_RELAXED(&d->abort_gen, d->abort_gen + 1);
-    dist__coll_notify(e, d, v.done_seq, DIST_ERR_MISMATCH, why);
+    dist__coll_notify(e, d, v.done_seq, DIST_ERR_MISMATCH, why, -1);
 }
 
 /* A frame of the collective this rank is running arrived before its
@@ -6693,7 +6762,7 @@ static int dist__coll_check_early(dist__engine *e, dist_t *d, int src, const dis
     dist__coll_fail_seq(e, d, v.active_seq, DIST_ERR_MISMATCH, 1, why);
     /* A collective through slots may end without the lock before it
        sees this: the sender learns the cause from here. */
-    if ((v.active.coll >> 4) == DIST__ALGO_SLOTS) dist__coll_notify(e, d, v.active_seq, DIST_ERR_MISMATCH, why);
+    if ((v.active.coll >> 4) == DIST__ALGO_SLOTS) dist__coll_notify(e, d, v.active_seq, DIST_ERR_MISMATCH, why, -1);
     return 1;
 }
 
@@ -6709,6 +6778,10 @@ typedef struct dist__coll {
     uint64_t seq;
     int64_t deadline_ns;         /* 0 until dist__coll_deadline */
     int fast;                    /* through slots, begun without the lock (dist__coll_begin) */
+    int64_t grace_ns;            /* gave up: fails then (0: not yet; dist__coll_overdue) */
+    int waited;                  /* ...waiting for this member (group rank) */
+    const char *waited_what;     /* ...to do this */
+    int blamed;                  /* the member its failure names (-1: none), told to the others */
     int now_told;                /* what it is in is published for ranks waiting in shared memory */
     dist_req_t *reqs;            /* posted and not yet waited for */
     dist_result res;
@@ -6756,6 +6829,91 @@ static int dist__coll_member_lost(dist__coll *c) {
     return 0;
 }
 
+/* Who stopped.  A member that stops (SIGSTOP, a debugger, a call it never
+   makes) leaves its neighbours waiting, their neighbours waiting for
+   them, and so on: each times out at about the same moment, and naming
+   the rank each waited for would name mostly ranks that were only
+   waiting.  So a rank whose time is up (or that learns a member gave up
+   on the collective, which then cannot complete) tells the others whom
+   it waited for, waits a grace period (a fifth of the timeout, 0.1-2 s)
+   for what they say, and follows the chain: the rank it waited for
+   waited for another, ... up to one that said nothing: that one
+   stopped. */
+static int64_t dist__blame_grace_ns(const dist_t *d) {
+    return DIST__MIN(DIST__MAX((int64_t)d->timeout_ms / 5, (int64_t)100), (int64_t)2000) * 1000000;
+}
+
+/* A member gave up on this collective (its notice came). */
+static int dist__coll_given_up(const dist__coll *c) {
+    const dist_t *d = c->d;
+    if (!d->waits || d->waits_max < c->seq) return 0;
+    for (int g = 0; g < d->world; g++)
+        if (d->waits[g].seq == c->seq) return 1;
+    return 0;
+}
+
+/* Fails c naming the member that stopped: the end of the chain from
+   c->waited.  `gave_up`: c->waited gave up on the collective (and left)
+   rather than this rank's time running out.  Under the engine lock. */
+static void dist__coll_blame(dist__coll *c, int gave_up) {
+    dist_t *d = c->d;
+    char chain[DIST__ERRLEN] = "", first[160];
+    size_t off = 0;
+    int g = c->waited, steps = 0;
+    int64_t now = dist__now_ns(), recent = (int64_t)d->timeout_ms * 1000000 + 2 * dist__blame_grace_ns(d);
+    if (gave_up) dist__format(first, sizeof first, "rank %d gave up on it", g);
+    else if (c->grace_ns - dist__blame_grace_ns(d) < dist__coll_deadline(c))   /* others gave up first */
+        dist__format(first, sizeof first, "other ranks gave up on it while this rank waited for rank %d to %s", g, c->waited_what);
+    else dist__format(first, sizeof first, "timed out after %.1f s waiting for rank %d to %s", d->timeout_ms / 1000.0, g, c->waited_what);
+    /* The chain: whom each said it waited for in this collective, or in
+       an earlier one it gave up on lately (then it never came to this
+       one); it ends at a rank that said nothing. */
+    while (d->waits && g >= 0 && g != d->rank && steps < d->world) {
+        const dist__waits *w = &d->waits[g];
+        if (!w->seq || w->seq > c->seq || (w->seq < c->seq && now - w->at > recent) || w->on == g) break;
+        if (off < sizeof chain - 80) {
+            if (w->seq == c->seq) off += (size_t)snprintf(chain + off, sizeof chain - off, ", which was waiting for ");
+            else off += (size_t)snprintf(chain + off, sizeof chain - off, ", which was still in collective #%llu waiting for ",
+                                         (unsigned long long)w->seq);
+            if (w->on == d->rank) off += (size_t)snprintf(chain + off, sizeof chain - off, "this rank");
+            else off += (size_t)snprintf(chain + off, sizeof chain - off, "rank %d", w->on);
+        }
+        g = w->on;
+        steps++;
+    }
+    if (g == c->waited || g < 0) {
+        c->blamed = c->waited;
+        dist__coll_failf(c, DIST_ERR_TIMEOUT, "%s", first);
+    } else if (g == d->rank) {
+        /* it waited for this rank: this rank came late, or was itself stuck */
+        c->blamed = c->waited;
+        dist__coll_failf(c, DIST_ERR_TIMEOUT, "%s%s", first, chain);
+    } else {
+        c->blamed = g;
+        dist__coll_failf(c, DIST_ERR_TIMEOUT, "rank %d stopped (it said nothing): %s%s", g, first, chain);
+    }
+}
+
+/* The wait for member g (to do `what`) is past the collective's deadline,
+   or a member gave up on it.  The first time: the others are told, and
+   the grace period begins (0: wait on); after it: c fails (1).  Under
+   the engine lock. */
+static int dist__coll_overdue(dist__coll *c, int g, const char *what, int64_t now) {
+    if (!c->grace_ns) {
+        char why[DIST__ERRLEN];
+        c->grace_ns = now + dist__blame_grace_ns(c->d);
+        c->waited = g;
+        c->waited_what = what;
+        dist__waits_note(c->d, c->seq, c->d->rank, g);
+        dist__format(why, sizeof why, "timed out waiting for rank %d to %s", g, what);
+        dist__coll_notify(c->e, c->d, c->seq, DIST_ERR_TIMEOUT, why, g);
+        return 0;
+    }
+    if (now < c->grace_ns) return 0;
+    dist__coll_blame(c, 0);
+    return 1;
+}
+
 /* Ranks waiting on this one in shared memory compare the collective it is
    in with their own call (dist__fast_slots_behind). */
 static void dist__coll_tell_now(dist__coll *c) {
@@ -6791,6 +6949,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     const dist__abort_note *a;
     c->d = d; c->e = d->eng;         /* every field, but no memset of the sentence */
     c->deadline_ns = 0; c->reqs = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
+    c->grace_ns = 0; c->waited = -1; c->waited_what = ""; c->blamed = -1;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
@@ -6871,7 +7030,8 @@ typedef struct dist__coll_waiting { dist_req_t *r; dist__coll *c; int64_t next_l
 static int dist__coll_req_ready(dist__engine *e, void *arg) {
     dist__coll_waiting *w = (dist__coll_waiting *)arg;
     int64_t now;
-    if (dist__req_is_done(e, w->r) || dist__coll_aborted(w->c->d, w->c->seq) != NULL) return 1;
+    if (w->c->grace_ns) return dist__coll_aborted(w->c->d, w->c->seq) != NULL;   /* it fails when the grace ends */
+    if (dist__req_is_done(e, w->r) || dist__coll_aborted(w->c->d, w->c->seq) != NULL || dist__coll_given_up(w->c)) return 1;
     if (!w->c->e->shm.all || w->c->d->top != w->c->d || (now = dist__now_ns()) < w->next_look_ns) return 0;
     w->next_look_ns = now + 2000000;    /* every 2 ms: a wake-up of the wait comes at least every 100 ms */
     return dist__fast_disagrees(w->c);
@@ -6882,11 +7042,22 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
     dist__engine *e = c->e;
     if (!r) return c->res;
     dist__mutex_lock(&e->lock);
-    if (!r->done) {
+    if (!r->done || c->grace_ns || dist__coll_given_up(c)) {
         dist__coll_waiting w;
+        int g = dist__grank(c->d, r->kind == DIST__REQ_RECV && r->source >= 0 ? r->source : r->peer);
         w.r = r; w.c = c; w.next_look_ns = 0;
-        if (!dist__wait_for(e, dist__coll_req_ready, &w, dist__coll_deadline(c)) && !r->done)
-            dist__withdraw_wait(e, r, c->d->timeout_ms, DIST__REFUSED_WITHDRAWN);
+        /* until it is done, or the collective failed; past the deadline
+           (or once a member gave up) through the grace period of
+           dist__coll_overdue, after which it fails naming who stopped */
+        int timed_out = 0;
+        while (c->res == DIST_OK && !dist__coll_aborted(c->d, c->seq)) {
+            dist__wait_for(e, dist__coll_req_ready, &w, c->grace_ns ? c->grace_ns : dist__coll_deadline(c));
+            if ((r->done && !c->grace_ns && !dist__coll_given_up(c)) || c->res != DIST_OK || dist__coll_aborted(c->d, c->seq)) break;
+            timed_out = dist__coll_overdue(c, g, r->kind == DIST__REQ_RECV ? "send its part" : "take this rank's part", dist__now_ns());
+        }
+        /* timed out: withdrawn here; after another failure, when the
+           collective ends (dist__coll_end) */
+        if (!r->done && timed_out) dist__withdraw_wait(e, r, c->d->timeout_ms, DIST__REFUSED_WITHDRAWN);
     }
     if (!r->done) {
         /* Another rank reported that this collective failed while this
@@ -6900,7 +7071,11 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
         int peer = dist__grank(c->d, r->kind == DIST__REQ_RECV && r->source >= 0 ? r->source : r->peer);
         if (dist__coll_aborted(c->d, c->seq))   /* the collective failed, and a rank said why: that is the cause */
             dist__coll_fail_noted(c);
-        else if (r->result == DIST_ERR_TIMEOUT && !r->by_peer)   /* a peer's report keeps its own words */
+        else if (r->result == DIST_ERR_PEER_LOST && c->d->waits && c->d->waits[peer].seq == c->seq) {
+            /* it left after giving up on the collective: whom it waited for is the cause */
+            c->waited = peer;
+            dist__coll_blame(c, 1);
+        } else if (r->result == DIST_ERR_TIMEOUT && !r->by_peer)   /* a peer's report keeps its own words */
             dist__coll_failf(c, DIST_ERR_TIMEOUT, "timed out after %.1f s waiting for rank %d to %s",
                              c->d->timeout_ms / 1000.0, peer, r->kind == DIST__REQ_RECV ? "send its part" : "take this rank's part");
         else
@@ -6938,7 +7113,7 @@ static dist_result dist__coll_end(dist__coll *c) {
        "rank N did not take it".  Even a failure another rank reported is
        passed on: a rank that only hears from this one (and then its
        goodbye) learns the real cause. */
-    if (c->res != DIST_OK) dist__coll_notify(e, d, c->seq, c->res, c->why);
+    if (c->res != DIST_OK) dist__coll_notify(e, d, c->seq, c->res, c->why, c->blamed);
     if (c->fast && c->res == DIST_OK) dist__coll_check_queued(c);
     while (c->reqs) {
         dist_req_t *r = c->reqs;
@@ -6958,7 +7133,7 @@ static dist_result dist__coll_end(dist__coll *c) {
        only from here. */
     if (c->res == DIST_OK && dist__coll_aborted(d, c->seq) && dist__coll_aborted(d, c->seq)->local) {
         dist__coll_fail_noted(c);
-        dist__coll_notify(e, d, c->seq, c->res, c->why);
+        dist__coll_notify(e, d, c->seq, c->res, c->why, c->blamed);
     }
     dist__view_end(d, c->seq);
     if (c->res != DIST_OK) dist__purge_stale(e, d);
@@ -7444,9 +7619,8 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
         if ((spins & 255) && now - start < spin) continue;
         dist__mutex_lock(&e->lock);
         if (dist__coll_aborted(c->d, c->seq)) dist__coll_fail_noted(c);
-        else if (!dist__coll_member_lost(c) && now >= dist__coll_deadline(c))
-            dist__coll_failf(c, DIST_ERR_TIMEOUT, "timed out after %.1f s waiting for rank %d to %s", c->d->timeout_ms / 1000.0, g,
-                             u->what);
+        else if (!dist__coll_member_lost(c) && (c->grace_ns || now >= dist__coll_deadline(c) || dist__coll_given_up(c)))
+            dist__coll_overdue(c, g, u->what, now);     /* after a grace period, fails naming who stopped */
         if (c->res == DIST_OK && now - start < spin) {
             /* a look at the connections (a death, an abort), unless the
                progress thread has them: then it looks, and we spin on */
@@ -7465,6 +7639,11 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
         }
         dist__mutex_unlock(&e->lock);
         if (c->res != DIST_OK) return c->res;
+    }
+    if (c->grace_ns && c->res == DIST_OK) {   /* it came after the others were told this rank gave up */
+        dist__mutex_lock(&e->lock);
+        dist__coll_blame(c, 0);
+        dist__mutex_unlock(&e->lock);
     }
     return c->res;
 }
@@ -8072,7 +8251,7 @@ static void dist__comm_free_collectives(dist_t *d) {
     dist__worker_stop(d);
     while (d->q_free) { dist__job *j = d->q_free; d->q_free = j->next; DIST_FREE(j); }
     DIST_FREE(d->scratch); DIST_FREE(d->slots); DIST_FREE(d->steps);
-    DIST_FREE(d->members); DIST_FREE(d->group_of);
+    DIST_FREE(d->members); DIST_FREE(d->group_of); DIST_FREE(d->waits);
     dist__cond_destroy(&d->q_cond);
     dist__mutex_destroy(&d->q_lock);
 }

@@ -121,13 +121,13 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "faultutil.h"
 
 /* ThreadSanitizer sleeps 1 s in exit() by default: one second per rank. */
 TSAN_NO_EXIT_SLEEP();
 
 #define MAXW 5
 #define MAXJOBS 3
-#define MSGLEN 360
 #define NO_CALL (-1000)           /* a rank outside the group makes no call */
 
 static int TMO_MS = 3000;         /* cfg.timeout_ms, scaled in main */
@@ -149,6 +149,15 @@ static const char *const op_names[] = {
     "broadcast", "reduce", "all_reduce", "gather", "all_gather", "scatter", "reduce_scatter", "all_to_all", "barrier",
     "all_reduce_async+barrier_async"
 };
+/* What each needs (alloc_bufs; the victim of a mid send receives from
+   every survivor: BUFS_REGIONS). */
+static const int op_bufs[] = {
+    BUFS_NONE, BUFS_NONE, BUFS_NONE, BUFS_NONE, BUFS_NONE,
+    BUFS_IN_PLACE, BUFS_IN_PLACE, BUFS_IN_PLACE, BUFS_IN_PLACE, BUFS_IN_PLACE, BUFS_IN_PLACE, BUFS_IN_PLACE,
+    BUFS_IN_PLACE, BUFS_IN_PLACE, BUFS_IN_PLACE, BUFS_GATHER, BUFS_ALL_GATHER, BUFS_SCATTER, BUFS_REDUCE_SCATTER, BUFS_ALL_TO_ALL,
+    BUFS_NONE, BUFS_IN_PLACE
+};
+_Static_assert(sizeof op_bufs / sizeof op_bufs[0] == sizeof op_names / sizeof op_names[0], "an op without its buffers");
 enum { BEFORE, DURING, MID };
 
 typedef struct {
@@ -339,16 +348,11 @@ static void case_name(int idx, char *out, size_t cap) {
 /* ---- shared records ------------------------------------------------------- */
 
 typedef struct {
-    int called, returned, res;            /* the call under test */
-    int64_t t_enter, t_ret;
-    char msg[MSGLEN];
+    call_rec call;                        /* the call under test */
     int res2;                             /* OP_ASYNC_PAIR: the second request */
     char msg2[MSGLEN];
-    int f_called, f_returned, f_res;      /* the follow-up barrier */
-    int64_t f_enter, f_ret;
-    char f_msg[MSGLEN];
-    int destroyed, destroy_res;
-    double destroy_s;
+    call_rec f;                           /* the follow-up barrier */
+    destroy_rec destroy;
     double written;                       /* share of sampled output that changed */
     int ready, entering, ops_done;
     atomic_int claimed;
@@ -375,20 +379,10 @@ static void die(void) {
     for (;;) pause();
 }
 
-/* Blocks whose first element changes when the first bytes of a transfer
-   land there (the copying begins at the start of a block). */
-typedef struct { const volatile float *at; size_t stride; int n, skip; float init; } watch_t;
-
-static int landed(const watch_t *w) {
-    for (int b = 0; b < w->n; b++)
-        if (b != w->skip && w->at[(size_t)b * w->stride] != w->init) return 1;
-    return 0;
-}
-
 /* A victim that receives large messages dies once the first bytes of any
    of them have landed, so it dies mid-transfer however fast the machine
    copies; the delay is then only the bound.  Others die after the delay. */
-static watch_t g_watch;                  /* the victim's receive blocks (at NULL: none) */
+static watch_t g_watch;                  /* the victim's receive blocks, their first elements (at NULL: none) */
 
 static void *killer_main(void *p) {
     int64_t t0 = now_ns();
@@ -407,26 +401,7 @@ static void *killer_main(void *p) {
    watches the victim's block instead and kills it there (within the
    victim's own bound: after that its timer does it). */
 #ifndef UNDER_TSAN   /* (as the victim's own watcher) */
-static watch_t g_rwatch;
-static int g_rwatch_bound_ms;
-
-static void *receiver_watch_main(void *p) {
-    int64_t t0 = 0;
-    (void)p;
-    while (!__atomic_load_n(&g_sh->death_ns, __ATOMIC_SEQ_CST)) {
-        int64_t entered = __atomic_load_n(&g_sh->victim_enter_ns, __ATOMIC_SEQ_CST);
-        if (entered && !t0) t0 = now_ns();
-        if (t0 && secs_since(t0) * 1000 > g_rwatch_bound_ms) break;
-        if (entered && landed(&g_rwatch)) {
-            int64_t expect = 0;
-            if (__atomic_compare_exchange_n(&g_sh->death_ns, &expect, now_ns(), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-                kill(__atomic_load_n(&g_sh->victim_pid, __ATOMIC_SEQ_CST), SIGKILL);
-            break;
-        }
-        sleep_us(20);
-    }
-    return NULL;
-}
+static rwatch_t g_rwatch;
 #endif
 
 static void start_killer(int *ms) {
@@ -434,51 +409,6 @@ static void start_killer(int *ms) {
     if (pthread_create(&th, NULL, killer_main, ms) != 0) die();   /* no thread: die now */
     pthread_detach(th);
 }
-
-/* Waits until every rank in `mask` has *field set (field: offset in rrec),
-   within ms; 0 when they have. */
-static int wait_ranks(unsigned mask, size_t field, int ms) {
-    int64_t t0 = now_ns();
-    for (int r = 0; r < MAXW; r++) {
-        if (!(mask >> r & 1)) continue;
-        while (!__atomic_load_n((int *)((char *)&g_sh->r[r] + field), __ATOMIC_SEQ_CST)) {
-            if (secs_since(t0) * 1000 > ms) return 1;
-            sleep_ms(1);
-        }
-    }
-    return 0;
-}
-static void set_flag(int rank, size_t field) { __atomic_store_n((int *)((char *)&g_sh->r[rank] + field), 1, __ATOMIC_SEQ_CST); }
-
-static void copy_msg(char *dst, const char *src) { snprintf(dst, MSGLEN, "%s", src ? src : "(null)"); }
-
-typedef struct { float *a, *b; size_t alen, blen; int in_place; } bufs_t;
-
-/* victim_recv: the victim of a mid "send" point, which receives from
-   every survivor (a region each). */
-static int alloc_bufs(const kcase *k, int n, int crank, int victim_recv, bufs_t *bf) {
-    size_t c = cnt(k) ? cnt(k) : 1, nc = c * (size_t)n;
-    int root = k->root;
-    memset(bf, 0, sizeof *bf);
-    switch (k->op) {
-    case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ASYNC_PAIR:
-    case OP_RECV: case OP_IRECV: case OP_RECV_ANY: case OP_SEND: case OP_ISEND: case OP_RECV_BIG: case OP_RECV_LATE:
-        bf->alen = victim_recv ? nc : c; bf->in_place = 1; break;
-    case OP_GATHER: bf->alen = c; bf->blen = crank == root ? nc : 0; break;
-    case OP_ALLGATHER: bf->alen = c; bf->blen = nc; break;
-    case OP_SCATTER: bf->alen = crank == root ? nc : 0; bf->blen = c; break;
-    case OP_REDSCAT: bf->alen = nc; bf->blen = c; break;
-    case OP_ALLTOALL: bf->alen = nc; bf->blen = nc; break;
-    default: break;
-    }
-    if (bf->alen && (bf->a = malloc(bf->alen * sizeof(float))) == NULL) return -1;
-    if (bf->blen && (bf->b = malloc(bf->blen * sizeof(float))) == NULL) return -1;
-    for (size_t i = 0; i < bf->alen; i++) bf->a[i] = (float)(crank + 1);
-    for (size_t i = 0; i < bf->blen; i++) bf->b[i] = -1.0f;
-    return 0;
-}
-
-static void free_bufs(bufs_t *bf) { free(bf->a); free(bf->b); }
 
 /* Share of up to 1024 evenly spaced elements of the output that changed. */
 static double written_share(const bufs_t *bf, int crank) {
@@ -600,25 +530,20 @@ static int init_point(const kcase *k, int rank, dist_config *cfg) {
     if (rank == k->victim && k->when == BEFORE) die();
     if (rank == k->victim) { kill_ms = scaled(300); start_killer(&kill_ms); }
     else if (k->when == DURING && rank == late) sleep_ms(scaled(700));
-    me->called = 1;
-    me->t_enter = now_ns();
+    call_begin(&me->call);
     dist_result res = dist_init(&w, cfg);
-    me->t_ret = now_ns();
-    me->res = res;
-    copy_msg(me->msg, dist_error_message(NULL));
-    me->returned = 1;
+    call_end(&me->call, res);
+    copy_msg(me->call.msg, dist_error_message(NULL));
+    me->call.returned = 1;
     if (rank == k->victim) for (;;) pause();     /* the killer comes */
-    if (res == DIST_OK) {
-        int64_t t0 = now_ns();
-        me->destroy_res = dist_destroy(w);
-        me->destroy_s = secs_since(t0);
-        me->destroyed = 1;
-    }
+    if (res == DIST_OK) destroy_timed(&me->destroy, w);
     return 0;
 }
 
-static int rank_main(const kcase *k, int rank, int port, int lfd) {
-    rrec *me = &g_sh->r[rank];
+/* A rank of the job (job_start). */
+static int rank_main(const fault_job *j, int rank, int port, int lfd) {
+    const kcase *k = j->k;
+    rrec *me = &((jshared *)j->sh)->r[rank];
     int n = k->world, v = k->victim, gr = grank(k, rank);
     unsigned all = (1u << n) - 1, survivors = all & ~(1u << v);
     char url[64];
@@ -627,6 +552,7 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
     dist_result res, res2 = DIST_OK;
     bufs_t bf;
     static int kill_ms;
+    g_sh = j->sh;
     memset(&cfg, 0, sizeof cfg);
     tcp_config(&cfg, url, sizeof url, port, n, rank, TMO_MS, lfd);
     if (k->algo) setenv("DIST_ALGO", k->algo, 1);
@@ -643,20 +569,22 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
     }
     c = g ? g : w;                              /* NULL outside the group */
     if (k->group && k->op != OP_NEW_GROUP && !g) c = NULL;
-    if (alloc_bufs(k, k->group ? gsize(k) : n, gr < 0 ? 0 : gr, rank == v && (k->op == OP_SEND || k->op == OP_ISEND), &bf) != 0) return FAIL("out of memory");
-    set_flag(rank, offsetof(rrec, ready));
-    if (wait_ranks(all, offsetof(rrec, ready), scaled(10000))) return FAIL("not every rank got ready");
+    if (alloc_bufs(&bf, rank == v && (k->op == OP_SEND || k->op == OP_ISEND) ? BUFS_REGIONS : op_bufs[k->op], cnt(k),
+                   k->group ? gsize(k) : n, gr < 0 ? 0 : gr, k->root) != 0)
+        return FAIL("out of memory");
+    set_flag(&me->ready);
+    if (await_flags(&g_sh->r[0].ready, sizeof(rrec), all, scaled(10000))) return FAIL("not every rank got ready");
 
     if (rank == v) {
         if (k->when == BEFORE) die();
-        if (wait_ranks(survivors, offsetof(rrec, entering), scaled(10000))) return FAIL("the survivors never entered the call");
+        if (await_flags(&g_sh->r[0].entering, sizeof(rrec), survivors, scaled(10000))) return FAIL("the survivors never entered the call");
         if (k->when == DURING) { sleep_ms(scaled(150)); die(); }
         /* mid: the others are inside; this rank enters last, and dies in it */
         sleep_ms(30);
         kill_ms = k->delay_ms;
 #ifndef UNDER_TSAN   /* (watching a buffer while it is received is a race by design; ThreadSanitizer's slow copies are mid-transfer 2 ms in) */
         if (k->op == OP_SEND || k->op == OP_ISEND) {
-            g_watch = (watch_t){ bf.a, cnt(k), n, rank, (float)(rank + 1) };
+            g_watch = (watch_t){ bf.a, cnt(k), n, rank, (float)(rank + 1), 1 };
         }
 #endif
         __atomic_store_n(&g_sh->victim_pid, getpid(), __ATOMIC_SEQ_CST);
@@ -680,106 +608,53 @@ static int rank_main(const kcase *k, int rank, int port, int lfd) {
     }
 #ifndef UNDER_TSAN   /* (as the victim's own watcher) */
     if (k->when == MID && k->op == OP_GATHER && gr == k->root) {
-        pthread_t th;
-        g_rwatch = (watch_t){ bf.b + (size_t)grank(k, v) * cnt(k), 0, 1, -1, -1.0f };
-        g_rwatch_bound_ms = k->delay_ms * 20;
-        if (pthread_create(&th, NULL, receiver_watch_main, NULL) == 0) pthread_detach(th);
+        g_rwatch = (rwatch_t){ { bf.b + (size_t)grank(k, v) * cnt(k), 0, 1, -1, -1.0f, 1 }, &g_sh->death_ns, &g_sh->victim_enter_ns,
+                               NULL, &g_sh->victim_pid, k->delay_ms * 20 };
+        start_receiver_watch(&g_rwatch);
     }
 #endif
-    set_flag(rank, offsetof(rrec, entering));
+    set_flag(&me->entering);
     if (c || !is_coll(k->op)) {
-        me->called = 1;
-        me->t_enter = now_ns();
+        call_begin(&me->call);
         char msg1[MSGLEN] = "";
         res = run_op(k, w, c, rank, &bf, &res2, &newg, msg1);
-        me->t_ret = now_ns();
-        me->res = res;
-        if (k->op == OP_ASYNC_PAIR) copy_msg(me->msg, msg1);
-        else copy_msg(me->msg, res == DIST_OK ? "" : dist_error_message(is_coll(k->op) ? c : w));
+        call_end(&me->call, res);
+        if (k->op == OP_ASYNC_PAIR) copy_msg(me->call.msg, msg1);
+        else copy_msg(me->call.msg, res == DIST_OK ? "" : dist_error_message(is_coll(k->op) ? c : w));
         me->res2 = res2;
         copy_msg(me->msg2, res2 == DIST_OK ? "" : dist_error_message(c));
         me->written = written_share(&bf, gr < 0 ? 0 : gr);
-        me->returned = 1;
+        me->call.returned = 1;
     } else {
-        me->res = NO_CALL;
+        me->call.res = NO_CALL;
     }
     /* the follow-up: a barrier on the same communicator */
     {
         dist_t *fc = is_coll(k->op) && c ? c : w;
-        me->f_called = 1;
-        me->f_enter = now_ns();
-        me->f_res = dist_barrier(fc);
-        me->f_ret = now_ns();
-        copy_msg(me->f_msg, dist_error_message(fc));
-        me->f_returned = 1;
+        call_begin(&me->f);
+        call_end(&me->f, dist_barrier(fc));
+        copy_msg(me->f.msg, dist_error_message(fc));
+        me->f.returned = 1;
     }
     free_bufs(&bf);
-    set_flag(rank, offsetof(rrec, ops_done));
-    if (wait_ranks(survivors, offsetof(rrec, ops_done), (int)(BOUND_S * 2000))) FAIL("another survivor never finished its calls");
+    set_flag(&me->ops_done);
+    if (await_flags(&g_sh->r[0].ops_done, sizeof(rrec), survivors, (int)(BOUND_S * 2000))) FAIL("another survivor never finished its calls");
     {
         int64_t t0 = now_ns();
         dist_result dr = DIST_OK;
         if (newg) dist_destroy(newg);
         if (g) dr = dist_destroy(g);
         res = dist_destroy(w);
-        me->destroy_s = secs_since(t0);
-        me->destroy_res = dr != DIST_OK ? dr : res;
-        me->destroyed = 1;
+        destroy_done(&me->destroy, t0, dr != DIST_OK ? dr : res);
     }
     return 0;
 }
 
 /* ---- parent side ------------------------------------------------------------ */
 
-typedef struct {
-    int idx, n;
-    const kcase *k;
-    jshared *sh;
-    pid_t pid[MAXW];
-    int st[MAXW], reaped[MAXW];
-    int64_t t0, deadline;
-    int hung;
-} job_t;
-
-static job_t g_jobs[MAXJOBS];             /* the pool's slots */
 static int g_points, g_passed, g_errors, g_named;
 
-/* A rank of a job (fork_ranks). */
-static int rank_entry(int rank, int port, int lfd, void *arg) {
-    job_t *j = (job_t *)arg;
-    g_sh = j->sh;
-    return rank_main(j->k, rank, port, lfd);
-}
-
-static int start_job(int slot, int idx) {
-    job_t *j = &g_jobs[slot];
-    const kcase *k = &cases[idx];
-    memset(j, 0, sizeof *j);
-    j->idx = idx;
-    j->k = k;
-    j->n = k->world;
-    j->sh = mmap(NULL, sizeof *j->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (j->sh == MAP_FAILED) { perror("mmap"); return -1; }
-    memset(j->sh, 0, sizeof *j->sh);
-    j->t0 = now_ns();
-    j->deadline = j->t0 + (int64_t)(scaled_s(24) * 1e9);
-    /* the parent closes the store's socket before the next job forks: its
-       ranks must not hold it */
-    if (start_ranks(k->world, j->pid, j->st, j->reaped, 64, rank_entry, j) != 0) {
-        perror("listening socket");
-        munmap(j->sh, sizeof *j->sh);
-        return -1;
-    }
-    return 0;
-}
-
-/* Reaps what ended; 1 when the whole job has. */
-static int poll_job(int slot) {
-    job_t *j = &g_jobs[slot];
-    int left = reap_poll(j->n, j->pid, j->st, j->reaped, j->deadline);
-    for (int r = 0; r < j->n; r++) if (j->reaped[r] == 2) j->hung = 1;
-    return left == 0;
-}
+static int start_job(int slot, int idx) { return job_start(slot, idx, &cases[idx], cases[idx].world, sizeof(jshared), 24, rank_main); }
 
 static double after_death(int64_t t, int64_t enter, int64_t death) {
     return (double)(t - (enter > death ? enter : death)) / 1e9;
@@ -825,7 +700,7 @@ static void judge_error(const kcase *k, int r, const char *what, int res, const 
 }
 
 static void judge_job(int slot) {
-    job_t *j = &g_jobs[slot];
+    fault_job *j = &g_jobs[slot];
     const kcase *k = j->k;
     jshared *sh = j->sh;
     int v = k->victim;
@@ -854,37 +729,36 @@ static void judge_job(int slot) {
     for (int r = 0; r < j->n && sh->death_ns; r++) {
         rrec *rr = &sh->r[r];
         if (r == v || rr->fail[0]) continue;
-        if (rr->res != NO_CALL) {
+        if (rr->call.res != NO_CALL) {
+            const call_rec *cr = &rr->call;
             char what[64];
             snprintf(what, sizeof what, "its %s", op_names[k->op]);
-            if (!rr->called || !rr->returned) {
-                case_bad("rank %d: %s never %s", r, what, rr->called ? "returned" : "began");
+            if (!cr->called || !cr->returned) {
+                case_bad("rank %d: %s never %s", r, what, cr->called ? "returned" : "began");
                 continue;
             }
-            if (rr->res == DIST_OK && !may_complete(k, r))
+            if (cr->res == DIST_OK && !may_complete(k, r))
                 case_bad("rank %d: %s returned DIST_OK after %.2f s, but it needs the dead rank %d", r, what,
-                         (double)(rr->t_ret - rr->t_enter) / 1e9, v);
-            else if (rr->res != DIST_OK) {
-                judge_error(k, r, what, rr->res, rr->msg, rr->t_enter, rr->t_ret, sh->death_ns, 0);
+                         (double)(cr->t_ret - cr->t_enter) / 1e9, v);
+            else if (cr->res != DIST_OK) {
+                judge_error(k, r, what, cr->res, cr->msg, cr->t_enter, cr->t_ret, sh->death_ns, 0);
                 nerr++;
-                double a = after_death(rr->t_ret, rr->t_enter, sh->death_ns);
+                double a = after_death(cr->t_ret, cr->t_enter, sh->death_ns);
                 if (a > worst) worst = a;
-                if (!sample[0]) snprintf(sample, sizeof sample, "%s", rr->msg);
+                if (!sample[0]) snprintf(sample, sizeof sample, "%s", cr->msg);
             }
             if (k->op == OP_ASYNC_PAIR) {
                 if (rr->res2 == DIST_OK) case_bad("rank %d: the queued barrier_async returned DIST_OK", r);
-                else judge_error(k, r, "its queued barrier_async", rr->res2, rr->msg2, rr->t_enter, rr->t_ret, sh->death_ns, 0);
+                else judge_error(k, r, "its queued barrier_async", rr->res2, rr->msg2, cr->t_enter, cr->t_ret, sh->death_ns, 0);
             }
             if (rr->written < wmin) wmin = rr->written;
             if (rr->written > wmax) wmax = rr->written;
         }
         if (k->op != OP_INIT) {
-            if (!rr->f_called || !rr->f_returned) case_bad("rank %d: the follow-up barrier never %s", r, rr->f_called ? "returned" : "began");
-            else judge_error(k, r, "the follow-up barrier", rr->f_res, rr->f_msg, rr->f_enter, rr->f_ret, sh->death_ns, 1);
+            if (!rr->f.called || !rr->f.returned) case_bad("rank %d: the follow-up barrier never %s", r, rr->f.called ? "returned" : "began");
+            else judge_error(k, r, "the follow-up barrier", rr->f.res, rr->f.msg, rr->f.t_enter, rr->f.t_ret, sh->death_ns, 1);
         }
-        if ((k->op != OP_INIT || rr->res == DIST_OK) && !rr->destroyed) case_bad("rank %d never got through dist_destroy", r);
-        else if (rr->destroyed && rr->destroy_s > DESTROY_S)
-            case_bad("rank %d: dist_destroy took %.2f s (returned %s)", r, rr->destroy_s, rname(rr->destroy_res));
+        judge_destroy(case_bad, r, "", &rr->destroy, k->op != OP_INIT || rr->call.res == DIST_OK, DESTROY_S, 1);
     }
     if (k->when == MID && k->op != OP_INIT && sh->death_ns && !nerr)
         case_bad("no survivor's call failed: the victim died too late to be mid-transfer");
@@ -904,13 +778,10 @@ static void judge_job(int slot) {
 }
 
 int main(int argc, char **argv) {
-    job_pool pool = { .ncases = NCASES, .maxjobs = env_int("KILL_JOBS", 1, MAXJOBS, MAXJOBS), .tick_ms = 5,
-                      .filter = argc > 1 ? argv[1] : NULL, .name = case_name, .heavy = heavy,
-                      .start = start_job, .poll = poll_job, .finish = judge_job };
+    job_pool pool = { .ncases = NCASES, .tick_ms = 5, .name = case_name, .heavy = heavy, .start = start_job, .poll = job_reaped,
+                      .finish = judge_job };
     int64_t t0 = now_ns();
-    test_start();
-    UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
-    signal(SIGPIPE, SIG_IGN);
+    fault_test_start();
     TMO_MS = scaled(3000);
     BOUND_S = TMO_MS / 1000.0 + scaled_s(2);
     DESTROY_S = scaled_s(2);
@@ -918,7 +789,7 @@ int main(int argc, char **argv) {
            getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto", TMO_MS, BOUND_S);
     /* in order: up to KILL_JOBS (3) at once, one of them with large
        buffers (a large point waits for the slot) */
-    if (run_pool(&pool) != 0) return 1;
+    if (run_jobs(&pool, "KILL_JOBS", MAXJOBS, argc, argv) != 0) return 1;
     printf("kill matrix: %d points, %d passed, survivors' errors named the dead rank in %d/%d (%.1f s)\n", g_points, g_passed,
            g_named, g_errors, secs_since(t0));
     return g_points && g_passed == g_points ? 0 : 1;

@@ -63,12 +63,12 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "faultutil.h"
 
 TSAN_NO_EXIT_SLEEP();
 
 #define MAXW 4
 #define MAXJOBS 3
-#define MSGLEN 360
 
 static int TMO_MS = 2000;
 static double BOUND_S = 4.0;
@@ -107,10 +107,9 @@ static const scase cases[] = {
 static int heavy(int i) { return cases[i].count >= MiB(4); }
 
 typedef struct {
-    int ready, entering, returned, res, destroyed, destroy_res;
-    int64_t t_enter, t_ret;
-    double destroy_s;
-    char msg[MSGLEN];
+    int ready, entering;
+    call_rec call;          /* the stalled call (S: its side of it) */
+    destroy_rec destroy;
     atomic_int claimed;
     char fail[400];
 } rrec;
@@ -214,8 +213,10 @@ static int warm_up(const scase *k, dist_t *w, int rank) {
     return 0;
 }
 
-static int rank_main(const scase *k, int rank, int port, int lfd) {
-    rrec *me = &g_sh->r[rank];
+/* A rank of the job (job_start). */
+static int rank_main(const fault_job *j, int rank, int port, int lfd) {
+    const scase *k = j->k;
+    rrec *me = &((jshared *)j->sh)->r[rank];
     int n = k->world, s = k->stopped;
     char url[64];
     dist_config cfg;
@@ -223,6 +224,7 @@ static int rank_main(const scase *k, int rank, int port, int lfd) {
     dist_result res;
     size_t elems = k->count ? k->count : 1;
     float *buf;
+    g_sh = j->sh;
     memset(&cfg, 0, sizeof cfg);
     tcp_config(&cfg, url, sizeof url, port, n, rank, TMO_MS, lfd);
     if (k->algo) setenv("DIST_ALGO", k->algo, 1);
@@ -231,95 +233,54 @@ static int rank_main(const scase *k, int rank, int port, int lfd) {
     if (warm_up(k, w, rank)) return 1;
     if ((buf = malloc(elems * sizeof(float))) == NULL) return FAIL("out of memory");
     for (size_t i = 0; i < elems; i++) buf[i] = (float)(rank + 1);
-    __atomic_store_n(&me->ready, 1, __ATOMIC_SEQ_CST);
+    set_flag(&me->ready);
     for (int r = 0; r < n; r++)
         if (await_flag(&g_sh->r[r].ready, 1, scaled(10000))) return FAIL("rank %d never got ready", r);
     if (rank == s) {
         if (k->when == MID)
             for (int r = 0; r < n; r++)
                 if (r != s && await_flag(&g_sh->r[r].entering, 1, scaled(10000))) return FAIL("rank %d never entered", r);
-        __atomic_store_n(&me->entering, 1, __ATOMIC_SEQ_CST);
+        set_flag(&me->entering);
         if (k->when == AT_CALL && await_flag(&g_sh->go, 1, scaled(30000))) return FAIL("the parent never let this rank go");
     } else {
         /* a send to S begins once S is stopped: a live S would take the
            data at once (its progress thread buffers it) */
         if (k->op == OP_SEND && await_flag(&g_sh->stopped, 1, scaled(10000))) return FAIL("rank %d was never stopped", s);
-        __atomic_store_n(&me->entering, 1, __ATOMIC_SEQ_CST);
+        set_flag(&me->entering);
     }
-    me->t_enter = now_ns();
+    call_begin(&me->call);
     res = run_op(k, w, rank, buf);
-    me->t_ret = now_ns();
-    me->res = res;
-    snprintf(me->msg, sizeof me->msg, "%s", res == DIST_OK ? "" : dist_error_message(w));
-    __atomic_store_n(&me->returned, 1, __ATOMIC_SEQ_CST);
+    call_end(&me->call, res);
+    copy_msg(me->call.msg, res == DIST_OK ? "" : dist_error_message(w));
+    set_flag(&me->call.returned);
     free(buf);
     /* the others wait until the parent has resumed or killed S */
     if (rank != s && await_flag(&g_sh->resumed, 1, (int)(BOUND_S * 3000))) FAIL("the parent never resumed rank %d", s);
-    {
-        int64_t t0 = now_ns();
-        me->destroy_res = dist_destroy(w);
-        me->destroy_s = secs_since(t0);
-        me->destroyed = 1;
-    }
+    destroy_timed(&me->destroy, w);
     return 0;
 }
 
 /* ---- parent side ------------------------------------------------------------ */
 
-typedef struct {
-    int idx, n, phase;      /* phase 0: waiting to stop S, 1: stopped, 2: resumed */
-    const scase *k;
-    jshared *sh;
-    pid_t pid[MAXW];
-    int st[MAXW], reaped[MAXW];
-    int64_t t0, deadline, t_mark;
-    int hung;
-} job_t;
-
-static job_t g_jobs[MAXJOBS];             /* the pool's slots */
 static int g_cases, g_passed;
 
-/* A rank of a job (fork_ranks). */
-static int rank_entry(int rank, int port, int lfd, void *arg) {
-    job_t *j = (job_t *)arg;
-    g_sh = j->sh;
-    return rank_main(j->k, rank, port, lfd);
-}
+static int start_job(int slot, int idx) { return job_start(slot, idx, &cases[idx], cases[idx].world, sizeof(jshared), 30, rank_main); }
 
-static int start_job(int slot, int idx) {
-    job_t *j = &g_jobs[slot];
-    const scase *k = &cases[idx];
-    memset(j, 0, sizeof *j);
-    j->idx = idx;
-    j->k = k;
-    j->n = k->world;
-    j->sh = mmap(NULL, sizeof *j->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (j->sh == MAP_FAILED) { perror("mmap"); return -1; }
-    memset(j->sh, 0, sizeof *j->sh);
-    j->t0 = now_ns();
-    j->deadline = j->t0 + (int64_t)(scaled_s(30) * 1e9);
-    /* the parent closes the store's socket before the next job forks: its
-       ranks must not hold it */
-    if (start_ranks(k->world, j->pid, j->st, j->reaped, 64, rank_entry, j) != 0) {
-        perror("listening socket");
-        munmap(j->sh, sizeof *j->sh);
-        return -1;
-    }
-    return 0;
-}
-
-static int all_set(job_t *j, size_t field, int except) {
+static int all_set(const fault_job *j, size_t field, int except) {
+    jshared *sh = j->sh;
     for (int r = 0; r < j->n; r++)
-        if (r != except && !__atomic_load_n((int *)((char *)&j->sh->r[r] + field), __ATOMIC_SEQ_CST)) return 0;
+        if (r != except && !__atomic_load_n((int *)((char *)&sh->r[r] + field), __ATOMIC_SEQ_CST)) return 0;
     return 1;
 }
 
-/* Moves the case on: stops S, resumes or kills it; reaps.  1 when done. */
+/* Moves the case on: stops S, resumes or kills it; reaps.  1 when done.
+   The job's phase: 0 waiting to stop S, 1 stopped, 2 resumed (t_mark:
+   when the wait to stop S began, then when S was stopped). */
 static int poll_job(int slot) {
-    job_t *j = &g_jobs[slot];
+    fault_job *j = &g_jobs[slot];
     const scase *k = j->k;
     jshared *sh = j->sh;
-    int s = k->stopped, left;
+    int s = k->stopped;
     int64_t now = now_ns();
     if (j->phase == 0 && !j->reaped[s] &&
         (k->op == OP_SEND ? __atomic_load_n(&sh->r[s].entering, __ATOMIC_SEQ_CST) : all_set(j, offsetof(rrec, entering), -1))) {
@@ -335,7 +296,7 @@ static int poll_job(int slot) {
     }
     if (j->phase == 1) {
         /* once every other rank returned (or far past the bound), S goes on */
-        if (all_set(j, offsetof(rrec, returned), s) || now - sh->stop_ns > (int64_t)(BOUND_S * 2e9)) {
+        if (all_set(j, offsetof(rrec, call.returned), s) || now - sh->stop_ns > (int64_t)(BOUND_S * 2e9)) {
             sh->resume_ns = now_ns();
             __atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
             if (k->after == KILL) kill(j->pid[s], SIGKILL);
@@ -344,9 +305,7 @@ static int poll_job(int slot) {
             j->phase = 2;
         }
     }
-    left = reap_poll(j->n, j->pid, j->st, j->reaped, j->deadline);
-    for (int r = 0; r < j->n; r++) if (j->reaped[r] == 2) j->hung = 1;
-    return left == 0;
+    return job_reaped(slot);
 }
 
 /* "op #N" in msg, N not followed by another digit. */
@@ -357,7 +316,7 @@ static int names_seq(const char *msg, const char *op, int seq) {
 }
 
 static void judge_job(int slot) {
-    job_t *j = &g_jobs[slot];
+    fault_job *j = &g_jobs[slot];
     const scase *k = j->k;
     jshared *sh = j->sh;
     int s = k->stopped, seq = expected_seq(k);
@@ -381,9 +340,9 @@ static void judge_job(int slot) {
     }
     int named_stopped = 0;
     for (int r = 0; r < j->n && sh->stop_ns; r++) {
-        rrec *rr = &sh->r[r];
+        const call_rec *rr = &sh->r[r].call;
         double took, after;
-        if (r == s || rr->fail[0]) continue;
+        if (r == s || sh->r[r].fail[0]) continue;
         if (!rr->returned) { case_bad("rank %d: its %s never returned", r, op_titles[k->op]); continue; }
         took = (double)(rr->t_ret - rr->t_enter) / 1e9;
         after = (double)(rr->t_ret - (rr->t_enter > sh->stop_ns ? rr->t_enter : sh->stop_ns)) / 1e9;
@@ -402,8 +361,7 @@ static void judge_job(int slot) {
            tree or ring) a rank that was itself waiting for it. */
         if (names_rank(rr->msg, s)) named_stopped++;
         else if (!strstr(rr->msg, "rank ")) case_bad("rank %d: \"%s\" names no rank", r, rr->msg);
-        if (!rr->destroyed) case_bad("rank %d never got through dist_destroy", r);
-        else if (rr->destroy_s > BOUND_S) case_bad("rank %d: dist_destroy took %.2f s", r, rr->destroy_s);
+        judge_destroy(case_bad, r, "", &sh->r[r].destroy, 1, BOUND_S, 0);
     }
     /* Reported, not judged: a rank whose timeout fires before the one
        waiting on S may pass its own sentence on first, so which ranks name
@@ -412,12 +370,8 @@ static void judge_job(int slot) {
         o += (size_t)snprintf(extra + o, o < sizeof extra ? sizeof extra - o : 0, "; %d of %d name the stopped rank %d", named_stopped,
                               j->n - 1, s);
     if (k->after == RESUME && sh->resume_ns) {
-        rrec *rr = &sh->r[s];
-        double took = rr->returned ? (double)(rr->t_ret - sh->resume_ns) / 1e9 : -1;
-        if (!rr->returned) case_bad("rank %d (resumed): its %s never returned", s, op_titles[k->op]);
-        else if (took > BOUND_S) case_bad("rank %d (resumed): its %s returned %.2f s after SIGCONT", s, op_titles[k->op], took);
-        else if (!rr->destroyed) case_bad("rank %d (resumed) never got through dist_destroy", s);
-        else if (rr->destroy_s > BOUND_S) case_bad("rank %d (resumed): dist_destroy took %.2f s", s, rr->destroy_s);
+        const call_rec *rr = &sh->r[s].call;
+        judge_resumed(case_bad, s, op_titles[k->op], rr, &sh->r[s].destroy, sh->resume_ns, BOUND_S);
         if (rr->returned)
             snprintf(extra + o, o < sizeof extra ? sizeof extra - o : 0, "; resumed rank %d: %s after %.2f s%s%s%s", s,
                      dist_result_name((dist_result)rr->res), (double)(rr->t_ret - rr->t_enter) / 1e9, rr->msg[0] ? " \"" : "",
@@ -429,18 +383,15 @@ static void judge_job(int slot) {
 }
 
 int main(int argc, char **argv) {
-    job_pool pool = { .ncases = NCASES, .maxjobs = env_int("STALL_JOBS", 1, MAXJOBS, MAXJOBS), .tick_ms = 1,
-                      .filter = argc > 1 ? argv[1] : NULL, .name = case_name, .heavy = heavy,
-                      .start = start_job, .poll = poll_job, .finish = judge_job };
+    job_pool pool = { .ncases = NCASES, .tick_ms = 1, .name = case_name, .heavy = heavy, .start = start_job, .poll = poll_job,
+                      .finish = judge_job };
     int64_t t0 = now_ns();
-    test_start();
-    UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
-    signal(SIGPIPE, SIG_IGN);
+    fault_test_start();
     TMO_MS = scaled(2000);
     BOUND_S = TMO_MS / 1000.0 + scaled_s(2);
     printf("# %d cases, transport %s, cfg.timeout_ms %d, bound %.1f s\n", NCASES,
            getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto", TMO_MS, BOUND_S);
-    if (run_pool(&pool) != 0) return 1;
+    if (run_jobs(&pool, "STALL_JOBS", MAXJOBS, argc, argv) != 0) return 1;
     printf("stalls: %d cases, %d passed (%.1f s)\n", g_cases, g_passed, secs_since(t0));
     return g_cases && g_passed == g_cases ? 0 : 1;
 }

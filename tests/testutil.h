@@ -8,7 +8,10 @@
    Time        now_ms, now_ns, now_s (CLOCK_MONOTONIC), secs_since(now_ns
                start), sleep_ms, sleep_us (nanosleep, resumed after EINTR);
                await_flag(&flag, value, ms): wait (1 ms polls) until an
-               int shared with other processes reaches value
+               int shared with other processes reaches value; set_flag(&flag)
+               sets one to 1; await_flags(&first, stride, mask, ms): one
+               such int a rank (each stride bytes on), every rank in mask
+               set within ms in all
    Scale       g_scale = timeout_scale() (DIST_TIMEOUT_SCALE, a factor of at
                least 1 for every time limit, as in sanitizer passes);
                scaled(ms) as int, scaled_s(seconds) as double; test_start()
@@ -23,7 +26,9 @@
                case_bad(fmt, ...) for each problem (the first prints "FAIL
                case"), case_end(secs, extra) prints "ok   case (secs s)" or
                counts it in g_failed; case_bad_status(rank, status, note)
-               for a rank that did not exit 0 (signal, alarm, exit code)
+               for a rank that did not exit 0 (signal, alarm, exit code);
+               status_bad(bad, ...) the same, reported by bad (a bad_fn:
+               case_bad, or a test's own list)
    Checks      DEFINE_CHECKS(LIST) makes the enum of check ids (and
                NCHECKS) and check_names[] from an X-macro list of
                X(id, "text"); DEFINE_CHECK_FNS(table) defines pass_(id) and
@@ -140,6 +145,26 @@ static inline __attribute__((unused)) int await_flag(int *flag, int value, int m
     return 0;
 }
 
+/* Sets *flag (an int other processes or threads read) to 1, atomically. */
+static inline __attribute__((unused)) void set_flag(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST); }
+
+/* Waits until the flag of every rank r in mask (bit r) is set: the int at
+   `first` (rank 0's) and every `stride` bytes after it (one a rank, in an
+   array of records shared with other processes), polling every
+   millisecond for up to ms in all; 0 once they are, -1 when the time ran
+   out. */
+static inline __attribute__((unused)) int await_flags(const int *first, size_t stride, unsigned mask, int ms) {
+    int64_t t0 = now_ns();
+    for (int r = 0; r < 32; r++) {
+        if (!(mask >> r & 1)) continue;
+        while (!__atomic_load_n((const int *)((const char *)first + (size_t)r * stride), __ATOMIC_SEQ_CST)) {
+            if (secs_since(t0) * 1000 > ms) return -1;
+            sleep_ms(1);
+        }
+    }
+    return 0;
+}
+
 /* ---- DIST_TIMEOUT_SCALE ------------------------------------------------- */
 
 /* Multiplies the test's time limits (set from DIST_TIMEOUT_SCALE). */
@@ -239,20 +264,29 @@ static inline __attribute__((unused)) void case_bad(const char *fmt, ...) {
     printf("\n");
 }
 
-/* A rank's wait status st, where it should have exited 0: case_bad
-   "rank R died by signal N" (" (its alarm: it hung)" after SIGALRM) or
-   "rank R exited with N" followed by exit_note (may be ""); nothing when
-   it exited 0.  Returns 1 when it reported a problem. */
-static inline __attribute__((unused)) int case_bad_status(int rank, int st, const char *exit_note) {
+/* What reports a problem of a case, a line: case_bad, or a test's own
+   list of them. */
+typedef void (*bad_fn)(const char *fmt, ...);
+
+/* A rank's wait status st, where it should have exited 0: bad("rank R
+   died by signal N") (" (its alarm: it hung)" after SIGALRM) or "rank R
+   exited with N" followed by exit_note (may be ""); nothing when it
+   exited 0.  Returns 1 when it reported a problem. */
+static inline __attribute__((unused)) int status_bad(bad_fn bad, int rank, int st, const char *exit_note) {
     if (WIFSIGNALED(st)) {
-        case_bad("rank %d died by signal %d%s", rank, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
+        bad("rank %d died by signal %d%s", rank, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
         return 1;
     }
     if (WEXITSTATUS(st) != 0) {
-        case_bad("rank %d exited with %d%s", rank, WEXITSTATUS(st), exit_note);
+        bad("rank %d exited with %d%s", rank, WEXITSTATUS(st), exit_note);
         return 1;
     }
     return 0;
+}
+
+/* status_bad, reported with case_bad. */
+static inline __attribute__((unused)) int case_bad_status(int rank, int st, const char *exit_note) {
+    return status_bad(case_bad, rank, st, exit_note);
 }
 
 /* The end of the current case: counted in g_failed if anything was bad,
