@@ -143,6 +143,10 @@ COMPILE-TIME OPTIONS
                              (list items at every depth) one decoded value
                              may hold (default 2^20), so a small message
                              cannot ask for a huge allocation.
+   DIST_RPC_MAX_THREADS      where: the implementation file.  Most handler
+                             threads an agent runs, those lent to replace
+                             handlers that wait on nested calls included
+                             (default 64; at least num_threads).
    DIST_STATIC, DIST_MALLOC/DIST_FREE/DIST_REALLOC as in dist.h.
 
 THREADS
@@ -279,7 +283,10 @@ typedef struct dist_rpc_config {
                                 dist_init ({0}: the environment)          */
     const char *name;        /* this worker's name, unique in the job;
                                 NULL: "worker<rank>"                       */
-    int num_threads;         /* handler threads; 0: 4                       */
+    int num_threads;         /* handler threads running calls at once; 0: 4.
+                                One that waits on a nested call lends its
+                                place to another thread (DIST_RPC_MAX_THREADS
+                                in all)                                     */
     int timeout_ms;          /* default timeout of a call; 0: 60 s; < 0:
                                 none                                        */
 } dist_rpc_config;
@@ -545,7 +552,8 @@ DIST_API void dist_dist_optim_free(dist_dist_optim_t *o);
    Calls `fn` on r's owner with the arguments [r, args...] (args: a list,
    whose items follow r; another value, which follows it; or NULL): in the
    handler, item 0 is the owner's reference, dist_rref_local_value or
-   dist_rref_local_tensor give the object (torch's _remote_method). */
+   dist_rref_local_tensor give the object (torch's _remote_method).  As
+   with dist_rpc_sync, `ret` may be NULL (the result is dropped). */
 DIST_API dist_result dist_rref_rpc_sync(dist_rref_t *r, const char *fn, dist_value_t *args, dist_value_t **ret);
 DIST_API dist_result dist_rref_rpc_async(dist_rref_t *r, const char *fn, dist_value_t *args, dist_future_t **fut);
 DIST_API dist_result dist_rref_remote(dist_rref_t *r, const char *fn, dist_value_t *args, dist_rref_t **out);
@@ -1152,6 +1160,9 @@ typedef struct {
 #  define DIST_RPC_APART_BYTES ((size_t)64 << 10)
 #endif
 #define DIST_RPC__CHUNK ((size_t)1 << 20)    /* ...in messages of this size */
+#ifndef DIST_RPC_MAX_THREADS
+#  define DIST_RPC_MAX_THREADS 64             /* handler threads in all (see the agent's threads) */
+#endif
 
 /* Writes (when `b` is not NULL and it fits in `cap`) the encoding of `v`
    at offset `off`; returns the offset after it.  Sizes are counted even
@@ -1480,9 +1491,16 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
    run their then-callbacks) on the listener.  Every 50 ms it also fails
    futures whose deadline passed and those waiting on a worker that is gone
    (dist_iprobe on a tag nobody sends says PEER_LOST once a peer died or
-   left).  A handler thread that waits on a future runs queued calls
-   meanwhile, so nested calls (agent -> observer -> agent) never starve
-   even with one handler thread.
+   left).  A call runs on a thread that holds nothing of another call's:
+   a handler that waits on a future (a nested call: agent -> observer ->
+   agent) does not run queued calls meanwhile (they would inherit its
+   locks, its no_grad and autograd state); it lends its place to another
+   handler thread, started if none is idle, so `num_threads` calls may
+   still run and nested calls never starve, up to DIST_RPC_MAX_THREADS
+   threads in all (then queued calls wait for a handler to finish, and
+   the agent logs it once).  Each call starts with the thread's RPC and
+   autograd state cleared (its caller's autograd context, no no_grad), and
+   it is restored after.
    Locks.  One agent lock guards the queue, the pending futures and every
    future's fields; nothing is sent or decoded under it. */
 
@@ -1585,8 +1603,11 @@ static struct {
     dist_future_t *pending;
     int npending;
     dist_rpc_call_t *q_head, *q_tail, *deferred;
-    int active;                      /* handlers running */
-    int helping;                     /* handler threads waiting on a future (they run queued calls) */
+    int active;                      /* handlers running a call */
+    int blocked;                     /* ...of which waiting on a future: their places are lent */
+    int threads, idle, max_threads;  /* handler threads started, waiting for a call, the most */
+    int cap_told;                    /* the cap was logged */
+    dist_logger logger;              /* the config's (dist.logger) */
     int draining;                    /* a graceful shutdown waits for the handlers */
     dist__thread listener, *pool;
     dist_rref_t *owned[DIST_RPC__BUCKETS], *users[DIST_RPC__BUCKETS];
@@ -1600,10 +1621,12 @@ static struct {
 static dist_result dist_rpc__call(int to, const char *fn, const char *label, dist_value_t *args, int timeout_ms, dist_rref_t *rr,
                                   dist_future_t **out);
 static void dist_rpc__notify(int to, const char *fn, dist_value_t *args);
+static void dist_rpc__staff_locked(void);
 static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text, int borrowed);
 
 static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
 static DIST_RPC__TLS int64_t dist_rpc__ag_cur;  /* the autograd context current on this thread (0: none) */
+static DIST_RPC__TLS int dist_rpc__no_grad;     /* dist_no_grad_enter depth on this thread */
 
 /* dist.h's clock; threads, locks and conditions are dist.h's platform
    layer too (dist__mutex, dist__cond, dist__thread): this file makes no
@@ -2000,8 +2023,7 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
     dist__mutex_lock(&dist_rpc__lock);
     if (dist_rpc__g.q_tail) dist_rpc__g.q_tail->next = c; else dist_rpc__g.q_head = c;
     dist_rpc__g.q_tail = c;
-    dist__cond_signal(&dist_rpc__qcond);                   /* one idle handler */
-    if (dist_rpc__g.helping) dist__cond_broadcast(&dist_rpc__cond);   /* or one waiting on a future */
+    dist_rpc__staff_locked();
     dist__mutex_unlock(&dist_rpc__lock);
 }
 
@@ -2206,11 +2228,14 @@ static dist_result dist_rpc__deliver(dist_rpc_call_t *c, dist_result code, dist_
 /* Runs one call on this thread and answers it, unless it was deferred. */
 static void dist_rpc__run_call(dist_rpc_call_t *c) {
     int64_t outer = dist_rpc__ag_cur;
+    int outer_no_grad = dist_rpc__no_grad;
     dist_value_t *res;
     int deferred;
     dist_rpc__ag_cur = c->ag_ctx;                   /* the handler runs in its caller's autograd context */
+    dist_rpc__no_grad = 0;
     res = c->fn(c, c->args);
     dist_rpc__ag_cur = outer;
+    dist_rpc__no_grad = outer_no_grad;
     dist__mutex_lock(&dist_rpc__lock);
     deferred = c->deferred;
     dist__mutex_unlock(&dist_rpc__lock);
@@ -2243,24 +2268,53 @@ static DIST__THREAD_RETURN dist_rpc__handler_thread(void *arg) {
     dist_rpc__in_pool = 1;
     dist__mutex_lock(&dist_rpc__lock);
     while (!dist_rpc__g.stopping) {
-        dist_rpc_call_t *c = dist_rpc__pop_locked();
+        /* at most num_threads calls run at once (those waiting on a future not counted) */
+        dist_rpc_call_t *c = dist_rpc__g.active - dist_rpc__g.blocked < dist_rpc__g.nthreads ? dist_rpc__pop_locked() : NULL;
         if (c) dist_rpc__run_unlocked(c);
-        else dist__cond_wait(&dist_rpc__qcond, &dist_rpc__lock);
+        else {
+            dist_rpc__g.idle++;
+            dist__cond_wait(&dist_rpc__qcond, &dist_rpc__lock);
+            dist_rpc__g.idle--;
+        }
     }
     dist__mutex_unlock(&dist_rpc__lock);
     return DIST__THREAD_RETURN_VALUE;
 }
 
+/* A call is queued, or a handler began to wait on a future: if a place is
+   free (fewer than num_threads calls running that do not wait), an idle
+   handler takes the call, or a new one is started, up to
+   DIST_RPC_MAX_THREADS (then the call waits for a handler to finish, and
+   that is logged once).  Lock held. */
+static void dist_rpc__staff_locked(void) {
+    if (!dist_rpc__g.q_head || dist_rpc__g.stopping || dist_rpc__g.active - dist_rpc__g.blocked >= dist_rpc__g.nthreads) return;
+    if (dist_rpc__g.idle > 0) { dist__cond_signal(&dist_rpc__qcond); return; }
+    if (dist_rpc__g.threads < dist_rpc__g.max_threads &&
+        dist__thread_start(&dist_rpc__g.pool[dist_rpc__g.threads], dist_rpc__handler_thread, NULL) == 0) {
+        dist_rpc__g.threads++;
+        return;
+    }
+    if (!dist_rpc__g.cap_told && dist_rpc__g.logger.func) {
+        char line[300];
+        dist_rpc__g.cap_told = 1;
+        snprintf(line, sizeof line, "[rank %d] rpc: all %d handler threads are busy, %d of them waiting on nested calls: queued calls "
+                 "wait for one to finish (DIST_RPC_MAX_THREADS)", dist_rpc__g.rank, dist_rpc__g.threads, dist_rpc__g.blocked);
+        dist_rpc__g.logger.func(DIST_LOG_WARN, line, dist_rpc__g.logger.user);
+    }
+}
+
 /* [SECTION] RPC: init and shutdown */
-static void dist_rpc__stop_threads(int started_pool) {
+static void dist_rpc__stop_threads(void) {
+    int started;
     dist__mutex_lock(&dist_rpc__lock);
-    dist_rpc__g.stopping = 1;
+    dist_rpc__g.stopping = 1;                       /* no thread starts after this */
+    started = dist_rpc__g.threads;
     dist__cond_broadcast(&dist_rpc__cond);
     dist__cond_broadcast(&dist_rpc__qcond);
     dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__send(dist_rpc__g.rank, DIST_RPC__WAKE, 0, 0, 0, NULL, NULL, NULL, 0);
     dist__thread_join(dist_rpc__g.listener);
-    for (int i = 0; i < started_pool; i++) dist__thread_join(dist_rpc__g.pool[i]);
+    for (int i = 0; i < started; i++) dist__thread_join(dist_rpc__g.pool[i]);
 }
 
 /* Frees what is left once the threads are gone: queued and deferred calls,
@@ -2291,8 +2345,8 @@ static void dist_rpc__drain(const char *why) {
     dist_rpc__ag_clear();
 }
 
-static void dist_rpc__teardown(int started_pool, int graceful_destroy) {
-    dist_rpc__stop_threads(started_pool);
+static void dist_rpc__teardown(int graceful_destroy) {
+    dist_rpc__stop_threads();
     dist_rpc__drain("the agent was shut down");
     if (graceful_destroy) dist_destroy(dist_rpc__g.world);
     else { dist_abort(dist_rpc__g.world); dist_destroy(dist_rpc__g.world); }
@@ -2365,7 +2419,10 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
         dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0;
         return dist_rpc__fail(r, "%s", why);
     }
-    dist_rpc__g.pool = (dist__thread *)DIST_MALLOC(sizeof(dist__thread) * (size_t)dist_rpc__g.nthreads);
+    dist_rpc__g.max_threads = dist_rpc__g.nthreads > DIST_RPC_MAX_THREADS ? dist_rpc__g.nthreads : DIST_RPC_MAX_THREADS;
+    dist_rpc__g.logger = c.dist.logger;
+    dist_rpc__g.threads = dist_rpc__g.idle = dist_rpc__g.blocked = dist_rpc__g.cap_told = 0;
+    dist_rpc__g.pool = (dist__thread *)DIST_MALLOC(sizeof(dist__thread) * (size_t)dist_rpc__g.max_threads);
     dist_rpc__g.gone = (char *)DIST_MALLOC((size_t)dist_rpc__g.size);
     if (dist_rpc__g.gone) memset(dist_rpc__g.gone, 0, (size_t)dist_rpc__g.size);
     dist_rpc__g.probe_at = 0;
@@ -2375,10 +2432,14 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
         dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0; dist_rpc__g.gone = NULL;
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
     }
-    for (; started < dist_rpc__g.nthreads; started++)
+    for (; started < dist_rpc__g.nthreads; started++) {
         if (dist__thread_start(&dist_rpc__g.pool[started], dist_rpc__handler_thread, NULL) != 0) break;
+        dist__mutex_lock(&dist_rpc__lock);
+        dist_rpc__g.threads = started + 1;
+        dist__mutex_unlock(&dist_rpc__lock);
+    }
     if (started < dist_rpc__g.nthreads) {
-        dist_rpc__teardown(started, 0);
+        dist_rpc__teardown(0);
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start %d handler threads", c.num_threads);
     }
     return DIST_OK;
@@ -2468,7 +2529,7 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
     }
     /* after a failed graceful wait, the others are not leaving with us:
        waiting for their goodbyes would only last until they do */
-    dist_rpc__teardown(dist_rpc__g.nthreads, graceful && !why[0]);
+    dist_rpc__teardown(graceful && !why[0]);
     if (why[0]) res = dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc shutdown: %s", why);
     return res;
 }
@@ -2584,18 +2645,20 @@ DIST_API dist_result dist_rpc_sync(const char *to, const char *fn, dist_value_t 
     return dist_rpc_sync_timeout(to, fn, args, 0, ret);
 }
 
-/* Waits (agent lock held) until `f` is done or `deadline_ns` (0: none); a
-   handler thread runs queued calls meanwhile. */
+/* Waits (agent lock held) until `f` is done or `deadline_ns` (0: none).  A
+   handler thread lends its place meanwhile (dist_rpc__staff_locked): it
+   runs no other call itself, which would inherit what it holds. */
 static void dist_rpc__wait_locked(dist_future_t *f, int64_t deadline_ns) {
+    int lent = 0;
     while (!f->settled && (!deadline_ns || dist_rpc__now_ns() < deadline_ns)) {
-        dist_rpc_call_t *c = dist_rpc__in_pool ? dist_rpc__pop_locked() : NULL;
-        if (c) dist_rpc__run_unlocked(c);
-        else {
-            dist_rpc__g.helping += dist_rpc__in_pool;
-            dist_rpc__cond_wait(deadline_ns);
-            dist_rpc__g.helping -= dist_rpc__in_pool;
+        if (dist_rpc__in_pool && !lent) {
+            lent = 1;
+            dist_rpc__g.blocked++;
+            dist_rpc__staff_locked();
         }
+        dist_rpc__cond_wait(deadline_ns);
     }
+    if (lent) dist_rpc__g.blocked--;
 }
 
 DIST_API dist_result dist_future_wait(dist_future_t *f, int timeout_ms) {
@@ -3445,7 +3508,6 @@ struct dist_tensor {
     dist_tensor_t *dead;             /* release's list of tensors to free */
 };
 
-static DIST_RPC__TLS int dist_rpc__no_grad;
 /* A received tensor's link to its send (its aux). */
 typedef struct { int64_t ctx; uint64_t msg; uint32_t slot; } dist_rpc__agtag;
 
@@ -4922,8 +4984,10 @@ static dist_value_t *dist_rpc__with_rref(dist_rref_t *r, dist_value_t *args) {
     return l;
 }
 
-static dist_result dist_rpc__rref_target(const char *what, dist_rref_t *r, const void *out, dist_worker_info *wi) {
-    if (!r || !out) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL %s", what, r ? "result pointer" : "rref");
+/* `need_out`: the result pointer `out` is required (NULL is accepted where
+   dist_rpc_sync accepts it: the result is dropped). */
+static dist_result dist_rpc__rref_target(const char *what, dist_rref_t *r, const void *out, int need_out, dist_worker_info *wi) {
+    if (!r || (need_out && !out)) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL %s", what, r ? "result pointer" : "rref");
     return dist_rref_owner(r, wi);
 }
 
@@ -4931,7 +4995,7 @@ DIST_API dist_result dist_rref_rpc_async(dist_rref_t *r, const char *fn, dist_va
     dist_worker_info wi;
     dist_result res;
     if (fut) *fut = NULL;
-    if ((res = dist_rpc__rref_target("rref_rpc_async", r, fut, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    if ((res = dist_rpc__rref_target("rref_rpc_async", r, fut, 1, &wi)) != DIST_OK) { dist_value_free(args); return res; }
     return dist_rpc_async(wi.name, fn, dist_rpc__with_rref(r, args), fut);
 }
 
@@ -4939,7 +5003,7 @@ DIST_API dist_result dist_rref_rpc_sync(dist_rref_t *r, const char *fn, dist_val
     dist_worker_info wi;
     dist_result res;
     if (ret) *ret = NULL;
-    if ((res = dist_rpc__rref_target("rref_rpc_sync", r, ret, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    if ((res = dist_rpc__rref_target("rref_rpc_sync", r, ret, 0, &wi)) != DIST_OK) { dist_value_free(args); return res; }
     return dist_rpc_sync(wi.name, fn, dist_rpc__with_rref(r, args), ret);
 }
 
@@ -4947,7 +5011,7 @@ DIST_API dist_result dist_rref_remote(dist_rref_t *r, const char *fn, dist_value
     dist_worker_info wi;
     dist_result res;
     if (out) *out = NULL;
-    if ((res = dist_rpc__rref_target("rref_remote", r, out, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    if ((res = dist_rpc__rref_target("rref_remote", r, out, 1, &wi)) != DIST_OK) { dist_value_free(args); return res; }
     return dist_remote(wi.name, fn, dist_rpc__with_rref(r, args), out);
 }
 

@@ -65,7 +65,8 @@
       not gracefully.  The parent accepts w1's SIGKILL in this case only.
    6. n=2, errors and helpers: dist_dist_optim_sgd and _adam over an RRef
       whose value is an int fail with a sentence (and no optimizer);
-      dist_rref_rpc_sync with args NULL, a single value and a list: the
+      dist_rref_rpc_sync with args NULL, a single value and a list (and
+      once with a NULL result pointer, which it accepts): the
       handler, on the owner, sees [r], [r, v], [r, items...] with item 0 a
       reference that is the owner's there; the same through
       dist_rref_rpc_async, through dist_rref_remote (a reference owned by
@@ -1116,6 +1117,9 @@ static int fn_errors(int rank, int n) {
     if ((res = dist_rref_rpc_sync(rt, "echo_args", dist_value_pack("[Is]", (int64_t)8, "eight"), &v)) != DIST_OK) return WFAIL("rref_rpc_sync(args [8, eight]): %s: %s", dist_result_name(res), MSG);
     if (check_echo(v, 3, 1, dist_value_pack("[Is]", (int64_t)8, "eight"), "rref_rpc_sync, args a list [8, \"eight\"]")) return 1;
     dist_value_free(v); v = NULL;
+    /* a NULL result pointer, as dist_rpc_sync accepts: the call runs, its result is dropped */
+    if ((res = dist_rref_rpc_sync(rt, "echo_args", dist_value_int(6), NULL)) != DIST_OK)
+        return WFAIL("rref_rpc_sync(args 6, ret NULL): %s: %s", dist_result_name(res), MSG);
     if ((res = dist_rref_rpc_async(rt, "echo_args", dist_value_float(2.5), &f)) != DIST_OK || !f) return WFAIL("rref_rpc_async: %s: %s", dist_result_name(res), MSG);
     if ((res = dist_future_wait(f, scaled(5000))) != DIST_OK) return WFAIL("rref_rpc_async's future: %s: %s", dist_result_name(res), dist_future_error(f));
     if (check_echo(dist_future_value(f), 2, 1, dist_value_pack("[f]", 2.5), "rref_rpc_async, args a single float")) return 1;

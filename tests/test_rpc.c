@@ -19,8 +19,9 @@
       Graceful shutdown on every worker.
    2. n=2, ONE handler thread each: both workers at once call the other's
       "ping_back", whose handler makes a blocking nested rpc_sync back to
-      the caller's "add": must not deadlock (a waiting handler thread runs
-      queued calls); 20 rounds, every result exact.
+      the caller's "add": must not deadlock (a handler waiting on a nested
+      call lends its place to another thread); 20 rounds, every result
+      exact.
    3. n=3: worker 2 dies (SIGKILL) while worker 0 waits on its slow call
       (no timeout) and worker 1 on an async one: both fail with
       DIST_ERR_PEER_LOST within 1 s of the death, naming the worker.
