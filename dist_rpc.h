@@ -2432,12 +2432,13 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
         dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0; dist_rpc__g.gone = NULL;
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
     }
-    for (; started < dist_rpc__g.nthreads; started++) {
-        if (dist__thread_start(&dist_rpc__g.pool[started], dist_rpc__handler_thread, NULL) != 0) break;
-        dist__mutex_lock(&dist_rpc__lock);
-        dist_rpc__g.threads = started + 1;
-        dist__mutex_unlock(&dist_rpc__lock);
-    }
+    /* under the lock: the listener may start one already (dist_rpc__staff_locked) */
+    dist__mutex_lock(&dist_rpc__lock);
+    while (dist_rpc__g.threads < dist_rpc__g.nthreads &&
+           dist__thread_start(&dist_rpc__g.pool[dist_rpc__g.threads], dist_rpc__handler_thread, NULL) == 0)
+        dist_rpc__g.threads++;
+    started = dist_rpc__g.threads;
+    dist__mutex_unlock(&dist_rpc__lock);
     if (started < dist_rpc__g.nthreads) {
         dist_rpc__teardown(0);
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start %d handler threads", c.num_threads);
