@@ -2449,8 +2449,30 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
 /* Graceful: no new calls from here; our calls finish; every worker says it
    is done (through the store) while this one still serves; then our
    handlers finish; then everything stops. */
+/* A worker whose connection is gone (it died, or left without waiting for
+   the others), its sentence in dist_rpc__error; -1 if none.  One that
+   closed without a goodbye (died) comes before one that shut down: the
+   first is the cause, the second (rank 0 and its store too) may only
+   have given up because of it. */
+static int dist_rpc__gone_worker(void) {
+    int left = -1;
+    char left_why[DIST_RPC__ERRLEN] = "";
+    for (int r = 0; r < dist_rpc__g.size; r++) {
+        int found = 0;
+        dist_status st;
+        if (r == dist_rpc__g.rank || dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) != DIST_ERR_PEER_LOST) continue;
+        if (!strstr(dist_error_message(NULL), "has shut down")) {
+            dist_rpc__fail(DIST_ERR_PEER_LOST, "%.300s", dist_error_message(NULL));
+            return r;
+        }
+        if (left < 0) { left = r; snprintf(left_why, sizeof left_why, "%.300s", dist_error_message(NULL)); }
+    }
+    if (left >= 0) dist_rpc__fail(DIST_ERR_PEER_LOST, "%s", left_why);
+    return left;
+}
+
 DIST_API dist_result dist_rpc_shutdown(int graceful) {
-    dist_result res = DIST_OK;
+    dist_result res = DIST_OK, why_code = DIST_ERR_TIMEOUT;
     char why[DIST_RPC__ERRLEN] = "";
     if (!dist_rpc__g.up || !dist_rpc__g.world) return dist_rpc__fail(DIST_ERR_INVALID, "rpc shutdown: no agent (dist_rpc_init first)");
     if (!graceful) {
@@ -2470,7 +2492,17 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
             snprintf(why, sizeof why, "%d call(s) of this worker were still outstanding after %.1f s", dist_rpc__g.npending, bound / 1000.0);
         dist__mutex_unlock(&dist_rpc__lock);
         if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 1, &arrived) != DIST_OK) {
-            if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(NULL));
+            char store_why[150];
+            int gone;
+            snprintf(store_why, sizeof store_why, "%.140s", dist_error_message(NULL));
+            if (!why[0] && (gone = dist_rpc__gone_worker()) >= 0) {   /* the store went with a worker that gave up on one: the cause */
+                why_code = DIST_ERR_PEER_LOST;
+                size_t l;
+                snprintf(why, sizeof why, "worker '%s' (rank %d) is gone: %.250s", dist_rpc__name_of(gone), gone, dist_rpc__error);
+                l = strlen(why);
+                if (l + 40 < sizeof why) snprintf(why + l, sizeof why - l, " (and then the store: %s)", store_why);
+            }
+            if (!why[0]) snprintf(why, sizeof why, "%s", store_why);
         } else {
             if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, key, "1", 1);
             /* A worker that shuts down first and serves the others meanwhile
@@ -2480,12 +2512,26 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
                 int64_t now = dist_rpc__now_ns(), heard = DIST__LOAD_RELAXED(&dist_rpc__g.heard_ns);
                 int64_t until = heard + (int64_t)bound * 1000000 > deadline ? heard + (int64_t)bound * 1000000 : deadline;
                 dist_result w;
-                if (now >= until) {
-                    if (!why[0]) snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %lld of %d did within %.1f s of the last call here",
-                                          (long long)arrived, dist_rpc__g.size, bound / 1000.0);
+                int gone = -1, all = 0;
+                /* the others cannot leave before all are here (the second
+                   count below waits for this worker too): one that is gone
+                   before then died, or gave up, or did not wait */
+                if (dist_store_check(dist_rpc__g.world, &key, 1, &all) == DIST_OK && all) break;
+                if (now < until) gone = dist_rpc__gone_worker();
+                if (now >= until || gone >= 0) {
+                    int64_t cur = arrived;
+                    dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 0, &cur);   /* how many did by now */
+                    if (why[0]) break;
+                    if (gone >= 0) {   /* it will never come: no use waiting for it */
+                        why_code = DIST_ERR_PEER_LOST;
+                        snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown (%lld of %d did): worker '%s' (rank %d) "
+                                 "is gone without doing so: %.250s", (long long)cur, dist_rpc__g.size, dist_rpc__name_of(gone), gone, dist_rpc__error);
+                    } else
+                        snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %lld of %d did within %.1f s of the last call here",
+                                 (long long)cur, dist_rpc__g.size, bound / 1000.0);
                     break;
                 }
-                w = dist_store_wait(dist_rpc__g.world, &key, 1, until - now > 1000000000 ? 1000 : (int)((until - now) / 1000000) + 1);
+                w = dist_store_wait(dist_rpc__g.world, &key, 1, until - now > 200000000 ? 200 : (int)((until - now) / 1000000) + 1);
                 if (w == DIST_OK) break;
                 if (w != DIST_ERR_TIMEOUT) {
                     if (!why[0]) snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(NULL));
@@ -2530,8 +2576,11 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
     }
     /* after a failed graceful wait, the others are not leaving with us:
        waiting for their goodbyes would only last until they do */
-    dist_rpc__teardown(graceful && !why[0]);
-    if (why[0]) res = dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc shutdown: %s", why);
+    /* A worker that is gone: the others leave too, at once, and their
+       goodbyes tell them apart from it (a worker that closes without one
+       is taken for the cause, dist_rpc__gone_worker). */
+    dist_rpc__teardown(graceful && (!why[0] || why_code == DIST_ERR_PEER_LOST));
+    if (why[0]) res = dist_rpc__fail(why_code, "rpc shutdown: %s", why);
     return res;
 }
 

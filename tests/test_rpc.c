@@ -24,7 +24,9 @@
       exact.
    3. n=3: worker 2 dies (SIGKILL) while worker 0 waits on its slow call
       (no timeout) and worker 1 on an async one: both fail with
-      DIST_ERR_PEER_LOST within 1 s of the death, naming the worker.
+      DIST_ERR_PEER_LOST within 1 s of the death, naming the worker; then
+      both shut down gracefully: within 2 s, DIST_ERR_PEER_LOST, naming
+      the dead worker ("is gone"), not after the whole timeout.
    4. n=2: graceful shutdown with 8 slow calls (200 ms each) in flight:
       every future completes with its exact result, both shutdowns return
       DIST_OK, and nothing runs after.
@@ -372,7 +374,19 @@ static int fn_dead(int rank, int n) {
         WFAIL("a call to the dead worker: %s %.2f s after the death: \"%s\"", dist_result_name(res), after, m);
     snprintf(sh->note[rank], sizeof sh->note[rank], "%.0f ms: %s", after * 1e3, m);
     dist_future_free(f);
-    dist_rpc_shutdown(0);
+    /* a graceful shutdown after the death: prompt, naming the dead worker
+       (it can never come to the shutdown) */
+    int64_t t0 = now_ns();
+    res = dist_rpc_shutdown(1);
+    double took = secs_since(t0);
+    m = dist_rpc_error_message();
+    if (res != DIST_ERR_PEER_LOST || !strstr(m, "'w2'") || !strstr(m, "is gone") || took > scaled_s(2.0))
+        return WFAIL("graceful shutdown after w2's death: %s after %.2f s: \"%s\" (want DIST_ERR_PEER_LOST within 2 s naming 'w2')",
+                     dist_result_name(res), took, m);
+    {
+        size_t l = strlen(sh->note[rank]);
+        snprintf(sh->note[rank] + l, sizeof sh->note[rank] - l, "; shutdown after %.0f ms: %.200s", took * 1e3, m);
+    }
     return 0;
 }
 
@@ -414,7 +428,7 @@ int main(void) {
     el = run_job(2, 1, fn_nested, NULL);
     case_end(el, NULL);
 
-    begin("n=3: worker 2 is killed during calls to it (sync without timeout, async): both fail with PEER_LOST naming it within 1 s");
+    begin("n=3: worker 2 is killed during calls to it (sync without timeout, async): both fail with PEER_LOST naming it within 1 s, and so do their graceful shutdowns within 2 s");
     g_victim = 2;                       /* the case kills worker 2 */
     el = run_job(3, 2, fn_dead, NULL);
     g_victim = -1;
