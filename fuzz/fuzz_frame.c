@@ -203,10 +203,13 @@ static void setup(harness *h, unsigned flags, unsigned where) {
     h->world = comm_new(h->e, 0, FUZZ_FRAME_WORLD, NULL);
     h->group = comm_new(h->e, FUZZ_FRAME_GROUP, 2, pair);
     if (flags & FUZZ_FRAME_COLL_STATE) {
-        coll_desc(&h->world->last);
+        /* collective 3 ended and 4 runs, both with this descriptor (the
+           view the receive path reads: dist__view_read) */
         coll_desc(&h->world->active);
-        h->world->coll_seq = h->world->active_seq = 4;
-        h->world->done_seq = 3;
+        dist__view_begin(h->world, 3);
+        dist__view_end(h->world, 3);
+        dist__view_begin(h->world, 4);
+        h->world->coll_seq = 4;
     }
     if (flags & FUZZ_FRAME_ACK_WAIT) {
         /* an announced send waiting for rank 1 (sid 1: by reference, for

@@ -159,6 +159,7 @@ static void comm_free(dist_t *d) {
    `chunk`, as dist__mesh_connect reads them. */
 static void mesh(unsigned flags, size_t chunk, int rank, const uint8_t *b, size_t n) {
     dist_t *d = comm_new(rank, FUZZ_HELLO_WORLD, (flags & FUZZ_HELLO_SECRET) != 0);
+    dist__log_budget lb = { 0, 0, 0 };
     dist__pending_conn pc;
     int sv[2], done = 0, assisted = 0, expect;
     size_t off = 0;
@@ -196,7 +197,7 @@ static void mesh(unsigned flags, size_t chunk, int rank, const uint8_t *b, size_
         memcpy(pc.buf + pc.got, src, k);
         pc.got += k;
         why_reset(why);
-        r = dist__mesh_handshake(d, &pc, dist__now_ms() + 10, why, 200);
+        r = dist__mesh_handshake(d, &pc, dist__now_ms() + 10, why, 200, &lb);
         FUZZ_CHECK(r >= -1 && r <= 1);
         if (r < 0) {
             why_check(why, 200);
@@ -245,7 +246,7 @@ static void *store_side_run(void *arg) {
 static void store_client(unsigned flags, int rank, const uint8_t *b, size_t n) {
     dist_t *d = comm_new(rank, FUZZ_HELLO_WORLD, (flags & FUZZ_HELLO_SECRET) != 0);
     dist__setup s;
-    int sv[2], refused = -1;
+    int sv[2], refused = -1, dropped = -1;
     dist_result r;
     store_side st;
     pthread_t helper;
@@ -270,10 +271,12 @@ static void store_client(unsigned flags, int rank, const uint8_t *b, size_t n) {
     snprintf(s.host, sizeof s.host, "store.example");
     s.key = d->key;
     dist__thread_error[0] = 0;
-    r = dist__store_hello_exchange(d, &s, dist__now_ms() + 10, &refused);
+    r = dist__store_hello_exchange(d, &s, dist__now_ms() + 10, &refused, &dropped);
     if (flags & FUZZ_HELLO_ASSIST) pthread_join(helper, NULL);
     FUZZ_CHECK(r == DIST_OK || r == DIST_ERR_INIT);
     FUZZ_CHECK(refused == 0 || refused == 1);
+    FUZZ_CHECK(dropped == 0 || dropped == 1);
+    FUZZ_CHECK(!(refused && dropped));          /* a refusal is read, not a drop to call again after */
     FUZZ_CHECK_STR(dist__thread_error, sizeof dist__thread_error);
     if (r != DIST_OK) FUZZ_CHECK(dist__thread_error[0] != 0);
     if (refused) FUZZ_CHECK(r == DIST_ERR_INIT && strstr(dist__thread_error, "refused this process") != NULL);

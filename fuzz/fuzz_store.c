@@ -45,6 +45,7 @@ static dist__store_server *server_new(int world, int secret) {
     sv->log.logger.func = fuzz_log; sv->log.level = DIST_LOG_DEBUG; sv->log.rank = 0;
     pthread_mutex_init(&sv->lock, NULL);
     sv->joined = (unsigned char *)calloc((size_t)world, 1);
+    sv->bad_claim_ms = (int64_t *)calloc((size_t)world, sizeof(int64_t));
     sv->conns = (dist__store_conn *)calloc(NCONN, sizeof *sv->conns);
     sv->nconns = sv->cap_conns = NCONN;
     for (int i = 0; i < NCONN; i++) {
