@@ -32,6 +32,8 @@
 #define DIST_IMPLEMENTATION
 #include "dist.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -194,6 +196,7 @@ static void setup(harness *h, unsigned flags, unsigned where) {
         l->rx_ring->head = l->rx_ring->tail = start;
         l->peer_hdr = h->peer_hdr;
         l->ring_size = RING_BYTES;
+        l->bell = h->sv[0];              /* as the mesh sets it: the doorbell is the connection */
         l->pull = (uint8_t *)malloc(DIST__STAGE_SIZE);
         p->shm = l;
         p->t = &dist__shm_transport;
@@ -363,6 +366,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* the engine owns the requests and the peer's descriptors */
     dist__engine_free(h.e);
+    FUZZ_CHECK(fcntl(h.sv[0], F_GETFD) == -1 && errno == EBADF);   /* its end of the connection is closed */
     dist__close(h.sv[1]);
     for (int i = 0; i < nspecs; i++) free(specs[i].buf);
     comm_free(h.world);
