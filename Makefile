@@ -49,6 +49,13 @@ endif
 HEADERS    := $(wildcard dist.h dist_rpc.h dist_cuda.h)
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+# The tests of the public API alone (their source guards DIST_IMPLEMENTATION
+# with DIST_TEST_LINKED) link one build of the library, BUILD/lib: each
+# sanitizer pass compiles the implementation twice (tests/impl_*.c) instead
+# of once a test.
+LINKED_SRCS := $(shell grep -l '^\#ifndef DIST_TEST_LINKED' $(TEST_SRCS) /dev/null 2>/dev/null)
+LINKED_BINS := $(LINKED_SRCS:tests/%.c=$(BUILD)/tests/%)
+TEST_LIB    := $(BUILD)/lib/libdist_test.a
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 DISTRUN    := $(if $(wildcard tools/distrun.c),$(BUILD)/distrun)
@@ -76,6 +83,15 @@ build-tests: $(TEST_BINS) $(DISTRUN) $(EXAMPLE_BINS) $(EXAMPLE_DATA)
 $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)/tests
 	$(LINK_PROGRAM)
 
+$(LINKED_BINS): $(BUILD)/tests/%: tests/%.c $(HEADERS) $(TEST_LIB) | $(BUILD)/tests
+	$(CC) $(ALL_CPPFLAGS) -DDIST_TEST_LINKED $(ALL_CFLAGS) -MMD -MP -MF $@.d $< -o $@ $(TEST_LIB) $(ALL_LDFLAGS) $(LDLIBS)
+
+$(BUILD)/lib/%.o: tests/%.c $(HEADERS) | $(BUILD)/lib
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -MF $@.d -c $< -o $@
+
+$(TEST_LIB): $(BUILD)/lib/impl_dist.o $(BUILD)/lib/impl_rpc.o
+	rm -f $@ && $(AR) rcs $@ $^
+
 $(BUILD)/bench/%: bench/%.c $(HEADERS) | $(BUILD)/bench
 	$(LINK_PROGRAM)
 
@@ -91,10 +107,10 @@ $(BUILD)/examples/%: examples/%.c $(HEADERS) | $(BUILD)/examples
 $(BUILD)/data/%: examples/data/%.gz | $(BUILD)/data
 	gzip -dc $< > $@
 
-$(BUILD) $(BUILD)/tests $(BUILD)/bench $(BUILD)/examples $(BUILD)/data:
+$(BUILD) $(BUILD)/tests $(BUILD)/lib $(BUILD)/bench $(BUILD)/examples $(BUILD)/data:
 	mkdir -p $@
 
--include $(wildcard $(BUILD)/tests/*.d $(BUILD)/bench/*.d $(BUILD)/examples/*.d $(BUILD)/*.d)
+-include $(wildcard $(BUILD)/tests/*.d $(BUILD)/lib/*.d $(BUILD)/bench/*.d $(BUILD)/examples/*.d $(BUILD)/*.d)
 
 # Tools the compile checks want (clang, g++), and iproute2 for
 # tests/test_netns.c (`ip`, `tc`).  When one is missing and we
@@ -146,20 +162,21 @@ sanitize:
 # ThreadSanitizer looks for races between threads of one process: the
 # tests of network faults (test_netns) and of 1 GiB messages (test_p2p_big)
 # add none of those and a minute of time, so they run in the other passes.
-TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 \
+TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
     DIST_TEST_SKIP="test_netns test_p2p_big" \
     DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")"
 
-# Mixed jobs keep the world's collectives off shared memory, so the small
-# ones through slots, which take no lock, run once more on shared memory
-# alone in the tests that call them back to back, wrongly and with faults
-# (test_flood with a quarter of the pass's calls: 2,500 small ones a loop,
-# which took 245 s with the pass's 10,000).
+# test_flood makes a fortieth of its calls here (1,000 small ones a loop
+# over mixed transports, 2,500 over shared memory; with a tenth it took
+# 280 s).  Mixed jobs keep the world's collectives off shared memory, so the
+# small ones through slots, which take no lock, run once more on shared
+# memory alone in the tests that call them back to back, wrongly and with
+# faults.
 TSAN_SHM_TESTS := test_coll_errors test_flood test_faults
 
 tsan:
 	$(call RUN_SUITE,$(BUILD)/tsan,$(TSAN_FLAGS),$(TSAN_ENV))
-	@for t in $(TSAN_SHM_TESTS); do $(TSAN_ENV) DIST_TEST_TRANSPORTS=auto FLOOD_SCALE=40 tests/run.sh -b '$(BUILD)/tsan' $$t || exit 1; done
+	@for t in $(TSAN_SHM_TESTS); do $(TSAN_ENV) DIST_TEST_TRANSPORTS=auto tests/run.sh -b '$(BUILD)/tsan' $$t || exit 1; done
 
 # Memcheck: the point-to-point test in mixed jobs (shared memory and TCP
 # side by side), and tests/valgrind_coll.c (every collective x dtype x op,

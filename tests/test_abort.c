@@ -53,7 +53,9 @@
       fails with DIST_ERR_PEER_LOST naming rank 0); and both ranks abort at
       the same moment, then destroy.  No hang, and under
       -fsanitize=address no leak (the ranks end with exit()). */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>

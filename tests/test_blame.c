@@ -89,7 +89,9 @@
    (BLAME_JOBS=1: one), at most one with large buffers; an argument runs
    only the cases whose name contains it ("K3 ", "stall").  About 12 s per
    transport on two cores. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>

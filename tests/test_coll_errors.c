@@ -53,7 +53,9 @@
    dist_init.
 
    One line per case; exit 0 only if every check passed. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>
@@ -273,7 +275,7 @@ typedef struct rres {
     int guards_ok;
     int recovery_ok;
     int seq;                  /* the sequence number of the tested call */
-    char msg[DIST__ERRLEN];
+    char msg[TEST_ERRLEN];
     char recovery_why[200];
 } rres_t;
 
@@ -283,7 +285,7 @@ typedef struct shared {
     long kill_at;
     int killed_done[NR];
     int left_flag[4];
-    char algo_msg[2][DIST__ERRLEN];
+    char algo_msg[2][TEST_ERRLEN];
     int algo_code[2];
 } shared_t;
 
@@ -582,11 +584,11 @@ static void test_algo_mismatch(void) {
             setenv("DIST_ALGO", i ? "tree" : "ring", 1);
             memset(&cfg, 0, sizeof cfg);
             cfg.init_method = url; cfg.world_size = 2; cfg.rank = i; cfg.timeout_ms = 10000;
-            if (dist_init(&w, &cfg) != DIST_OK) { snprintf(g->algo_msg[i], DIST__ERRLEN, "init: %.300s", dist_error_message(NULL)); _exit(1); }
+            if (dist_init(&w, &cfg) != DIST_OK) { snprintf(g->algo_msg[i], TEST_ERRLEN, "init: %.300s", dist_error_message(NULL)); _exit(1); }
             for (int k = 0; k < 1000; k++) v[k] = (float)k;
             r = dist_all_reduce(w, v, 1000, DIST_FLOAT32, DIST_SUM);
             g->algo_code[i] = r;
-            snprintf(g->algo_msg[i], DIST__ERRLEN, "%s", dist_error_message(w));
+            snprintf(g->algo_msg[i], TEST_ERRLEN, "%s", dist_error_message(w));
             dist_destroy(w);
             _exit(0);
         }

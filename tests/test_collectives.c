@@ -64,7 +64,9 @@
    hang is reported rather than stalling the suite.  Exit 0 only if every
    check passed.  (Debugging: TEST_COLL_ONLY="n=8 auto" runs that one job;
    the others then count as failures, so the exit status stays honest.) */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>

@@ -74,8 +74,10 @@
       RRef owned by the caller itself (dist_rref_new); dist_rref_local_tensor
       is NULL on a user reference and for an int value; dist_value_as_tensor
       is the tensor itself for a dist_value_from_tensor, NULL otherwise. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_*.c) */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
+#endif
 #include "dist_rpc.h"
 
 #include <errno.h>

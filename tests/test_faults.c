@@ -27,7 +27,9 @@
      DIST_ERR_PEER_LOST, while the live ranks still talk to each other.
    - dist_spawn: one fn returns 3 while the others are blocked in a long
      receive -> dist_spawn returns 3 within 3 s; all return 0 -> 0. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>

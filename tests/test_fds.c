@@ -15,7 +15,9 @@
        a whole core for the whole timeout);
      - the ranks that wait for it and can still reach the store say why
        too (reported; at least one must). */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>
@@ -35,7 +37,7 @@
 #define N 16
 #define LIMIT 30
 
-typedef struct out { int done, res; long ms; char msg[DIST__ERRLEN]; } out_t;
+typedef struct out { int done, res; long ms; char msg[TEST_ERRLEN]; } out_t;
 static out_t *g_out;
 
 static void rank_main(int rank, int port, int lfd) {

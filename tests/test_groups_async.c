@@ -26,7 +26,9 @@
 
    Each rank records its checks in a MAP_SHARED table; the parent prints
    one line per check.  Exit 0 only if every check passed. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>

@@ -100,7 +100,9 @@
    of every point).  A filter argument runs only the points whose name
    contains it ("#12 ", "mid-transfer"); KILL_JOBS=1 runs one job at a
    time. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>

@@ -20,7 +20,9 @@
    succeed with its own sum) or its ranks fail with a sentence (a message
    naming the other launch, the port or the file).  Counts per case: how
    many launches formed, how many failed. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>
@@ -40,7 +42,7 @@
 typedef struct out {
     int done, res, sum;
     long ms;
-    char msg[DIST__ERRLEN];
+    char msg[TEST_ERRLEN];
 } out_t;
 
 typedef struct shared { out_t o[2][W]; } shared_t;

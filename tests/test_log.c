@@ -9,7 +9,9 @@
      - dist_result_name/text for every code, dist_dtype_size/name for
        every dtype, dist_version.
    One line per check; exit 0 only if every check passed. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>
@@ -170,7 +172,7 @@ static void test_logger(dist_log_level level, const char *message, void *user) {
 typedef struct shared {
     logbook_t book[2];            /* what each rank's logger got, copied at the end of fn */
     int mismatch_res;
-    char mismatch_msg[DIST__ERRLEN];
+    char mismatch_msg[TEST_ERRLEN];
     int refused_seen;             /* the garbage client saw the store close */
     int spawn_res;
 } shared_t;

@@ -11,7 +11,9 @@
    keyed by sender and purpose), never against a copy of the sent buffer.
 
    Usage: test_p2p [CHECK-SUBSTRING]   (runs only the matching checks) */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <limits.h>

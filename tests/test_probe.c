@@ -21,7 +21,9 @@
       message sent on the world with the same tag is not reported there.
    5. A thread of rank 0 blocked in dist_probe(DIST_ANY_SOURCE) is woken by
       a message rank 0's main thread sends to itself, within 50 ms. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <pthread.h>

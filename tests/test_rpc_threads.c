@@ -65,8 +65,10 @@
       completes.  The ok line shows the peak thread count of w0 and w1.
 
    The verdicts name the worker and quote what failed. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_*.c) */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
+#endif
 #include "dist_rpc.h"
 
 #include <errno.h>

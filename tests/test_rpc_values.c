@@ -23,8 +23,10 @@
    4. Getters: type mismatches return DIST_ERR_TYPE with a sentence; an int
       reads as a float; NULL values; dist_value_len; appending to a
       decoded list is refused; borrowed tensors are not copied. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_*.c) */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
+#endif
 #include "dist.h"
 #include "dist_rpc.h"
 

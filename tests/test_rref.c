@@ -85,8 +85,10 @@
       for every worker, the dead one too): DIST_OK within 2 s.  Object 40
       died with w2 (made there, never released); nothing else was made
       (object 42, the remote() after the death, never). */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_*.c) */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
+#endif
 #include "dist_rpc.h"
 
 #include <arpa/inet.h>

@@ -49,7 +49,9 @@
       collective on float32 at counts 1 and 300000 against references (all
       roots), and isend/irecv of 1 MiB and 8 bytes both ways between every
       pair. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>

@@ -27,7 +27,9 @@
      of 1.5 MiB per sender with blocking DIST_ANY_SOURCE dist_recv.
    Bounds scale with DIST_TIMEOUT_SCALE. */
 #define DIST_SHM_REF_BYTES (1ull << 62)
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>

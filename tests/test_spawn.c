@@ -4,7 +4,9 @@
    call and judged by the parent.  Every dist_spawn that could hang runs in
    a forked "guard" process that the parent kills at a deadline.  One line
    per check; exit 0 only if every check passed. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>
@@ -138,7 +140,7 @@ static int fn_port(dist_t *w, void *arg) {
 /* dist_spawn in a forked guard process, so a hang is bounded: returns the
    guard's exit status (dist_spawn's result & 0xff, -2 when it was killed at
    the deadline) and the elapsed time. */
-typedef struct guard_out { int result; char msg[DIST__ERRLEN]; } guard_out;
+typedef struct guard_out { int result; char msg[TEST_ERRLEN]; } guard_out;
 static guard_out *g_out;
 
 static int guarded_spawn(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg, int deadline_ms, long *elapsed) {

@@ -43,7 +43,9 @@
    the call), recv and irecv+wait from S (n=3, S=1: S stopped before its
    send), and a 64 MiB send to S (n=3, S=2: S stopped before it receives,
    so the data cannot all be taken). */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <arpa/inet.h>

@@ -4,7 +4,9 @@
    dist_send/dist_recv (not of the store under test).  Each rank records
    the outcome of every check in a MAP_SHARED table; the parent prints one
    line per check after the job ends.  Exit 0 only if every check passed. */
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>

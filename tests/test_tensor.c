@@ -57,8 +57,10 @@
       UBSan).
    The exit status is non-zero when any check failed. */
 // TIMEOUT: 300
+#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_*.c) */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
+#endif
 #include "dist.h"
 #include "dist_rpc.h"
 

@@ -100,6 +100,13 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Room for a copy of an error message (the library's own are shorter), and
+   the usual min/max: the tests linked with the library see only its public
+   declarations (tests/impl_dist.c). */
+#define TEST_ERRLEN 512
+#define TEST_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define TEST_MIN(a, b) ((a) < (b) ? (a) : (b))
+
 /* ---- time --------------------------------------------------------------- */
 
 static inline __attribute__((unused)) long now_ms(void) {
