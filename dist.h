@@ -452,6 +452,12 @@ DIST_API dist_result dist_isend(dist_t *d, const void *buf, size_t count, dist_d
 DIST_API dist_result dist_irecv(dist_t *d, void *buf, size_t count, dist_dtype dtype, int src, int tag, dist_req_t **req);
 DIST_API dist_result dist_wait(dist_req_t *req);
 DIST_API dist_result dist_test(dist_req_t *req, int *done);
+/* dist_wait with a bound of its own instead of the communicator's: at most
+   `timeout_ms` (0: not at all).  A request not done by then is withdrawn -
+   a receive takes nothing more into its buffer, its sender learns it was
+   refused - freed, and DIST_ERR_TIMEOUT returned: how to cancel a receive.
+   (A collective's request keeps the bound its job has.) */
+DIST_API dist_result dist_wait_timeout(dist_req_t *req, int timeout_ms);
 /* Waits for all (each is freed), within one timeout of the communicator
    for the whole call; returns the first failure, DIST_OK if none.  NULL
    entries are skipped. */
@@ -6308,15 +6314,15 @@ static dist_result dist__req_lock_valid(dist_req_t *r, const char *what) {
     return DIST_OK;
 }
 
-/* Waits until `start_ms` + the communicator's timeout. */
-static dist_result dist__wait_since(dist_req_t *r, int64_t start_ms) {
+/* Waits until `start_ms` + `ms` (< 0: + the communicator's timeout). */
+static dist_result dist__wait_since(dist_req_t *r, int64_t start_ms, int ms, const char *what) {
     dist__engine *e;
     dist_t *d;
-    dist_result res = dist__req_lock_valid(r, "wait");
+    dist_result res = dist__req_lock_valid(r, what);
     int64_t left;
     if (res != DIST_OK) return res;
     e = r->eng; d = r->comm;
-    left = start_ms + d->timeout_ms - dist__now_ms();
+    left = start_ms + (ms < 0 ? d->timeout_ms : ms) - dist__now_ms();
     dist__wait_locked(e, r, left > 0 ? (int)left : 0);
     res = dist__req_finish(d, r);
     dist__req_release(e, r);
@@ -6325,7 +6331,12 @@ static dist_result dist__wait_since(dist_req_t *r, int64_t start_ms) {
 }
 
 DIST_API dist_result dist_wait(dist_req_t *r) {
-    return dist__wait_since(r, dist__now_ms());
+    return dist__wait_since(r, dist__now_ms(), -1, "wait");
+}
+
+DIST_API dist_result dist_wait_timeout(dist_req_t *r, int timeout_ms) {
+    if (timeout_ms < 0) return dist__fail(r ? r->comm : NULL, DIST_ERR_INVALID, "wait_timeout: timeout %d ms is negative", timeout_ms);
+    return dist__wait_since(r, dist__now_ms(), timeout_ms, "wait_timeout");
 }
 
 DIST_API dist_result dist_test(dist_req_t *r, int *done) {
@@ -6350,7 +6361,7 @@ DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs) {
     for (int i = 0; i < n; i++) {
         dist_result r;
         if (!reqs[i]) continue;
-        r = dist__wait_since(reqs[i], start);
+        r = dist__wait_since(reqs[i], start, -1, "wait_all");
         reqs[i] = NULL;
         if (r != DIST_OK && first == DIST_OK) first = r;
     }

@@ -150,8 +150,23 @@ COMPILE-TIME OPTIONS
    DIST_STATIC, DIST_MALLOC/DIST_FREE/DIST_REALLOC as in dist.h.
 
 THREADS
-   A value belongs to one thread at a time.  Each thread has its own last
-   error sentence (dist_rpc_error_message).
+   An agent runs two kinds of threads of its own:
+   - the listener receives every message.  One message at a time from each
+     worker is on its way in; one that waits for its tensors holds up only
+     its sender's later messages, and fails alone (its caller gets the
+     error) when they do not come within the world's timeout (DIST_TIMEOUT).
+     Replies complete futures on the listener, and dist_future_then
+     callbacks run there: keep them short, and never wait in one.
+   - handler threads (num_threads, default 4) run the calls, in the order
+     they came.  A handler that waits on a future (a nested call) lends its
+     place: another handler thread takes the queue, so nested calls never
+     deadlock and never run on a thread that holds the waiting handler's
+     locks, no_grad or autograd context; up to DIST_RPC_MAX_THREADS in all.
+     Each call starts with the thread's RPC and autograd state cleared and
+     has it restored after.
+   Any thread may call the API.  A value belongs to one thread at a time.
+   Each thread has its own last error sentence (dist_rpc_error_message),
+   no_grad depth and current autograd context.
 */
 /* The implementation reaches the OS only through dist.h's platform layer
    (compiled here too when this file is implemented without dist.h's), which
@@ -582,6 +597,7 @@ DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params);
    [SECTION] RPC: design notes
    [SECTION] RPC: registry and agent state
    [SECTION] RPC: messages
+   [SECTION] RPC: the listener's inbox
    [SECTION] RPC: threads
    [SECTION] RPC: init and shutdown
    [SECTION] RPC: calls and futures
@@ -1486,7 +1502,8 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
    message (so only what arrives before that is copied on the way).  Receivers size their buffer with dist_probe.  Every
    field is checked before use; a malformed message is dropped (and, when
    its call id can be trusted, answered with an error).
-   Threads.  A listener thread receives everything: requests go to a queue
+   Threads.  A listener thread receives everything (through its inbox: a
+   message on its way in from each worker, see there): requests go to a queue
    served by `num_threads` handler threads, replies complete futures (and
    run their then-callbacks) on the listener.  Every 50 ms it also fails
    futures whose deadline passed and those waiting on a worker that is gone
@@ -1613,6 +1630,7 @@ static struct {
     dist_rref_t *owned[DIST_RPC__BUCKETS], *users[DIST_RPC__BUCKETS];
     int nowned, nusers, nforks;      /* entries, user forks held here, forks of users held by our entries */
     char *gone;                      /* the listener's: workers found gone */
+    struct dist_rpc__in_s *inbox;    /* the listener's: a message on its way in from each worker */
     int probe_at;
     uint32_t next_part;              /* the next tag for a tensor sent apart (offset in the span) */
     int64_t heard_ns;                /* when the listener last got a message (atomic) */
@@ -1870,71 +1888,93 @@ static size_t dist_rpc__part_nodes(dist_value_t *v, dist_value_t **out, size_t n
     return n;
 }
 
-/* Receives the `n` tensors of `v` that travel apart (tags tag0..) into
-   their places: every chunk's receive posted at once, then all waited for
-   within the world's timeout. */
-static dist_result dist_rpc__recv_parts(dist_value_t *v, size_t n, int from, uint32_t tag0) {
+/* Posts the receives of the `n` tensors of `v` that travel apart (tags
+   tag0..), every chunk at once into its place: 0, or -1 (why in `why`). */
+static int dist_rpc__post_parts(dist_value_t *v, size_t n, int from, uint32_t tag0, dist_req_t ***out, size_t *nout, char *why, size_t cap) {
     dist_value_t **nodes;
     dist_req_t **reqs;
     size_t nreq = 0, chunks = 0;
     dist_result r = DIST_OK;
-    if (tag0 < DIST_RPC__TAG_PARTS || tag0 - DIST_RPC__TAG_PARTS > DIST_RPC__TAG_SPAN - n)
-        return dist_rpc__fail(DIST_ERR_PROTOCOL, "rpc: %zu tensors sent apart under tag %u, outside the span", n, tag0);
-    if (!(nodes = (dist_value_t **)DIST_MALLOC(n * sizeof *nodes))) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory");
+    *out = NULL; *nout = 0;
+    if (tag0 < DIST_RPC__TAG_PARTS || tag0 - DIST_RPC__TAG_PARTS > DIST_RPC__TAG_SPAN - n) {
+        snprintf(why, cap, "%zu tensors sent apart under tag %u, outside the span", n, tag0);
+        return -1;
+    }
+    if (!(nodes = (dist_value_t **)DIST_MALLOC(n * sizeof *nodes))) { snprintf(why, cap, "out of memory"); return -1; }
     dist_rpc__part_nodes(v, nodes, 0);
     for (size_t k = 0; k < n; k++) chunks += (nodes[k]->u.t.nbytes + DIST_RPC__CHUNK - 1) / DIST_RPC__CHUNK;
-    if (!(reqs = (dist_req_t **)DIST_MALLOC((chunks ? chunks : 1) * sizeof *reqs))) { DIST_FREE(nodes); return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory"); }
+    if (!(reqs = (dist_req_t **)DIST_MALLOC((chunks ? chunks : 1) * sizeof *reqs))) { DIST_FREE(nodes); snprintf(why, cap, "out of memory"); return -1; }
     for (size_t k = 0; k < n && r == DIST_OK; k++)
         for (size_t off = 0; off < nodes[k]->u.t.nbytes && r == DIST_OK; off += DIST_RPC__CHUNK) {
             size_t len = nodes[k]->u.t.nbytes - off < DIST_RPC__CHUNK ? nodes[k]->u.t.nbytes - off : DIST_RPC__CHUNK;
             r = dist_irecv(dist_rpc__g.world, nodes[k]->u.t.data + off, len, DIST_UINT8, from, (int)(tag0 + k), &reqs[nreq]);
             if (r == DIST_OK) nreq++;
         }
-    if (r != DIST_OK) dist_rpc__fail(r, "rpc: receiving a tensor from worker '%s' (rank %d): %s", dist_rpc__name_of(from), from,
-                                     dist_error_message(NULL));
-    {
-        dist_result w = dist_wait_all((int)nreq, reqs);
-        if (w != DIST_OK && r == DIST_OK)
-            r = dist_rpc__fail(w, "rpc: receiving %zu tensor(s) sent apart from worker '%s' (rank %d): %s", n, dist_rpc__name_of(from), from,
-                               dist_error_message(NULL));
-    }
-    DIST_FREE(reqs);
     DIST_FREE(nodes);
-    return r;
+    *out = reqs; *nout = nreq;
+    if (r != DIST_OK) { snprintf(why, cap, "receiving a tensor: %.300s", dist_error_message(NULL)); return -1; }
+    return 0;
 }
 
-/* Decodes a message's value (none when the body is empty), receives the
-   tensors that travel apart and takes in the references it holds. */
-static dist_result dist_rpc__take(const uint8_t *body, size_t blen, int from, uint32_t tag0, int flags, dist_value_t **out, int64_t *ctx) {
-    dist_result r;
-    size_t parts = 0;
-    dist_rpc__agin ag;
-    *out = NULL;
-    memset(&ag, 0, sizeof ag);
-    if ((flags & DIST_RPC__FLAG_AUTOGRAD) && dist_rpc__ag_strip(&body, &blen, from, &ag) != 0)
+/* What a value brought along, once everything of its message is here:
+   its autograd context recorded (`a`), its references taken in.  On
+   failure the value is freed. */
+static dist_result dist_rpc__take(dist_value_t **v, int from, const dist_rpc__agin *a) {
+    if (a && a->ctx && dist_rpc__ag_in(*v, from, a) != 0) {
+        dist_value_free(*v);                 /* (before any reference is taken in) */
+        *v = NULL;
         return dist_rpc__fail(DIST_ERR_PROTOCOL, "rpc: a malformed autograd context from worker '%s' (rank %d)", dist_rpc__name_of(from), from);
-    if (ctx) *ctx = ag.ctx;
-    if (blen == 0) r = (*out = dist_value_none()) ? DIST_OK : DIST_ERR_NOMEM;
-    else if ((r = dist_rpc__decode_value(body, blen, dist_rpc__g.size, out, &parts)) != DIST_OK) return r;
-    if (r == DIST_OK && parts) r = dist_rpc__recv_parts(*out, parts, from, tag0);
-    if (r == DIST_OK && ag.ctx && dist_rpc__ag_in(*out, from, &ag) != 0) r = DIST_ERR_PROTOCOL;
-    if (r != DIST_OK) {
-        dist_value_free(*out);               /* (before any reference is taken in) */
-        *out = NULL;
-        return r;
     }
-    dist_rpc__take_in(*out, from);
+    dist_rpc__take_in(*v, from);
     return DIST_OK;
 }
 
-/* A reply (or an error) for call `id` from `from`. */
-static void dist_rpc__on_reply(int kind, int flags, int from, uint64_t id, int32_t status, uint32_t tag0, const uint8_t *body, size_t blen) {
+/* A message's header, checked: its kind (0 when malformed), and where the
+   name (NUL-terminated copy in `name`) and the body are. */
+typedef struct {
+    int kind, flags;
+    uint32_t tag0;                       /* the first tag of the tensors sent apart (0: none) */
+    int32_t status;
+    uint64_t id;
+    char name[DIST_RPC__MAX_NAME + 1];
+    const uint8_t *body;
+    size_t blen;
+} dist_rpc__msg;
+
+
+/* One worker's message on its way in (the listener's inbox, see there). */
+enum { DIST_RPC__IN_IDLE, DIST_RPC__IN_BODY, DIST_RPC__IN_PARTS };
+typedef struct dist_rpc__in_s {
+    int state;                       /* DIST_RPC__IN_* */
+    uint8_t *buf;                    /* the message (kept for the next one) */
+    size_t cap, len;
+    dist_req_t *body;                /* its receive (IN_BODY) */
+    dist_rpc__msg m;                 /* its header, parsed (IN_PARTS) */
+    dist_value_t *v;                 /* its value, decoded */
+    dist_rpc__agin ag;               /* its autograd prefix (points into buf) */
+    dist_req_t **parts;              /* the receives of its tensors sent apart */
+    size_t nreq, ndone;
+    dist_result code;                /* not DIST_OK: the message failed, `why` says how */
+    char why[DIST_RPC__ERRLEN];
+    int64_t start_ns, deadline_ns;
+} dist_rpc__in;
+
+/* A reply (or an error) from `from`, all of it here (or failed: in->code). */
+static void dist_rpc__on_reply(int from, dist_rpc__in *in) {
     dist_future_t *f;
-    dist_value_t *v = NULL;
-    dist_result dr = DIST_OK;
+    dist_value_t *v = in->v;
+    dist_result dr = in->code;
     dist_rpc__cb *cbs;
+    int kind = in->m.kind;
+    uint64_t id = in->m.id;
+    int32_t status = in->m.status;
+    const uint8_t *body = in->m.body;
+    size_t blen = in->m.blen;
     char why[DIST_RPC__ERRLEN] = "";
-    if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(body, blen, from, tag0, flags, &v, NULL)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+    in->v = NULL;
+    if (kind == DIST_RPC__REPLY && dr != DIST_OK) snprintf(why, sizeof why, "%.300s", in->why);
+    else if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(&v, from, &in->ag)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+    if (kind != DIST_RPC__REPLY) { dist_value_free(v); v = NULL; }
     dist__mutex_lock(&dist_rpc__lock);
     for (f = dist_rpc__g.pending; f; f = f->next)
         if (f->id == id && f->to == from) break;
@@ -1945,6 +1985,8 @@ static void dist_rpc__on_reply(int kind, int flags, int from, uint64_t id, int32
     }
     if (kind == DIST_RPC__REPLY && dr == DIST_OK)
         cbs = dist_rpc__complete_locked(f, DIST_OK, v, NULL);
+    else if (kind == DIST_RPC__REPLY && in->code != DIST_OK)
+        cbs = dist_rpc__complete_locked(f, in->code, NULL, "rpc '%s' to worker '%s' (rank %d): the result %s", f->fn, dist_rpc__name_of(from), from, why);
     else if (kind == DIST_RPC__REPLY)
         cbs = dist_rpc__complete_locked(f, DIST_ERR_PROTOCOL, NULL, "rpc '%s' to worker '%s' (rank %d): the result could not be decoded: %s",
                                         f->fn, dist_rpc__name_of(from), from, why);
@@ -1968,16 +2010,19 @@ static void dist_rpc__unpin(dist_rref_t *e);
 /* A request: queued for a handler thread (run here when it is one of the
    agent's quick ones), or answered at once when it cannot run.  A
    remote()'s RRef is made (or found, when a message about it came first)
-   before anything else from its caller is read. */
-static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0, const char *name, const uint8_t *body, size_t blen) {
-    int on_listener = 0;
+   before anything else from its caller is handled. */
+static void dist_rpc__on_request(int from, dist_rpc__in *in) {
+    int on_listener = 0, flags = in->m.flags;
+    uint64_t id = in->m.id;
+    const char *name = in->m.name;
     dist_rpc_fn fn = dist_rpc__lookup(name, &on_listener);
-    dist_rpc_call_t *c;
-    dist_value_t *args = NULL;
+    dist_rpc_call_t *c = NULL;
+    dist_value_t *args = in->v;
     dist_rref_t *e = NULL;
     dist_result code = DIST_OK;
-    int64_t ctx = 0;
+    int64_t ctx = in->ag.ctx;
     char why[DIST_RPC__ERRLEN];
+    in->v = NULL;
     if (flags & DIST_RPC__FLAG_REMOTE) {
         dist_rpc__id rid;
         rid.rank = (uint32_t)from; rid.id = id;
@@ -1989,11 +2034,16 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
         else { e->remote_seen = 1; e->pins++; }
         dist__mutex_unlock(&dist_rpc__lock);
         if (code != DIST_OK) {
+            dist_value_free(args);
             dist_rpc__send(from, DIST_RPC__ERROR, 0, code, id, NULL, NULL, code == DIST_ERR_NOMEM ? "the owner ran out of memory" : "a remote() with an id already used", 0);
             return;
         }
     }
-    if (dist_rpc__take(body, blen, from, tag0, flags, &args, &ctx) != DIST_OK) {    /* (first: what travels apart is received either way) */
+    if (in->code != DIST_OK) {
+        dist_value_free(args);
+        code = in->code;
+        snprintf(why, sizeof why, "its arguments %.300s", in->why);
+    } else if (dist_rpc__take(&args, from, &in->ag) != DIST_OK) {
         code = DIST_ERR_PROTOCOL;
         snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
     } else if (!fn || (e && on_listener)) {
@@ -2027,18 +2077,6 @@ static void dist_rpc__on_request(int from, int flags, uint64_t id, uint32_t tag0
     dist__mutex_unlock(&dist_rpc__lock);
 }
 
-/* A message's header, checked: its kind (0 when malformed), and where the
-   name (NUL-terminated copy in `name`) and the body are. */
-typedef struct {
-    int kind, flags;
-    uint32_t tag0;                       /* the first tag of the tensors sent apart (0: none) */
-    int32_t status;
-    uint64_t id;
-    char name[DIST_RPC__MAX_NAME + 1];
-    const uint8_t *body;
-    size_t blen;
-} dist_rpc__msg;
-
 static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
     size_t nlen, blen;
     memset(m, 0, sizeof *m);
@@ -2071,16 +2109,157 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
     return m->kind;
 }
 
-/* Checks and dispatches one message (a malformed one is dropped); 1 when
-   it asks the listener to stop. */
-static int dist_rpc__on_message(const uint8_t *b, size_t n, int from) {
-    dist_rpc__msg m;
-    switch (dist_rpc__parse(b, n, &m)) {
-    case DIST_RPC__WAKE: return from == dist_rpc__g.rank;
-    case DIST_RPC__REQUEST: dist_rpc__on_request(from, m.flags, m.id, m.tag0, m.name, m.body, m.blen); return 0;
-    case DIST_RPC__REPLY: case DIST_RPC__ERROR: dist_rpc__on_reply(m.kind, m.flags, from, m.id, m.status, m.tag0, m.body, m.blen); return 0;
-    default: return 0;
+/* [SECTION] RPC: the listener's inbox
+   One message at a time from each worker is on its way in.  The listener
+   posts its receive as soon as a probe sees it; once it is here, its header
+   is checked, its value decoded and the receives of its tensors that travel
+   apart posted (into the value); once they are done it is handled.  So a
+   worker's messages are handled in the order it sent them, and a sender
+   that stalls holds up only its own: the listener serves the others
+   meanwhile.  A message not complete within the world's timeout fails
+   alone: its receives are withdrawn (dist_wait_timeout), a request's caller
+   gets the error, a reply's future fails.  Memory: one message per worker,
+   of the size its header declared, checked against DIST_RPC_MAX_MESSAGE
+   before anything is allocated. */
+static void dist_rpc__in_fail(dist_rpc__in *in, dist_result code, const char *fmt, ...) DIST_RPC__PRINTF(3, 4);
+static void dist_rpc__in_fail(dist_rpc__in *in, dist_result code, const char *fmt, ...) {
+    va_list ap;
+    if (in->code != DIST_OK) return;                 /* the first failure is the cause */
+    in->code = code;
+    va_start(ap, fmt);
+    vsnprintf(in->why, sizeof in->why, fmt, ap);
+    va_end(ap);
+}
+
+/* Takes a message nobody will read out of the engine: a receive of another
+   size does not match it, and the engine drops it (an announced one is
+   refused, so its sender stops waiting) and fails the receive at once. */
+static void dist_rpc__discard(int from, const dist_status *st) {
+    static uint8_t nothing[1];
+    dist_req_t *r;
+    if (dist_irecv(dist_rpc__g.world, nothing, st->nbytes == 1 ? 2 : 1, DIST_UINT8, from, DIST_RPC__TAG, &r) == DIST_OK)
+        dist_wait_timeout(r, 0);
+}
+
+/* A probe saw a message from `from`, whose slot is idle: its receive. */
+static void dist_rpc__in_start(dist_rpc__in *in, int from, const dist_status *st) {
+    size_t most = DIST_RPC__HDR + DIST_RPC__MAX_NAME + DIST_RPC_MAX_MESSAGE;
+    if (st->nbytes < DIST_RPC__HDR || st->nbytes > most || st->dtype != DIST_UINT8) {
+        dist_rpc__discard(from, st);                 /* no message of ours: its sender checks these limits */
+        return;
     }
+    if (st->nbytes > in->cap) {
+        uint8_t *nb = (uint8_t *)DIST_MALLOC(st->nbytes);
+        if (!nb) { dist_rpc__discard(from, st); return; }   /* its caller learns by its timeout */
+        DIST_FREE(in->buf);
+        in->buf = nb; in->cap = st->nbytes;
+    }
+    in->len = st->nbytes;
+    if (dist_irecv(dist_rpc__g.world, in->buf, in->len, DIST_UINT8, from, DIST_RPC__TAG, &in->body) != DIST_OK) return;
+    in->state = DIST_RPC__IN_BODY;
+    in->code = DIST_OK;
+    in->why[0] = 0;
+    in->v = NULL;
+    in->parts = NULL; in->nreq = in->ndone = 0;
+    memset(&in->ag, 0, sizeof in->ag);
+    in->start_ns = dist_rpc__now_ns();
+    in->deadline_ns = in->start_ns + (int64_t)dist_timeout_ms(dist_rpc__g.world) * 1000000;
+}
+
+/* The message is here: its header checked, its value decoded, the
+   receives of its tensors posted.  0: go on; 1: drop it (malformed);
+   2: the listener is asked to stop. */
+static int dist_rpc__in_open(dist_rpc__in *in, int from) {
+    const uint8_t *body;
+    size_t blen, parts = 0;
+    dist_result r;
+    char why[DIST_RPC__ERRLEN];
+    switch (dist_rpc__parse(in->buf, in->len, &in->m)) {
+    case DIST_RPC__WAKE: return from == dist_rpc__g.rank ? 2 : 1;
+    case DIST_RPC__REQUEST: case DIST_RPC__REPLY: break;
+    case DIST_RPC__ERROR: return 0;                   /* its body is the error's text */
+    default: return 1;
+    }
+    in->state = DIST_RPC__IN_PARTS;
+    body = in->m.body; blen = in->m.blen;
+    if ((in->m.flags & DIST_RPC__FLAG_AUTOGRAD) && dist_rpc__ag_strip(&body, &blen, from, &in->ag) != 0) {
+        memset(&in->ag, 0, sizeof in->ag);
+        dist_rpc__in_fail(in, DIST_ERR_PROTOCOL, "came with a malformed autograd context");
+        return 0;
+    }
+    if (blen == 0) {
+        if (!(in->v = dist_value_none())) dist_rpc__in_fail(in, DIST_ERR_NOMEM, "could not be decoded: out of memory");
+        return 0;
+    }
+    if ((r = dist_rpc__decode_value(body, blen, dist_rpc__g.size, &in->v, &parts)) != DIST_OK) {
+        dist_rpc__in_fail(in, r, "could not be decoded: %.300s", dist_rpc__error);
+        return 0;
+    }
+    if (parts && dist_rpc__post_parts(in->v, parts, from, in->m.tag0, &in->parts, &in->nreq, why, sizeof why) != 0)
+        dist_rpc__in_fail(in, DIST_ERR_PROTOCOL, "could not be received: %s", why);
+    return 0;
+}
+
+/* Handles a message whose parts are all done (or failed), then frees what
+   is left of it. */
+static void dist_rpc__in_close(dist_rpc__in *in, int from) {
+    if (in->m.kind == DIST_RPC__REQUEST) dist_rpc__on_request(from, in);
+    else dist_rpc__on_reply(from, in);
+    dist_value_free(in->v);
+    DIST_FREE(in->parts);
+    in->v = NULL; in->parts = NULL; in->nreq = in->ndone = 0;
+    in->state = DIST_RPC__IN_IDLE;
+    if (in->cap > ((size_t)1 << 20)) { DIST_FREE(in->buf); in->buf = NULL; in->cap = 0; }   /* a large one is not kept */
+}
+
+/* Withdraws what a message still waits for (at its deadline, or when the
+   listener stops). */
+static void dist_rpc__in_withdraw(dist_rpc__in *in) {
+    if (in->state == DIST_RPC__IN_BODY && in->body) dist_wait_timeout(in->body, 0);
+    in->body = NULL;
+    for (; in->ndone < in->nreq; in->ndone++) dist_wait_timeout(in->parts[in->ndone], 0);
+}
+
+/* Moves a message on: 0, or 1 when the listener is asked to stop. */
+static int dist_rpc__in_poll(dist_rpc__in *in, int from, int64_t now) {
+    int done = 0;
+    if (in->state == DIST_RPC__IN_BODY) {
+        dist_result r = dist_test(in->body, &done);
+        if (!done && r == DIST_OK) {
+            if (now < in->deadline_ns) return 0;
+            dist_rpc__in_withdraw(in);        /* half a message: its caller learns by its own timeout */
+            in->state = DIST_RPC__IN_IDLE;
+            return 0;
+        }
+        r = dist_wait(in->body);
+        in->body = NULL;
+        if (r != DIST_OK) { in->state = DIST_RPC__IN_IDLE; return 0; }   /* its sender is gone */
+        DIST__STORE_RELAXED(&dist_rpc__g.heard_ns, now);
+        switch (dist_rpc__in_open(in, from)) {
+        case 0: in->state = DIST_RPC__IN_PARTS; break;
+        case 1: in->state = DIST_RPC__IN_IDLE; return 0;
+        default: in->state = DIST_RPC__IN_IDLE; return 1;
+        }
+    }
+    while (in->ndone < in->nreq) {
+        dist_result r = dist_test(in->parts[in->ndone], &done);
+        if (!done && r == DIST_OK) break;
+        r = dist_wait(in->parts[in->ndone]);
+        in->parts[in->ndone++] = NULL;
+        if (r != DIST_OK) {
+            dist_rpc__in_fail(in, r, "could not be received from worker '%s' (rank %d): %.300s", dist_rpc__name_of(from), from, dist_error_message(NULL));
+            break;
+        }
+    }
+    if (in->ndone < in->nreq && in->code == DIST_OK) {
+        if (now < in->deadline_ns) return 0;
+        dist_rpc__in_fail(in, DIST_ERR_TIMEOUT, "did not arrive: worker '%s' (rank %d) sent %zu of the %zu pieces of its tensors within "
+                          "%.1f s", dist_rpc__name_of(from), from, in->ndone, in->nreq, (double)(now - in->start_ns) / 1e9);
+    }
+    dist_rpc__in_withdraw(in);
+    if (in->code != DIST_OK) { dist_value_free(in->v); in->v = NULL; }   /* (before any reference in it is taken in) */
+    dist_rpc__in_close(in, from);
+    return 0;
 }
 
 /* Fails the futures whose deadline passed, and those waiting on a worker
@@ -2147,29 +2326,49 @@ static void dist_rpc__sweep(void) {
 }
 
 /* [SECTION] RPC: threads */
+/* The listener: probes for messages, moves each worker's one along (the
+   inbox above), and sweeps for futures past their deadline.  It waits in
+   the probe, at most a millisecond while something is on its way in. */
 static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
-    uint8_t *buf = NULL;
-    size_t cap = 0;
+    dist_rpc__in *inbox = dist_rpc__g.inbox;
     int64_t next_sweep = 0;
+    int busy = 0, stop = 0, scan = 0;
     (void)arg;
-    for (;;) {
+    while (!stop) {
         dist_status st;
-        dist_result r = dist_probe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, 50, &st);
-        if (r == DIST_OK) {
-            DIST__STORE_RELAXED(&dist_rpc__g.heard_ns, dist_rpc__now_ns());
-            if (st.nbytes + 1 > cap) {
-                uint8_t *nb = (uint8_t *)DIST_REALLOC(buf, st.nbytes + 1);
-                if (nb) { buf = nb; cap = st.nbytes + 1; }
+        dist_result r;
+        int found = 0, n = dist_rpc__g.size, nap = 0;
+        int64_t now;
+        r = dist_probe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, busy ? 1 : 50, &st);
+        if (r == DIST_OK && inbox[st.source].state != DIST_RPC__IN_IDLE) {
+            /* from a worker whose message before is still coming: the
+               others' (and a nap when there are none, not a spin) */
+            r = DIST_ERR_TIMEOUT;
+            for (int k = 0; k < n && r != DIST_OK; k++) {
+                int s = (scan + k) % n;
+                if (inbox[s].state == DIST_RPC__IN_IDLE && dist_iprobe(dist_rpc__g.world, s, DIST_RPC__TAG, &found, &st) == DIST_OK && found)
+                    r = DIST_OK;
             }
-            /* out of memory: the message is taken into a zero-length read
-               of nothing useful: receive it into what we have? no - leave it,
-               its caller times out */
-            if (st.nbytes + 1 <= cap && dist_recv(dist_rpc__g.world, buf, st.count, st.dtype, st.source, DIST_RPC__TAG) == DIST_OK &&
-                dist_rpc__on_message(buf, st.nbytes, st.source))
-                break;
-        } else if (r != DIST_ERR_TIMEOUT) {
+            scan = (scan + 1) % n;
+            nap = r != DIST_OK;
+        }
+        if (r == DIST_OK) {
+            dist_rpc__in_start(&inbox[st.source], st.source, &st);
+        } else if (r != DIST_ERR_TIMEOUT && !busy) {
             dist__mutex_lock(&dist_rpc__lock);      /* every peer gone, or aborted: the sweep fails what waits */
             if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 20000000);
+            dist__mutex_unlock(&dist_rpc__lock);
+        }
+        now = dist_rpc__now_ns();
+        busy = 0;
+        for (int s = 0; s < n; s++) {
+            if (inbox[s].state == DIST_RPC__IN_IDLE) continue;
+            if (dist_rpc__in_poll(&inbox[s], s, now)) stop = 1;
+            busy += inbox[s].state != DIST_RPC__IN_IDLE;
+        }
+        if (busy && nap) {
+            dist__mutex_lock(&dist_rpc__lock);
+            if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 1000000);
             dist__mutex_unlock(&dist_rpc__lock);
         }
         if (dist_rpc__now_ns() >= next_sweep) {
@@ -2177,11 +2376,17 @@ static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
             next_sweep = dist_rpc__now_ns() + 50000000;
         }
         dist__mutex_lock(&dist_rpc__lock);
-        r = dist_rpc__g.stopping ? DIST_ERR_ABORTED : DIST_OK;
+        if (dist_rpc__g.stopping) stop = 1;
         dist__mutex_unlock(&dist_rpc__lock);
-        if (r != DIST_OK) break;
     }
-    DIST_FREE(buf);
+    for (int s = 0; s < dist_rpc__g.size; s++) {     /* what was on its way in */
+        dist_rpc__in *in = &inbox[s];
+        if (in->state != DIST_RPC__IN_IDLE) dist_rpc__in_withdraw(in);
+        dist_value_free(in->v);
+        DIST_FREE(in->parts);
+        DIST_FREE(in->buf);
+        memset(in, 0, sizeof *in);
+    }
     return DIST__THREAD_RETURN_VALUE;
 }
 
@@ -2353,8 +2558,9 @@ static void dist_rpc__teardown(int graceful_destroy) {
     DIST_FREE(dist_rpc__g.pool);
     DIST_FREE(dist_rpc__g.names);
     DIST_FREE(dist_rpc__g.gone);
+    DIST_FREE(dist_rpc__g.inbox);
     dist__mutex_lock(&dist_rpc__lock);
-    dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL;
+    dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL; dist_rpc__g.inbox = NULL;
     dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0;
     dist__mutex_unlock(&dist_rpc__lock);
 }
@@ -2425,11 +2631,14 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     dist_rpc__g.pool = (dist__thread *)DIST_MALLOC(sizeof(dist__thread) * (size_t)dist_rpc__g.max_threads);
     dist_rpc__g.gone = (char *)DIST_MALLOC((size_t)dist_rpc__g.size);
     if (dist_rpc__g.gone) memset(dist_rpc__g.gone, 0, (size_t)dist_rpc__g.size);
+    dist_rpc__g.inbox = (dist_rpc__in *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(dist_rpc__in));
+    if (dist_rpc__g.inbox) memset(dist_rpc__g.inbox, 0, (size_t)dist_rpc__g.size * sizeof(dist_rpc__in));
     dist_rpc__g.probe_at = 0;
-    if (!dist_rpc__g.pool || !dist_rpc__g.gone || dist__thread_start(&dist_rpc__g.listener, dist_rpc__listen, NULL) != 0) {
+    if (!dist_rpc__g.pool || !dist_rpc__g.gone || !dist_rpc__g.inbox || dist__thread_start(&dist_rpc__g.listener, dist_rpc__listen, NULL) != 0) {
         dist_destroy(dist_rpc__g.world);
-        DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names); DIST_FREE(dist_rpc__g.gone);
+        DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names); DIST_FREE(dist_rpc__g.gone); DIST_FREE(dist_rpc__g.inbox);
         dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0; dist_rpc__g.gone = NULL;
+        dist_rpc__g.inbox = NULL;
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
     }
     /* under the lock: the listener may start one already (dist_rpc__staff_locked) */
