@@ -147,6 +147,9 @@ COMPILE-TIME OPTIONS
                              threads an agent runs, those lent to replace
                              handlers that wait on nested calls included
                              (default 64; at least num_threads).
+   DIST_RPC_MAX_INFLIGHT     where: the implementation file.  Most calls
+                             from a worker to one worker not answered yet
+                             (default 1024); more wait (see calls).
    DIST_STATIC, DIST_MALLOC/DIST_FREE/DIST_REALLOC as in dist.h.
 
 THREADS
@@ -331,7 +334,12 @@ DIST_API int dist_rpc_world_size(void);
 /* Calls `fn` on worker `to` with `args` (taken over, also on failure; NULL:
    none).  sync waits for the result (*ret, yours to free); async returns a
    future.  The _timeout forms take a per-call timeout (0: the default,
-   DIST_RPC_NO_TIMEOUT: none). */
+   DIST_RPC_NO_TIMEOUT: none).  Backpressure: at most DIST_RPC_MAX_INFLIGHT
+   calls from this worker to one worker are unanswered at a time; a call
+   past that waits (within its timeout) for an answer, so a loop of async
+   calls runs at the callee's pace and neither side's memory grows with
+   it.  (Calls from a then-callback, which runs on the listener, never
+   wait: they may exceed the window.) */
 DIST_API dist_result dist_rpc_sync(const char *to, const char *fn, dist_value_t *args, dist_value_t **ret);
 DIST_API dist_result dist_rpc_async(const char *to, const char *fn, dist_value_t *args, dist_future_t **fut);
 DIST_API dist_result dist_rpc_sync_timeout(const char *to, const char *fn, dist_value_t *args, int timeout_ms, dist_value_t **ret);
@@ -1179,6 +1187,9 @@ typedef struct {
 #ifndef DIST_RPC_MAX_THREADS
 #  define DIST_RPC_MAX_THREADS 64             /* handler threads in all (see the agent's threads) */
 #endif
+#ifndef DIST_RPC_MAX_INFLIGHT
+#  define DIST_RPC_MAX_INFLIGHT 1024          /* calls from here to one worker not answered yet (see calls) */
+#endif
 
 /* Writes (when `b` is not NULL and it fits in `cap`) the encoding of `v`
    at offset `off`; returns the offset after it.  Sizes are counted even
@@ -1534,6 +1545,7 @@ enum { DIST_RPC__REQUEST = 1, DIST_RPC__REPLY = 2, DIST_RPC__ERROR = 3, DIST_RPC
 #define DIST_RPC__FLAG_AUTOGRAD 4            /* a request's or a reply's: the body begins with an autograd context (see there) */
 #define DIST_RPC__RESERVED "dist_rpc."       /* the agent's own functions */
 #define DIST_RPC__BUCKETS 256
+#define DIST_RPC__PEND_BUCKETS 4096
 
 typedef struct { char *name; dist_rpc_fn fn; } dist_rpc__entry;
 static dist__mutex dist_rpc__reg_lock = DIST__MUTEX_INITIALIZER;
@@ -1553,7 +1565,9 @@ struct dist_future {
     int64_t deadline_ns;             /* 0: none */
     int timeout_ms;
     dist_rpc__cb *cbs;
-    dist_future_t *next;             /* the pending list */
+    dist_future_t *next, *prev;      /* the pending list */
+    dist_future_t *hnext;            /* ...and its index by id */
+    int listed;                      /* on them */
     char fn[64];
     char err[DIST_RPC__ERRLEN];
 };
@@ -1617,8 +1631,10 @@ static struct {
     int rank, size, timeout_ms, nthreads;
     char (*names)[128];
     uint64_t next_id;
-    dist_future_t *pending;
+    dist_future_t *pending;          /* calls made here, not answered yet, newest first */
+    dist_future_t *pend_ix[DIST_RPC__PEND_BUCKETS];   /* ...by id */
     int npending;
+    int *inflight;                   /* ...to each worker (at most DIST_RPC_MAX_INFLIGHT, see calls) */
     dist_rpc_call_t *q_head, *q_tail, *deferred;
     int active;                      /* handlers running a call */
     int blocked;                     /* ...of which waiting on a future: their places are lent */
@@ -1643,6 +1659,7 @@ static void dist_rpc__staff_locked(void);
 static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_value_t *res, const char *text, int borrowed);
 
 static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
+static DIST_RPC__TLS int dist_rpc__on_listener; /* ...the listener */
 static DIST_RPC__TLS int64_t dist_rpc__ag_cur;  /* the autograd context current on this thread (0: none) */
 static DIST_RPC__TLS int dist_rpc__no_grad;     /* dist_no_grad_enter depth on this thread */
 
@@ -1822,13 +1839,45 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     return r;
 }
 
+/* The pending calls (agent lock held): a list, newest first, indexed by
+   id; each counts against its callee's window. */
+static void dist_rpc__pending_add_locked(dist_future_t *f) {
+    dist_future_t **b = &dist_rpc__g.pend_ix[f->id & (DIST_RPC__PEND_BUCKETS - 1)];
+    f->prev = NULL;
+    f->next = dist_rpc__g.pending;
+    if (f->next) f->next->prev = f;
+    dist_rpc__g.pending = f;
+    f->hnext = *b;
+    *b = f;
+    f->listed = 1;
+    dist_rpc__g.npending++;
+    dist_rpc__g.inflight[f->to]++;
+}
+
+static void dist_rpc__pending_del_locked(dist_future_t *f) {
+    dist_future_t **b = &dist_rpc__g.pend_ix[f->id & (DIST_RPC__PEND_BUCKETS - 1)];
+    if (f->prev) f->prev->next = f->next; else dist_rpc__g.pending = f->next;
+    if (f->next) f->next->prev = f->prev;
+    for (; *b; b = &(*b)->hnext)
+        if (*b == f) { *b = f->hnext; break; }
+    f->next = f->prev = f->hnext = NULL;
+    f->listed = 0;
+    dist_rpc__g.npending--;
+    dist_rpc__g.inflight[f->to]--;
+}
+
+static dist_future_t *dist_rpc__pending_find_locked(uint64_t id, int to) {
+    dist_future_t *f = dist_rpc__g.pend_ix[id & (DIST_RPC__PEND_BUCKETS - 1)];
+    while (f && (f->id != id || f->to != to)) f = f->hnext;
+    return f;
+}
+
 /* Completes a future (agent lock held): records the outcome, takes it off
    the pending list, wakes the waiters; returns its callbacks to run once
    the lock is released. */
 static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res, dist_value_t *value, const char *fmt, ...)
     DIST_RPC__PRINTF(4, 5);
 static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res, dist_value_t *value, const char *fmt, ...) {
-    dist_future_t **pp;
     dist_rpc__cb *cbs;
     f->done = 1;
     f->result = res;
@@ -1839,8 +1888,7 @@ static dist_rpc__cb *dist_rpc__complete_locked(dist_future_t *f, dist_result res
         vsnprintf(f->err, sizeof f->err, fmt, ap);
         va_end(ap);
     }
-    for (pp = &dist_rpc__g.pending; *pp; pp = &(*pp)->next)
-        if (*pp == f) { *pp = f->next; dist_rpc__g.npending--; break; }
+    if (f->listed) dist_rpc__pending_del_locked(f);
     cbs = f->cbs;
     f->cbs = NULL;
     if (!cbs) f->settled = 1;            /* nothing to run first: waiters may go */
@@ -1976,8 +2024,7 @@ static void dist_rpc__on_reply(int from, dist_rpc__in *in) {
     else if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(&v, from, &in->ag)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
     if (kind != DIST_RPC__REPLY) { dist_value_free(v); v = NULL; }
     dist__mutex_lock(&dist_rpc__lock);
-    for (f = dist_rpc__g.pending; f; f = f->next)
-        if (f->id == id && f->to == from) break;
+    f = dist_rpc__pending_find_locked(id, from);
     if (!f) {                                       /* it timed out here, or a stranger's id */
         dist__mutex_unlock(&dist_rpc__lock);
         dist_value_free(v);
@@ -2334,6 +2381,7 @@ static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
     int64_t next_sweep = 0;
     int busy = 0, stop = 0, scan = 0;
     (void)arg;
+    dist_rpc__on_listener = 1;
     while (!stop) {
         dist_status st;
         dist_result r;
@@ -2560,6 +2608,8 @@ static void dist_rpc__teardown(int graceful_destroy) {
     DIST_FREE(dist_rpc__g.gone);
     DIST_FREE(dist_rpc__g.inbox);
     dist__mutex_lock(&dist_rpc__lock);
+    DIST_FREE(dist_rpc__g.inflight);
+    dist_rpc__g.inflight = NULL;
     dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL; dist_rpc__g.inbox = NULL;
     dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0;
     dist__mutex_unlock(&dist_rpc__lock);
@@ -2633,10 +2683,18 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     if (dist_rpc__g.gone) memset(dist_rpc__g.gone, 0, (size_t)dist_rpc__g.size);
     dist_rpc__g.inbox = (dist_rpc__in *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(dist_rpc__in));
     if (dist_rpc__g.inbox) memset(dist_rpc__g.inbox, 0, (size_t)dist_rpc__g.size * sizeof(dist_rpc__in));
+    dist__mutex_lock(&dist_rpc__lock);
+    dist_rpc__g.inflight = (int *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(int));
+    if (dist_rpc__g.inflight) memset(dist_rpc__g.inflight, 0, (size_t)dist_rpc__g.size * sizeof(int));
+    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__g.probe_at = 0;
-    if (!dist_rpc__g.pool || !dist_rpc__g.gone || !dist_rpc__g.inbox || dist__thread_start(&dist_rpc__g.listener, dist_rpc__listen, NULL) != 0) {
+    if (!dist_rpc__g.pool || !dist_rpc__g.gone || !dist_rpc__g.inbox || !dist_rpc__g.inflight ||
+        dist__thread_start(&dist_rpc__g.listener, dist_rpc__listen, NULL) != 0) {
         dist_destroy(dist_rpc__g.world);
         DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names); DIST_FREE(dist_rpc__g.gone); DIST_FREE(dist_rpc__g.inbox);
+        dist__mutex_lock(&dist_rpc__lock);
+        DIST_FREE(dist_rpc__g.inflight); dist_rpc__g.inflight = NULL;
+        dist__mutex_unlock(&dist_rpc__lock);
         dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0; dist_rpc__g.gone = NULL;
         dist_rpc__g.inbox = NULL;
         return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
@@ -2837,10 +2895,28 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
         return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to worker '%s': %s", label ? label : fn, dist_rpc__name_of(to),
                               up ? "this worker is shutting down" : "no agent (dist_rpc_init first)");
     }
+    if (dist_rpc__g.inflight[to] >= DIST_RPC_MAX_INFLIGHT && !dist_rpc__on_listener) {
+        /* its window is full: wait for an answer (a handler lends its
+           place meanwhile); the listener never waits (it brings them) */
+        int lent = 0;
+        while (dist_rpc__g.inflight[to] >= DIST_RPC_MAX_INFLIGHT && !dist_rpc__g.closing &&
+               (!f->deadline_ns || dist_rpc__now_ns() < f->deadline_ns)) {
+            if (dist_rpc__in_pool && !lent) { lent = 1; dist_rpc__g.blocked++; dist_rpc__staff_locked(); }
+            dist_rpc__cond_wait(f->deadline_ns);
+        }
+        if (lent) dist_rpc__g.blocked--;
+        if (dist_rpc__g.inflight[to] >= DIST_RPC_MAX_INFLIGHT || dist_rpc__g.closing) {
+            int n = dist_rpc__g.inflight[to], closing = dist_rpc__g.closing;
+            dist__mutex_unlock(&dist_rpc__lock);
+            DIST_FREE(f); dist_value_free(args);
+            if (closing) return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to worker '%s': this worker is shutting down", label ? label : fn, dist_rpc__name_of(to));
+            return dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc '%s' to worker '%s' (rank %d): %d calls to it were still unanswered after %.1f s "
+                                  "(at most DIST_RPC_MAX_INFLIGHT = %d at a time)", label ? label : fn, dist_rpc__name_of(to), to, n,
+                                  timeout_ms / 1000.0, DIST_RPC_MAX_INFLIGHT);
+        }
+    }
     f->id = dist_rpc__g.next_id++;
-    f->next = dist_rpc__g.pending;
-    dist_rpc__g.pending = f;
-    dist_rpc__g.npending++;
+    dist_rpc__pending_add_locked(f);
     if (rr) {
         rr->rid.rank = (uint32_t)dist_rpc__g.rank; rr->rid.id = f->id;
         rr->fid = rr->rid;                           /* the creator's fork has the RRef's id */
