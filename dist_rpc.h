@@ -142,7 +142,10 @@ COMPILE-TIME OPTIONS
    DIST_RPC_MAX_ITEMS        where: the implementation file.  Most values
                              (list items at every depth) one decoded value
                              may hold (default 2^20), so a small message
-                             cannot ask for a huge allocation.
+                             cannot ask for a huge allocation.  Besides, a
+                             decoded value takes at most 32 times its
+                             encoded size + 1 MiB (its tensors aside): a
+                             list of a million nones is refused.
    DIST_RPC_MAX_THREADS      where: the implementation file.  Most handler
                              threads an agent runs, those lent to replace
                              handlers that wait on nested calls included
@@ -1453,6 +1456,11 @@ static int dist_rpc__decode(dist_rpc__decoder *d, dist_value_t *out, int depth) 
 
 /* Decodes a value; `world` > 0 in RPC messages (references, naming ranks
    below it, may appear; the caller takes them in). */
+/* The most a decoded value may take besides its tensors sent apart (whose
+   size the value declares and the limits bound): a node is ~80 bytes (a
+   tensor's shape 64 more), an item as small as 1 byte (none). */
+#define DIST_RPC__DECODED_MAX(len) ((size_t)32 * (len) + ((size_t)1 << 20))
+
 static dist_result dist_rpc__decode_value(const void *buf, size_t len, int world, dist_value_t **out, size_t *parts) {
     dist_rpc__decoder d;
     size_t nodes_sz, items_sz, shapes_sz, msg_off, parts_off, total;
@@ -1474,6 +1482,9 @@ static dist_result dist_rpc__decode_value(const void *buf, size_t len, int world
     msg_off = (nodes_sz + items_sz + shapes_sz + 15) & ~(size_t)15;
     parts_off = (msg_off + len + 63) & ~(size_t)63;
     total = parts_off + d.part_bytes;
+    if (parts_off > DIST_RPC__DECODED_MAX(len))
+        return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: a value of %zu bytes with %zu items would take %zu bytes decoded (at most 32 x its size "
+                              "+ 1 MiB: a message cannot ask for far more memory than it brings)", len, d.nodes, parts_off);
     if (parts) *parts = d.parts;
     block = (uint8_t *)DIST_MALLOC(total ? total : 1);
     if (!block) return dist_rpc__fail(DIST_ERR_NOMEM, "decode: out of memory for a value of %zu bytes", total);
