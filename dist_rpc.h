@@ -1758,6 +1758,8 @@ static const char *dist_rpc__name_of(int rank) {
 static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to);
 static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n);
 static int dist_rpc__ag_out(int to, const dist_value_t *v, int64_t ctx, uint64_t *msg, size_t *plen);
+static size_t dist_rpc__ag_plen(const dist_value_t *v);
+static void dist_rpc__ag_unout(int64_t ctx, uint64_t msg);
 static void dist_rpc__ag_prefix(const dist_value_t *v, int64_t ctx, uint64_t msg, uint8_t *p, size_t plen);
 typedef struct { int64_t ctx; uint64_t msg; uint32_t n; const uint8_t *ord; } dist_rpc__agin;
 static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist_rpc__agin *a);
@@ -1765,7 +1767,9 @@ static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a);
 
 /* Sends one message: the header, the name, then the body (an encoded
    value, or `text`).  Each reference in the value travels as a new fork
-   for the receiver, made here and undone when the send fails. */
+   for the receiver, made here and undone when the send fails; in an
+   autograd context the send is recorded (undone likewise).  The limits
+   are checked before anything is made; one exit frees what was. */
 static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, uint64_t id, const char *name, const dist_value_t *v,
                                   const char *text, int64_t ctx) {
     size_t nlen = name ? strlen(name) : 0, blen = 0, total, nr = v ? dist_rpc__collect_rrefs(v, NULL, 0) : 0, plen = 0;
@@ -1775,19 +1779,37 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     dist_rpc__forks forks;
     const dist_value_t *few_parts[4], **parts = few_parts;
     uint32_t tag0 = 0;
-    uint8_t *b;
-    dist_result r;
+    uint8_t *b = NULL;
+    dist_result r = DIST_OK;
+    int forked = 0, ag = ctx && (kind == DIST_RPC__REQUEST || kind == DIST_RPC__REPLY);
     memset(&forks, 0, sizeof forks);
     if (v) blen = dist_rpc__encode(v, NULL, 0, 0, &forks);    /* its size (no error sentence made) */
     else if (text) blen = strlen(text);
-    if (ctx && (kind == DIST_RPC__REQUEST || kind == DIST_RPC__REPLY)) {   /* in an autograd context: the prefix, the send recorded */
-        if (dist_rpc__ag_out(to, v, ctx, &agmsg, &plen) != 0) return DIST_ERR_NOMEM;
-        flags |= DIST_RPC__FLAG_AUTOGRAD;
-        blen += plen;
-    }
+    if (ag) blen += dist_rpc__ag_plen(v);                    /* the autograd prefix */
     if (nparts > DIST_RPC__TAG_SPAN / 4) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value with %zu large tensors (at most %d)", nparts, DIST_RPC__TAG_SPAN / 4);
-    if (nparts > 4 && !(parts = (const dist_value_t **)DIST_MALLOC(nparts * sizeof *parts)))
-        return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu tensors", nparts);
+    if (blen > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value of %zu bytes exceeds the limit of %zu", blen, (size_t)DIST_RPC_MAX_MESSAGE);
+    if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
+    total = DIST_RPC__HDR + nlen + blen;
+    if (nparts > 4 && !(parts = (const dist_value_t **)DIST_MALLOC(nparts * sizeof *parts))) {
+        parts = few_parts;
+        r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu tensors", nparts);
+        goto done;
+    }
+    if (nr > 4 && !(fk = (dist_rpc__fork *)DIST_MALLOC(nr * sizeof *fk))) {
+        fk = few;
+        r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu rrefs", nr);
+        goto done;
+    }
+    if (!(b = (uint8_t *)DIST_MALLOC(total))) { r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total); goto done; }
+    if (ag) {                                                /* the send recorded in its context */
+        if (dist_rpc__ag_out(to, v, ctx, &agmsg, &plen) != 0) { r = DIST_ERR_NOMEM; goto done; }
+        flags |= DIST_RPC__FLAG_AUTOGRAD;
+    }
+    if (nr) {
+        dist_rpc__collect_rrefs(v, fk, 0);
+        if (dist_rpc__forks_make(fk, nr, to) != 0) { r = DIST_ERR_INVALID; goto done; }
+        forked = 1;
+    }
     if (nparts) {
         dist_rpc__collect_apart(v, parts, 0);
         dist__mutex_lock(&dist_rpc__lock);
@@ -1795,25 +1817,6 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
         tag0 = DIST_RPC__TAG_PARTS + dist_rpc__g.next_part;
         dist_rpc__g.next_part += (uint32_t)nparts;
         dist__mutex_unlock(&dist_rpc__lock);
-    }
-    if (blen > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value of %zu bytes exceeds the limit of %zu", blen, (size_t)DIST_RPC_MAX_MESSAGE);
-    if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
-    total = DIST_RPC__HDR + nlen + blen;
-    if (nr > 4 && !(fk = (dist_rpc__fork *)DIST_MALLOC(nr * sizeof *fk))) {
-        if (parts != few_parts) DIST_FREE(parts);
-        return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu rrefs", nr);
-    }
-    if (nr) dist_rpc__collect_rrefs(v, fk, 0);
-    if (nr && dist_rpc__forks_make(fk, nr, to) != 0) {
-        if (fk != few) DIST_FREE(fk);
-        if (parts != few_parts) DIST_FREE(parts);
-        return DIST_ERR_INVALID;
-    }
-    if (!(b = (uint8_t *)DIST_MALLOC(total))) {
-        dist_rpc__forks_undo(fk, nr);
-        if (fk != few) DIST_FREE(fk);
-        if (parts != few_parts) DIST_FREE(parts);
-        return dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total);
     }
     memset(b, 0, DIST_RPC__HDR);
     b[0] = (uint8_t)kind;
@@ -1831,7 +1834,7 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     r = dist_send(dist_rpc__g.world, b, total, DIST_UINT8, to, DIST_RPC__TAG);
     if (r != DIST_OK) {
         dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(NULL));
-        dist_rpc__forks_undo(fk, nr);
+        goto done;
     }
     /* the large tensors, each from its own memory, in chunks (the receiver
        posts its receives once it has read the message: all but the first
@@ -1844,6 +1847,11 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
                 dist_rpc__fail(r, "rpc: sending a tensor of %zu bytes to worker '%s' (rank %d): %s", parts[k]->u.t.nbytes, dist_rpc__name_of(to), to,
                                dist_error_message(NULL));
         }
+    forked = 0;                          /* the message went: its forks are the receiver's (a part that fails fails the call there too) */
+    agmsg = 0;
+done:
+    if (forked) dist_rpc__forks_undo(fk, nr);
+    if (agmsg) dist_rpc__ag_unout(ctx, agmsg);
     if (fk != few) DIST_FREE(fk);
     if (parts != few_parts) DIST_FREE(parts);
     DIST_FREE(b);
@@ -4815,6 +4823,30 @@ static int dist_rpc__ag_out(int to, const dist_value_t *v, int64_t ctx, uint64_t
     dist__mutex_unlock(&dist_rpc__ag_lock);
     if (bad) dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for autograd context %lld", (long long)ctx);
     return bad ? -1 : 0;
+}
+
+/* The size of a message's autograd prefix (what dist_rpc__ag_out sets). */
+static size_t dist_rpc__ag_plen(const dist_value_t *v) {
+    uint32_t ord = 0, n = v ? dist_rpc__ag_walk(v, &ord, NULL, NULL, 0) : 0;
+    return DIST_RPC__AG_HDR + 4 * (size_t)n;
+}
+
+/* Forgets a send dist_rpc__ag_out recorded (the message did not go). */
+static void dist_rpc__ag_unout(int64_t ctx, uint64_t msg) {
+    dist_rpc__actx *c;
+    dist__mutex_lock(&dist_rpc__ag_lock);
+    if ((c = dist_rpc__ag_get(ctx)) != NULL)
+        for (int i = c->nsends; i-- > 0;)
+            if (c->sends[i].msg == msg) {
+                dist_rpc__ag_send dead = c->sends[i];
+                memmove(&c->sends[i], &c->sends[i + 1], (size_t)(c->nsends - i - 1) * sizeof *c->sends);
+                c->nsends--;
+                dist__mutex_unlock(&dist_rpc__ag_lock);
+                for (int k = 0; k < dead.n; k++) dist_tensor_release(dead.t[k]);
+                DIST_FREE(dead.t);
+                return;
+            }
+    dist__mutex_unlock(&dist_rpc__ag_lock);
 }
 
 static void dist_rpc__ag_prefix(const dist_value_t *v, int64_t ctx, uint64_t msg, uint8_t *p, size_t plen) {

@@ -245,13 +245,24 @@ static void test_hostile(void) {
         uint8_t *big = calloc(len, 1);
         big[0] = 5; big[1] = (uint8_t)n; big[2] = (uint8_t)(n >> 8); big[3] = (uint8_t)(n >> 16); big[4] = (uint8_t)(n >> 24);
         expect_refused("2^20+1 items", big, len, "items");
-        big[1] = 0;                                             /* exactly 2^20: accepted */
+        big[1] = 0;                                             /* exactly 2^20 nones: ~80 MiB decoded from 1 MiB */
+        expect_refused("a list of 2^20 nones", big, len - 1, "decoded");
+        free(big);
+    }
+    {   /* 2^20 ints (9 MiB): as many items, 9 bytes each: accepted */
+        size_t n = (size_t)1 << 20, len = 5 + 9 * n;
+        uint8_t *big = calloc(len, 1);
         dist_value_t *v = NULL;
-        CHECK_(dist_value_decode(big, len - 1, &v) == DIST_OK && dist_value_len(v) == ((size_t)1 << 20), "a list of 2^20 nones: %s", dist_rpc_error_message());
+        int64_t x = -1;
+        big[0] = 5; big[1] = (uint8_t)n; big[2] = (uint8_t)(n >> 8); big[3] = (uint8_t)(n >> 16); big[4] = (uint8_t)(n >> 24);
+        for (size_t i = 0; i < n; i++) { big[5 + 9 * i] = 1; big[5 + 9 * i + 1] = (uint8_t)i; big[5 + 9 * i + 2] = (uint8_t)(i >> 8); big[5 + 9 * i + 3] = (uint8_t)(i >> 16); }
+        CHECK_(dist_value_decode(big, len, &v) == DIST_OK && dist_value_len(v) == n && dist_value_get_int(dist_value_item(v, n - 1), &x) == DIST_OK &&
+               x == (int64_t)(n - 1), "a list of 2^20 ints: %s", dist_rpc_error_message());
         dist_value_free(v);
         free(big);
     }
-    printf("ok   hostile inputs refused with a reason: huge counts and lengths, shape overflow, dims, dtype, padding, depth, NULs, trailing bytes\n");
+    printf("ok   hostile inputs refused with a reason: huge counts and lengths, shape overflow, dims, dtype, padding, depth, NULs, trailing bytes, "
+           "2^20 nones (more memory decoded than 32 x the bytes); 2^20 ints decoded\n");
 }
 
 static void test_pack_unpack(void) {
