@@ -5550,6 +5550,7 @@ struct dist__shm_link {
        set. */
     dist__socket bell;
     uint32_t bell_off;
+    int peer_ended;                 /* its process is gone (the doorbell's connection ended, or reading its memory: ESRCH) */
 };
 
 static dist__ring *dist__seg_ring(void *seg, uint64_t ring_size, int slot) {
@@ -5764,6 +5765,7 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
         if (o >= 0) {
             n = dist__peer_memory_read(s->pid, r->rbuf + o, r->ref + (uint64_t)o, (size_t)len);
             if (n != (dist__ssize)len) {
+                if (n < 0 && dist__errno() == ESRCH) s->peer_ended = 1;   /* its process is gone: it writes no more */
                 dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank,
                                 n < 0 ? dist__err_text(dist__errno()) : "short read");
                 return 0;
@@ -5786,6 +5788,7 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
         n = dist__peer_memory_read(s->pid, r->rbuf + off, r->ref + off, chunk);
     }
     if (n != (dist__ssize)chunk) {
+        if (n < 0 && dist__errno() == ESRCH) s->peer_ended = 1;
         dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank,
                         n < 0 ? dist__err_text(dist__errno()) : "short read");
         return 0;
@@ -5796,10 +5799,13 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
 }
 
 /* Receive r no longer wants its payload: the sender stops copying into it
-   (it finishes its piece: a fraction of a millisecond, or it is dead). */
+   (it finishes its piece: a fraction of a millisecond).  A sender whose
+   connection ended is not waited for: the kernel closes a process's
+   sockets only once none of its threads runs, so it writes no more (and
+   the engine lock is not held for a second meanwhile). */
 static void dist__shm_pull_stop(dist__engine *e, dist__peer *p, dist_req_t *r) {
     dist__shm_link *s = p->shm;
-    if (s->coop && s->coop_req == r && !dist__coop_end(p, 1000000000))
+    if (s->coop && s->coop_req == r && !dist__coop_end(p, s->peer_ended ? 0 : 1000000000) && !s->peer_ended)
         dist__logf(&e->log, DIST_LOG_WARN, "rank %d was still copying into a receive that ended after 1 s", p->rank);
     if (s->coop_req == r) s->coop_req = NULL;
     s->coop_alone = 0;
@@ -5832,6 +5838,7 @@ static void dist__shm_readable(dist__engine *e, dist__peer *p) {
         dist__peer_read(e, p);
         if (p->fd == DIST__NO_SOCKET) return;
         if ((n == 0 || dist__err_reset(err)) && p->state == DIST__PEER_LEFT) { p->t->close(e, p); return; }
+        if (n == 0 || dist__err_reset(err)) p->shm->peer_ended = 1;   /* its process is gone: it writes no more */
         if (n == 0) dist__peer_fail(e, p, "rank %d closed its connection without saying goodbye (did it exit or crash?)", p->rank);
         else dist__peer_fail(e, p, "the connection to rank %d broke (%s)", p->rank, dist__err_text(err));
         return;

@@ -157,10 +157,10 @@ COMPILE-TIME OPTIONS
 
 THREADS
    An agent runs two kinds of threads of its own:
-   - the listener receives every message.  One message at a time from each
-     worker is on its way in; one that waits for its tensors holds up only
-     its sender's later messages, and fails alone (its caller gets the
-     error) when they do not come within the world's timeout (DIST_TIMEOUT).
+   - the listener receives every message, each worker's in the order it
+     sent them; one that waits for its tensors holds up only its sender's
+     later messages, and fails alone (its caller gets the
+     error) when their data stops for the world's timeout (DIST_TIMEOUT).
      Replies complete futures on the listener, and dist_future_then
      callbacks run there: keep them short, and never wait in one.
    - handler threads (num_threads, default 4) run the calls, in the order
@@ -1619,6 +1619,7 @@ struct dist_rref {
     /* the owner's */
     int state;                       /* DIST_RPC__PENDING until its remote() is done */
     int remote_seen;                 /* the remote() that makes it arrived */
+    int64_t parked_ns;               /* a fetch came first and waits (since then) */
     int pins;                        /* a running remote(), a fetch answering, sends to this worker */
     int nforks, capforks;
     struct { dist_rpc__id fid; int holder; } *forks;   /* users' forks, and the rank that holds each */
@@ -1657,7 +1658,7 @@ static struct {
     dist_rref_t *owned[DIST_RPC__BUCKETS], *users[DIST_RPC__BUCKETS];
     int nowned, nusers, nforks;      /* entries, user forks held here, forks of users held by our entries */
     char *gone;                      /* the listener's: workers found gone */
-    struct dist_rpc__in_s *inbox;    /* the listener's: a message on its way in from each worker */
+    struct dist_rpc__inq_s *inbox;   /* the listener's: each worker's messages on their way in */
     int probe_at;
     uint32_t next_part;              /* the next tag for a tensor sent apart (offset in the span) */
     int64_t heard_ns;                /* when the listener last got a message (atomic) */
@@ -2009,11 +2010,12 @@ typedef struct {
 } dist_rpc__msg;
 
 
-/* One worker's message on its way in (the listener's inbox, see there). */
-enum { DIST_RPC__IN_IDLE, DIST_RPC__IN_BODY, DIST_RPC__IN_PARTS };
+/* A message on its way in (the listener's inbox, see there). */
+enum { DIST_RPC__IN_BODY = 1, DIST_RPC__IN_PARTS, DIST_RPC__IN_DROP };
 typedef struct dist_rpc__in_s {
+    struct dist_rpc__in_s *next;     /* its sender's queue (or the free list) */
     int state;                       /* DIST_RPC__IN_* */
-    uint8_t *buf;                    /* the message (kept for the next one) */
+    uint8_t *buf;                    /* the message (kept for the next one when small) */
     size_t cap, len;
     dist_req_t *body;                /* its receive (IN_BODY) */
     dist_rpc__msg m;                 /* its header, parsed (IN_PARTS) */
@@ -2025,6 +2027,10 @@ typedef struct dist_rpc__in_s {
     char why[DIST_RPC__ERRLEN];
     int64_t start_ns, deadline_ns;
 } dist_rpc__in;
+/* A worker's messages on their way in, in the order it sent them. */
+typedef struct dist_rpc__inq_s { dist_rpc__in *head, *tail; int n; size_t bytes; } dist_rpc__inq;
+#define DIST_RPC__IN_DEPTH 16                     /* messages of one worker on their way in at most... */
+#define DIST_RPC__IN_BYTES ((size_t)8 << 20)      /* ...and bytes, besides the first */
 
 /* A reply (or an error) from `from`, all of it here (or failed: in->code). */
 static void dist_rpc__on_reply(int from, dist_rpc__in *in) {
@@ -2070,6 +2076,7 @@ static dist_rref_t *dist_rpc__owned_locked(dist_rpc__id rid, int create);
 static void dist_rpc__table_add_locked(dist_rref_t *r);
 static int dist_rpc__fork_add_locked(dist_rref_t *e, dist_rpc__id fid, int holder);
 static void dist_rpc__fill(dist_rref_t *e, dist_result code, dist_value_t *v, const char *text, const char *fn);
+static void dist_rpc__expire_fetches(int64_t cutoff, const char *why);
 static void dist_rpc__run_call(dist_rpc_call_t *c);
 static void dist_rpc__unpin(dist_rref_t *e);
 
@@ -2176,17 +2183,21 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
 }
 
 /* [SECTION] RPC: the listener's inbox
-   One message at a time from each worker is on its way in.  The listener
-   posts its receive as soon as a probe sees it; once it is here, its header
-   is checked, its value decoded and the receives of its tensors that travel
-   apart posted (into the value); once they are done it is handled.  So a
-   worker's messages are handled in the order it sent them, and a sender
-   that stalls holds up only its own: the listener serves the others
-   meanwhile.  A message not complete within the world's timeout fails
-   alone: its receives are withdrawn (dist_wait_timeout), a request's caller
-   gets the error, a reply's future fails.  Memory: one message per worker,
-   of the size its header declared, checked against DIST_RPC_MAX_MESSAGE
-   before anything is allocated. */
+   Each worker's messages on their way in wait in a queue of their own, in
+   the order it sent them (at most DIST_RPC__IN_DEPTH, and
+   DIST_RPC__IN_BYTES besides the first).  The listener posts a message's
+   receive as soon as a probe sees it; once it is here, its header is
+   checked, its value decoded and the receives of its tensors that travel
+   apart posted (into the value); once they are done, and the messages
+   before it handled, it is handled.  So a worker's messages are handled in
+   its order, and a sender that stalls holds up only its own: the listener
+   serves the others meanwhile, woken by their messages (a stalled sender's
+   later ones are taken in, not left where the probe would keep seeing
+   them).  A message whose data stops for the world's timeout fails alone:
+   its receives are withdrawn (dist_wait_timeout), a request's caller gets
+   the error, a reply's future fails.  Memory: what the queues hold, each
+   message of the size its header declared, checked against
+   DIST_RPC_MAX_MESSAGE before anything is allocated. */
 static void dist_rpc__in_fail(dist_rpc__in *in, dist_result code, const char *fmt, ...) DIST_RPC__PRINTF(3, 4);
 static void dist_rpc__in_fail(dist_rpc__in *in, dist_result code, const char *fmt, ...) {
     va_list ap;
@@ -2207,21 +2218,34 @@ static void dist_rpc__discard(int from, const dist_status *st) {
         dist_wait_timeout(r, 0);
 }
 
-/* A probe saw a message from `from`, whose slot is idle: its receive. */
-static void dist_rpc__in_start(dist_rpc__in *in, int from, const dist_status *st) {
+/* Whether worker `from`'s queue takes a message of `nbytes` more. */
+static int dist_rpc__in_room(const dist_rpc__inq *q, size_t nbytes) {
+    return q->n == 0 || (q->n < DIST_RPC__IN_DEPTH && q->bytes + nbytes <= DIST_RPC__IN_BYTES);
+}
+
+/* A probe saw a message from `from` (its queue has room): its receive,
+   posted into an entry from the free list `*spare`. */
+static void dist_rpc__in_start(dist_rpc__inq *q, dist_rpc__in **spare, int *nspare, int from, const dist_status *st) {
     size_t most = DIST_RPC__HDR + DIST_RPC__MAX_NAME + DIST_RPC_MAX_MESSAGE;
+    dist_rpc__in *in = *spare;
     if (st->nbytes < DIST_RPC__HDR || st->nbytes > most || st->dtype != DIST_UINT8) {
         dist_rpc__discard(from, st);                 /* no message of ours: its sender checks these limits */
         return;
     }
+    if (in) { *spare = in->next; (*nspare)--; }
+    else if ((in = (dist_rpc__in *)DIST_MALLOC(sizeof *in)) != NULL) memset(in, 0, sizeof *in);
+    else { dist_rpc__discard(from, st); return; }    /* out of memory: its caller learns by its timeout */
     if (st->nbytes > in->cap) {
         uint8_t *nb = (uint8_t *)DIST_MALLOC(st->nbytes);
-        if (!nb) { dist_rpc__discard(from, st); return; }   /* its caller learns by its timeout */
+        if (!nb) { in->next = *spare; *spare = in; (*nspare)++; dist_rpc__discard(from, st); return; }
         DIST_FREE(in->buf);
         in->buf = nb; in->cap = st->nbytes;
     }
     in->len = st->nbytes;
-    if (dist_irecv(dist_rpc__g.world, in->buf, in->len, DIST_UINT8, from, DIST_RPC__TAG, &in->body) != DIST_OK) return;
+    if (dist_irecv(dist_rpc__g.world, in->buf, in->len, DIST_UINT8, from, DIST_RPC__TAG, &in->body) != DIST_OK) {
+        in->next = *spare; *spare = in; (*nspare)++;
+        return;
+    }
     in->state = DIST_RPC__IN_BODY;
     in->code = DIST_OK;
     in->why[0] = 0;
@@ -2230,6 +2254,10 @@ static void dist_rpc__in_start(dist_rpc__in *in, int from, const dist_status *st
     memset(&in->ag, 0, sizeof in->ag);
     in->start_ns = dist_rpc__now_ns();
     in->deadline_ns = in->start_ns + (int64_t)dist_timeout_ms(dist_rpc__g.world) * 1000000;
+    in->next = NULL;
+    if (q->tail) q->tail->next = in; else q->head = in;
+    q->tail = in;
+    if (q->n++) q->bytes += in->len;                 /* (the first one is not counted) */
 }
 
 /* The message is here: its header checked, its value decoded, the
@@ -2246,7 +2274,6 @@ static int dist_rpc__in_open(dist_rpc__in *in, int from) {
     case DIST_RPC__ERROR: return 0;                   /* its body is the error's text */
     default: return 1;
     }
-    in->state = DIST_RPC__IN_PARTS;
     body = in->m.body; blen = in->m.blen;
     if ((in->m.flags & DIST_RPC__FLAG_AUTOGRAD) && dist_rpc__ag_strip(&body, &blen, from, &in->ag) != 0) {
         memset(&in->ag, 0, sizeof in->ag);
@@ -2266,18 +2293,6 @@ static int dist_rpc__in_open(dist_rpc__in *in, int from) {
     return 0;
 }
 
-/* Handles a message whose parts are all done (or failed), then frees what
-   is left of it. */
-static void dist_rpc__in_close(dist_rpc__in *in, int from) {
-    if (in->m.kind == DIST_RPC__REQUEST) dist_rpc__on_request(from, in);
-    else dist_rpc__on_reply(from, in);
-    dist_value_free(in->v);
-    DIST_FREE(in->parts);
-    in->v = NULL; in->parts = NULL; in->nreq = in->ndone = 0;
-    in->state = DIST_RPC__IN_IDLE;
-    if (in->cap > ((size_t)1 << 20)) { DIST_FREE(in->buf); in->buf = NULL; in->cap = 0; }   /* a large one is not kept */
-}
-
 /* Withdraws what a message still waits for (at its deadline, or when the
    listener stops). */
 static void dist_rpc__in_withdraw(dist_rpc__in *in) {
@@ -2286,25 +2301,28 @@ static void dist_rpc__in_withdraw(dist_rpc__in *in) {
     for (; in->ndone < in->nreq; in->ndone++) dist_wait_timeout(in->parts[in->ndone], 0);
 }
 
-/* Moves a message on: 0, or 1 when the listener is asked to stop. */
-static int dist_rpc__in_poll(dist_rpc__in *in, int from, int64_t now) {
+/* Moves a message on as far as it goes: 1 once it is complete (or failed,
+   or dropped), 0 while it waits; 2 when the listener is asked to stop. */
+static int dist_rpc__in_step(dist_rpc__in *in, int from, int64_t now) {
     int done = 0;
+    if (in->state == DIST_RPC__IN_DROP) return 1;
     if (in->state == DIST_RPC__IN_BODY) {
         dist_result r = dist_test(in->body, &done);
         if (!done && r == DIST_OK) {
             if (now < in->deadline_ns) return 0;
             dist_rpc__in_withdraw(in);        /* half a message: its caller learns by its own timeout */
-            in->state = DIST_RPC__IN_IDLE;
-            return 0;
+            in->state = DIST_RPC__IN_DROP;
+            return 1;
         }
         r = dist_wait(in->body);
         in->body = NULL;
-        if (r != DIST_OK) { in->state = DIST_RPC__IN_IDLE; return 0; }   /* its sender is gone */
+        if (r != DIST_OK) { in->state = DIST_RPC__IN_DROP; return 1; }   /* its sender is gone */
         DIST__STORE_RELAXED(&dist_rpc__g.heard_ns, now);
+        in->state = DIST_RPC__IN_PARTS;
         switch (dist_rpc__in_open(in, from)) {
-        case 0: in->state = DIST_RPC__IN_PARTS; break;
-        case 1: in->state = DIST_RPC__IN_IDLE; return 0;
-        default: in->state = DIST_RPC__IN_IDLE; return 1;
+        case 0: break;
+        case 1: in->state = DIST_RPC__IN_DROP; return 1;
+        default: in->state = DIST_RPC__IN_DROP; return 2;
         }
     }
     while (in->ndone < in->nreq) {
@@ -2312,6 +2330,7 @@ static int dist_rpc__in_poll(dist_rpc__in *in, int from, int64_t now) {
         if (!done && r == DIST_OK) break;
         r = dist_wait(in->parts[in->ndone]);
         in->parts[in->ndone++] = NULL;
+        in->deadline_ns = now + (int64_t)dist_timeout_ms(dist_rpc__g.world) * 1000000;   /* it moves: the timeout is for a stall */
         if (r != DIST_OK) {
             dist_rpc__in_fail(in, r, "could not be received from worker '%s' (rank %d): %.300s", dist_rpc__name_of(from), from, dist_error_message(NULL));
             break;
@@ -2319,13 +2338,49 @@ static int dist_rpc__in_poll(dist_rpc__in *in, int from, int64_t now) {
     }
     if (in->ndone < in->nreq && in->code == DIST_OK) {
         if (now < in->deadline_ns) return 0;
-        dist_rpc__in_fail(in, DIST_ERR_TIMEOUT, "did not arrive: worker '%s' (rank %d) sent %zu of the %zu pieces of its tensors within "
-                          "%.1f s", dist_rpc__name_of(from), from, in->ndone, in->nreq, (double)(now - in->start_ns) / 1e9);
+        dist_rpc__in_fail(in, DIST_ERR_TIMEOUT, "did not arrive: worker '%s' (rank %d) sent %zu of the %zu pieces of its tensors, then "
+                          "nothing for %.1f s", dist_rpc__name_of(from), from, in->ndone, in->nreq, dist_timeout_ms(dist_rpc__g.world) / 1000.0);
     }
     dist_rpc__in_withdraw(in);
     if (in->code != DIST_OK) { dist_value_free(in->v); in->v = NULL; }   /* (before any reference in it is taken in) */
-    dist_rpc__in_close(in, from);
-    return 0;
+    return 1;
+}
+
+/* Puts a handled message's entry on the free list (a few kept, with their
+   buffer when it is small). */
+static void dist_rpc__in_recycle(dist_rpc__in *in, dist_rpc__in **spare, int *nspare) {
+    dist_value_free(in->v);
+    DIST_FREE(in->parts);
+    in->v = NULL; in->parts = NULL; in->nreq = in->ndone = 0;
+    in->state = 0;
+    if (*nspare >= 64) { DIST_FREE(in->buf); DIST_FREE(in); return; }
+    if (in->cap > ((size_t)64 << 10)) { DIST_FREE(in->buf); in->buf = NULL; in->cap = 0; }
+    in->next = *spare;
+    *spare = in;
+    (*nspare)++;
+}
+
+/* Moves worker `from`'s messages on and handles those whose turn it is:
+   1 when the listener is asked to stop. */
+static int dist_rpc__in_poll(dist_rpc__inq *q, int from, int64_t now, dist_rpc__in **spare, int *nspare) {
+    int stop = 0, head_done = 0;
+    for (dist_rpc__in *in = q->head; in; in = in->next) {
+        int k = dist_rpc__in_step(in, from, now);
+        if (k == 2) stop = 1;
+        if (in == q->head) head_done = k != 0;
+    }
+    while (q->head && head_done) {
+        dist_rpc__in *in = q->head;
+        if (!(q->head = in->next)) q->tail = NULL;
+        if (--q->n && q->head) q->bytes -= q->head->len;   /* the next is the first now: not counted */
+        if (in->state != DIST_RPC__IN_DROP) {
+            if (in->m.kind == DIST_RPC__REQUEST) dist_rpc__on_request(from, in);
+            else dist_rpc__on_reply(from, in);
+        }
+        dist_rpc__in_recycle(in, spare, nspare);
+        head_done = q->head && dist_rpc__in_step(q->head, from, now) != 0;
+    }
+    return stop;
 }
 
 /* Fails the futures whose deadline passed, and those waiting on a worker
@@ -2372,6 +2427,13 @@ static void dist_rpc__sweep(void) {
             }
         }
     }
+    {   /* fetches of an RRef that no remote() made here within the agent's timeout */
+        char why[DIST_RPC__ERRLEN];
+        int ms = dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000;
+        snprintf(why, sizeof why, "no remote() made this rref on worker '%s' within %.1f s (an rref freed or never made)",
+                 dist_rpc__name_of(dist_rpc__g.rank), ms / 1000.0);
+        dist_rpc__expire_fetches(now - (int64_t)ms * 1000000, why);
+    }
     /* Workers that hold or own references here, a few per sweep: the
        tables let go of those that are gone. */
     for (int k = 0; k < 8 && k < dist_rpc__g.size && dist_rpc__g.gone; k++) {
@@ -2392,13 +2454,14 @@ static void dist_rpc__sweep(void) {
 }
 
 /* [SECTION] RPC: threads */
-/* The listener: probes for messages, moves each worker's one along (the
-   inbox above), and sweeps for futures past their deadline.  It waits in
-   the probe, at most a millisecond while something is on its way in. */
+/* The listener: probes for messages, moves each worker's queue along
+   (the inbox above), and sweeps for futures past their deadline.  It waits
+   in the probe, at most a millisecond while something is on its way in. */
 static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
-    dist_rpc__in *inbox = dist_rpc__g.inbox;
+    dist_rpc__inq *inbox = dist_rpc__g.inbox;
+    dist_rpc__in *spare = NULL;
     int64_t next_sweep = 0;
-    int busy = 0, stop = 0, scan = 0;
+    int busy = 0, stop = 0, scan = 0, nspare = 0;
     (void)arg;
     dist_rpc__on_listener = 1;
     while (!stop) {
@@ -2407,20 +2470,21 @@ static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
         int found = 0, n = dist_rpc__g.size, nap = 0;
         int64_t now;
         r = dist_probe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, busy ? 1 : 50, &st);
-        if (r == DIST_OK && inbox[st.source].state != DIST_RPC__IN_IDLE) {
-            /* from a worker whose message before is still coming: the
-               others' (and a nap when there are none, not a spin) */
+        if (r == DIST_OK && !dist_rpc__in_room(&inbox[st.source], st.nbytes)) {
+            /* from a worker whose queue is full: the others' (and a nap
+               when there are none, not a spin) */
             r = DIST_ERR_TIMEOUT;
             for (int k = 0; k < n && r != DIST_OK; k++) {
                 int s = (scan + k) % n;
-                if (inbox[s].state == DIST_RPC__IN_IDLE && dist_iprobe(dist_rpc__g.world, s, DIST_RPC__TAG, &found, &st) == DIST_OK && found)
+                if (inbox[s].n < DIST_RPC__IN_DEPTH && dist_iprobe(dist_rpc__g.world, s, DIST_RPC__TAG, &found, &st) == DIST_OK && found &&
+                    dist_rpc__in_room(&inbox[s], st.nbytes))
                     r = DIST_OK;
             }
             scan = (scan + 1) % n;
             nap = r != DIST_OK;
         }
         if (r == DIST_OK) {
-            dist_rpc__in_start(&inbox[st.source], st.source, &st);
+            dist_rpc__in_start(&inbox[st.source], &spare, &nspare, st.source, &st);
         } else if (r != DIST_ERR_TIMEOUT && !busy) {
             dist__mutex_lock(&dist_rpc__lock);      /* every peer gone, or aborted: the sweep fails what waits */
             if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 20000000);
@@ -2429,9 +2493,9 @@ static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
         now = dist_rpc__now_ns();
         busy = 0;
         for (int s = 0; s < n; s++) {
-            if (inbox[s].state == DIST_RPC__IN_IDLE) continue;
-            if (dist_rpc__in_poll(&inbox[s], s, now)) stop = 1;
-            busy += inbox[s].state != DIST_RPC__IN_IDLE;
+            if (!inbox[s].head) continue;
+            if (dist_rpc__in_poll(&inbox[s], s, now, &spare, &nspare)) stop = 1;
+            busy += inbox[s].head != NULL;
         }
         if (busy && nap) {
             dist__mutex_lock(&dist_rpc__lock);
@@ -2447,12 +2511,23 @@ static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
         dist__mutex_unlock(&dist_rpc__lock);
     }
     for (int s = 0; s < dist_rpc__g.size; s++) {     /* what was on its way in */
-        dist_rpc__in *in = &inbox[s];
-        if (in->state != DIST_RPC__IN_IDLE) dist_rpc__in_withdraw(in);
-        dist_value_free(in->v);
-        DIST_FREE(in->parts);
+        dist_rpc__inq *q = &inbox[s];
+        while (q->head) {
+            dist_rpc__in *in = q->head;
+            q->head = in->next;
+            dist_rpc__in_withdraw(in);
+            dist_value_free(in->v);
+            DIST_FREE(in->parts);
+            DIST_FREE(in->buf);
+            DIST_FREE(in);
+        }
+        memset(q, 0, sizeof *q);
+    }
+    while (spare) {
+        dist_rpc__in *in = spare;
+        spare = in->next;
         DIST_FREE(in->buf);
-        memset(in, 0, sizeof *in);
+        DIST_FREE(in);
     }
     return DIST__THREAD_RETURN_VALUE;
 }
@@ -2700,8 +2775,8 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     dist_rpc__g.pool = (dist__thread *)DIST_MALLOC(sizeof(dist__thread) * (size_t)dist_rpc__g.max_threads);
     dist_rpc__g.gone = (char *)DIST_MALLOC((size_t)dist_rpc__g.size);
     if (dist_rpc__g.gone) memset(dist_rpc__g.gone, 0, (size_t)dist_rpc__g.size);
-    dist_rpc__g.inbox = (dist_rpc__in *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(dist_rpc__in));
-    if (dist_rpc__g.inbox) memset(dist_rpc__g.inbox, 0, (size_t)dist_rpc__g.size * sizeof(dist_rpc__in));
+    dist_rpc__g.inbox = (dist_rpc__inq *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(dist_rpc__inq));
+    if (dist_rpc__g.inbox) memset(dist_rpc__g.inbox, 0, (size_t)dist_rpc__g.size * sizeof(dist_rpc__inq));
     dist__mutex_lock(&dist_rpc__lock);
     dist_rpc__g.inflight = (int *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(int));
     if (dist_rpc__g.inflight) memset(dist_rpc__g.inflight, 0, (size_t)dist_rpc__g.size * sizeof(int));
@@ -2826,6 +2901,12 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
             }
             /* the rest is bounded afresh from here (once all are here) */
             if (!why[0] && dist_rpc__now_ns() + (int64_t)bound * 1000000 > deadline) deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
+        }
+        {   /* every worker is here: a remote() that has not come will not */
+            char ewhy[DIST_RPC__ERRLEN];
+            snprintf(ewhy, sizeof ewhy, "no remote() made this rref on worker '%s' before it shut down (an rref freed or never made)",
+                     dist_rpc__name_of(dist_rpc__g.rank));
+            if (!why[0]) dist_rpc__expire_fetches(INT64_MAX, ewhy);
         }
         dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__g.draining = 1;
@@ -3534,10 +3615,13 @@ static dist_value_t *dist_rpc__h_fetch(dist_rpc_call_t *c, const dist_value_t *a
     if (dist_rpc__ids(c, args, 2, 0x1, x) != 0) return NULL;
     dist_rpc_call_defer(c);
     dist__mutex_lock(&dist_rpc__lock);
-    e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), 1);
+    /* one this worker made is here or freed; another's remote() may still
+       be on its way (the fetch waits for it, within the agent's timeout) */
+    e = dist_rpc__owned_locked(dist_rpc__mkid(x[0], x[1]), x[0] != dist_rpc__g.rank);
     if (e && e->state == DIST_RPC__PENDING) {
-        c->wnext = e->waiters;                          /* answered by dist_rpc__fill */
+        c->wnext = e->waiters;                          /* answered by dist_rpc__fill (or dist_rpc__expire_fetches) */
         e->waiters = c;
+        if (!e->remote_seen && !e->parked_ns) e->parked_ns = dist_rpc__now_ns();
         dist__mutex_unlock(&dist_rpc__lock);
         return NULL;
     }
@@ -3547,6 +3631,30 @@ static dist_value_t *dist_rpc__h_fetch(dist_rpc_call_t *c, const dist_value_t *a
     dist_rpc__answer_fetch(c, e);
     dist_rpc__unpin(e);
     return NULL;
+}
+
+/* Fetches parked since before `cutoff` on an RRef no remote() has made
+   here (a freed or forged id, or a remote() far too late) are answered
+   with DIST_ERR_NOT_FOUND; the entry still waits for its remote(). */
+static void dist_rpc__expire_fetches(int64_t cutoff, const char *why) {
+    for (;;) {
+        dist_rpc_call_t *w = NULL;
+        dist__mutex_lock(&dist_rpc__lock);
+        for (int b = 0; b < DIST_RPC__BUCKETS && !w; b++)
+            for (dist_rref_t *e = dist_rpc__g.owned[b]; e && !w; e = e->next)
+                if (e->state == DIST_RPC__PENDING && !e->remote_seen && e->waiters && e->parked_ns && e->parked_ns <= cutoff) {
+                    w = e->waiters;
+                    e->waiters = NULL;
+                    e->parked_ns = 0;
+                }
+        dist__mutex_unlock(&dist_rpc__lock);
+        if (!w) return;
+        while (w) {
+            dist_rpc_call_t *next = w->wnext;
+            dist_rpc__answer(w, DIST_ERR_NOT_FOUND, NULL, why, 0);
+            w = next;
+        }
+    }
 }
 
 /* A remote()'s outcome: the value (taken over) or the error; the fetches
