@@ -491,6 +491,13 @@ DIST_API dist_tensor_t *dist_tensor_cross_entropy(dist_tensor_t *logits, const i
 /* Training: each element zeroed with probability p (from `seed`), the rest
    scaled by 1/(1-p); not training: `a` itself (another reference). */
 DIST_API dist_tensor_t *dist_tensor_dropout(dist_tensor_t *a, float p, uint64_t seed, int training);
+/* n tensors joined along dimension `dim` (< 0 counts from the end): cat
+   along an existing one (the shapes equal but along it), stack along a new
+   one (the shapes equal; the result has one more dimension, of n).  The
+   gradient goes back to each: summing 800 saved log-probabilities is
+   sum(stack(800, lp, 0)), not 800 adds deep. */
+DIST_API dist_tensor_t *dist_tensor_cat(int n, dist_tensor_t *const *tensors, int dim);
+DIST_API dist_tensor_t *dist_tensor_stack(int n, dist_tensor_t *const *tensors, int dim);
 /* x [N,in], w [out,in], b [out] or NULL: x w^T + b (torch's nn.Linear). */
 DIST_API dist_tensor_t *dist_tensor_linear(dist_tensor_t *x, dist_tensor_t *w, dist_tensor_t *b);
 
@@ -556,10 +563,20 @@ DIST_API int dist_autograd_num_contexts(void);
    agent's default timeout per hop.  A worker that died or failed on the
    way fails it, with a sentence naming the worker. */
 DIST_API dist_result dist_autograd_backward(int64_t ctx_id, dist_tensor_t *loss);
+/* ...with a timeout of its own for the whole pass (0: the agent's default
+   per hop; DIST_RPC_NO_TIMEOUT: none): DIST_ERR_TIMEOUT when it runs out
+   (the hops under way finish or fail on their own). */
+DIST_API dist_result dist_autograd_backward_timeout(int64_t ctx_id, dist_tensor_t *loss, int timeout_ms);
 /* The gradients context `ctx_id` accumulated on this worker for tensors
    [0, n): grads[i] a reference to release (the context's own, which a
    later backward adds to), or NULL when tensor i got none. */
 DIST_API dist_result dist_autograd_get_gradients(int64_t ctx_id, int n, dist_tensor_t *const *tensors, dist_tensor_t **grads);
+/* Every gradient the context accumulated on this worker (torch's dict):
+   *count says how many there are; the first min(cap, *count) pairs are
+   filled, tensors[i] and grads[i] each a reference to release (call it
+   with cap 0 to size the arrays).  In the order the tensors first got
+   one. */
+DIST_API dist_result dist_autograd_get_all_gradients(int64_t ctx_id, int cap, dist_tensor_t **tensors, dist_tensor_t **grads, int *count);
 
 /* ---- Distributed optimizer ----
    Over parameters that live on their owners (RRefs whose value is a
@@ -571,6 +588,8 @@ DIST_API dist_result dist_dist_optim_sgd(int n, dist_rref_t *const *params, floa
 DIST_API dist_result dist_dist_optim_adam(int n, dist_rref_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay,
                                           dist_dist_optim_t **out);
 DIST_API dist_result dist_dist_optim_step(dist_dist_optim_t *o, int64_t ctx_id);
+/* ...with a timeout of its own for each owner's step (as a call's). */
+DIST_API dist_result dist_dist_optim_step_timeout(dist_dist_optim_t *o, int64_t ctx_id, int timeout_ms);
 /* Frees it here and (notices) on the owners. */
 DIST_API void dist_dist_optim_free(dist_dist_optim_t *o);
 
@@ -3949,7 +3968,7 @@ static void dist_rpc__drop_tables(void) {
 enum {
     DIST_T__LEAF = 0, DIST_T__ADD, DIST_T__SUB, DIST_T__MUL, DIST_T__DIV, DIST_T__NEG, DIST_T__SCALE, DIST_T__RELU, DIST_T__TANH,
     DIST_T__SIGMOID, DIST_T__EXP, DIST_T__LOG, DIST_T__MATMUL, DIST_T__SUM, DIST_T__MEAN, DIST_T__SOFTMAX, DIST_T__LOG_SOFTMAX,
-    DIST_T__NLL, DIST_T__DROPOUT, DIST_T__LINEAR,
+    DIST_T__NLL, DIST_T__DROPOUT, DIST_T__LINEAR, DIST_T__CAT,
     DIST_T__RECV                     /* received by RPC in an autograd context: its gradient goes back to the sender */
 };
 
@@ -3963,6 +3982,8 @@ struct dist_tensor {
     dist_tensor_t *grad;             /* a leaf's accumulated gradient */
     int op;                          /* DIST_T__LEAF: made by the user (or no graph) */
     dist_tensor_t *in[3];
+    dist_tensor_t **ins;             /* cat's and stack's inputs (nin of them; in[] unused) */
+    int nin, cat_dim;                /* ...and the dimension they meet along (of the output) */
     float s;                         /* scale, dropout's 1/(1-p) */
     void *aux;                       /* nll's targets (int64), dropout's mask (float) */
     float *g;                        /* during backward: this node's gradient */
@@ -4064,10 +4085,11 @@ DIST_API void dist_tensor_release(dist_tensor_t *t) {
     while (list) {
         t = list;
         list = t->dead;
-        for (int i = 0; i < 4; i++) {
-            dist_tensor_t *u = i < 3 ? t->in[i] : t->grad;
+        for (int i = 0; i < 4 + t->nin; i++) {
+            dist_tensor_t *u = i < 3 ? t->in[i] : i == 3 ? t->grad : t->ins[i - 4];
             if (u && DIST__FETCH_ADD(&u->refs, -1) == 1) { u->dead = list; list = u; }
         }
+        DIST_FREE(t->ins);
         DIST_FREE(t->aux);
         DIST_FREE(t->data);
         DIST_FREE(t);
@@ -4378,6 +4400,75 @@ DIST_API dist_tensor_t *dist_tensor_dropout(dist_tensor_t *a, float p, uint64_t 
     return t;
 }
 
+/* ---- cat and stack ----
+   The output is outer x (the inputs' rows, one after another) x inner
+   along the dimension they meet: input i's block of rows_i x inner
+   elements at each outer index (stack's inputs have one row each, in a
+   dimension of their own). */
+static void dist_rpc__cat_copy(dist_tensor_t *t, int backward) {
+    int d = t->cat_dim;
+    size_t outer = 1, inner = 1, row = (size_t)t->shape[d], off = 0;
+    for (int k = 0; k < d; k++) outer *= (size_t)t->shape[k];
+    for (int k = d + 1; k < t->ndim; k++) inner *= (size_t)t->shape[k];
+    for (int i = 0; i < t->nin; i++) {
+        dist_tensor_t *a = t->ins[i];
+        size_t rows = a->ndim == t->ndim ? (size_t)a->shape[d] : 1, len = rows * inner;   /* (stack: one, in a dimension of its own) */
+        if (backward && !a->g) { off += rows; continue; }
+        for (size_t o = 0; o < outer; o++) {
+            float *y = (backward ? t->g : t->data) + (o * row + off) * inner;
+            if (backward) { float *ga = a->g + o * len; for (size_t k = 0; k < len; k++) ga[k] += y[k]; }
+            else if (len) memcpy(y, a->data + o * len, len * sizeof(float));
+        }
+        off += rows;
+    }
+}
+
+static dist_tensor_t *dist_rpc__cat(const char *what, int n, dist_tensor_t *const *ts, int dim, int stack) {
+    int64_t shape[DIST_TENSOR_MAX_DIMS];
+    int nd, grad = 0;
+    dist_tensor_t *t;
+    char b1[64], b2[64];
+    if (n < 1 || !ts) { dist_rpc__fail(DIST_ERR_INVALID, "%s: %d tensors (at least 1)", what, n); return NULL; }
+    for (int i = 0; i < n; i++) if (!ts[i]) { dist_rpc__fail(DIST_ERR_INVALID, "%s: tensor %d is NULL", what, i); return NULL; }
+    nd = ts[0]->ndim + (stack ? 1 : 0);
+    if (dim < 0) dim += nd;
+    if (nd > DIST_TENSOR_MAX_DIMS || dim < 0 || dim >= nd || (!stack && nd == 0)) {
+        dist_rpc__fail(DIST_ERR_INVALID, "%s: dimension %d of tensors of %d dimensions (the result has at most %d)", what, dim, ts[0]->ndim, DIST_TENSOR_MAX_DIMS);
+        return NULL;
+    }
+    for (int k = 0, j = 0; k < nd; k++) shape[k] = stack && k == dim ? n : ts[0]->shape[j++];
+    if (!stack) shape[dim] = 0;
+    for (int i = 0; i < n; i++) {
+        const dist_tensor_t *a = ts[i];
+        int bad = a->ndim != ts[0]->ndim;
+        for (int k = 0; k < a->ndim && !bad; k++) bad = a->shape[k] != ts[0]->shape[k] && (stack || k != dim);
+        if (bad) {
+            dist_rpc__fail(DIST_ERR_INVALID, "%s: tensor %d is %s, tensor 0 %s (%s)", what, i, dist_rpc__shape_str(a, b1, sizeof b1),
+                           dist_rpc__shape_str(ts[0], b2, sizeof b2), stack ? "stack needs one shape" : "cat needs one shape but along its dimension");
+            return NULL;
+        }
+        if (!stack) shape[dim] += a->shape[dim];
+        grad |= a->requires_grad;
+    }
+    if (!(t = dist_rpc__tensor_make(nd, shape, 0))) return NULL;
+    if (!(t->ins = (dist_tensor_t **)DIST_MALLOC((size_t)n * sizeof *t->ins))) { dist_tensor_release(t); dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what); return NULL; }
+    for (int i = 0; i < n; i++) t->ins[i] = ts[i];
+    t->nin = n; t->cat_dim = dim;
+    dist_rpc__cat_copy(t, 0);
+    if (!dist_rpc__no_grad && grad) {
+        t->requires_grad = 1;
+        t->op = DIST_T__CAT;
+        for (int i = 0; i < n; i++) dist_tensor_retain(ts[i]);
+    } else {
+        DIST_FREE(t->ins);                          /* no graph: nothing kept */
+        t->ins = NULL; t->nin = 0;
+    }
+    return t;
+}
+
+DIST_API dist_tensor_t *dist_tensor_cat(int n, dist_tensor_t *const *ts, int dim) { return dist_rpc__cat("cat", n, ts, dim, 0); }
+DIST_API dist_tensor_t *dist_tensor_stack(int n, dist_tensor_t *const *ts, int dim) { return dist_rpc__cat("stack", n, ts, dim, 1); }
+
 /* ---- backward ---- */
 
 /* Adds what node `t` (its gradient t->g) gives each input that needs one
@@ -4387,6 +4478,10 @@ static int dist_rpc__backward_op(dist_tensor_t *t) {
     const float *g = t->g, *y = t->data;
     float *ga = a && a->g ? a->g : NULL, *gb = b && b->g ? b->g : NULL, *gc = c && c->g ? c->g : NULL;
     size_t n = t->numel;
+    if (t->op == DIST_T__CAT) {                     /* each input's block of the gradient, back where it came from */
+        dist_rpc__cat_copy(t, 1);
+        return 0;
+    }
     if (!ga && !gb && !gc) return 0;                /* no input wants one (a leaf's flag turned off after the graph was built) */
     switch (t->op) {
     case DIST_T__ADD: case DIST_T__SUB: case DIST_T__MUL: case DIST_T__DIV: {
@@ -4479,8 +4574,9 @@ static int dist_rpc__topo(int nroots, dist_tensor_t *const *roots, dist_tensor_t
         st[sp].t = roots[r]; st[sp++].next = 0;
         while (sp) {                                /* depth first, iteratively: a deep graph does not overflow the stack */
             dist_tensor_t *t = st[sp - 1].t;
-            if (st[sp - 1].next < 3) {
-                dist_tensor_t *in = t->in[st[sp - 1].next++];
+            if (st[sp - 1].next < 3 + t->nin) {
+                int k = st[sp - 1].next++;
+                dist_tensor_t *in = k < 3 ? t->in[k] : t->ins[k - 3];
                 if (!in || !in->requires_grad || in->mark == mark) continue;
                 in->mark = mark;
                 if (sp == scap) {
@@ -5063,9 +5159,9 @@ nomem:
 }
 
 /* Sends the hops (freed); their futures in fs. */
-static void dist_rpc__ag_send_hops(dist_rpc__ag_hop *h, int n, dist_future_t **fs) {
+static void dist_rpc__ag_send_hops(dist_rpc__ag_hop *h, int n, dist_future_t **fs, int timeout_ms) {
     for (int i = 0; i < n; i++)
-        dist_rpc__call(h[i].to, DIST_RPC__RESERVED "ag_grads", "distributed backward", h[i].args, 0, NULL, &fs[i]);
+        dist_rpc__call(h[i].to, DIST_RPC__RESERVED "ag_grads", "distributed backward", h[i].args, timeout_ms, NULL, &fs[i]);
     DIST_FREE(h);
 }
 
@@ -5123,7 +5219,8 @@ static dist_value_t *dist_rpc__h_ag_end(dist_rpc_call_t *call, const dist_value_
 
 /* The engine in context `id` from roots with gradients, then the hops
    it set off (sent; their futures in *fs, *nfs of them). */
-static dist_result dist_rpc__ag_run(int64_t id, int n, dist_tensor_t *const *roots, const float *const *rg, const char *what, dist_future_t ***fs, int *nfs) {
+static dist_result dist_rpc__ag_run(int64_t id, int n, dist_tensor_t *const *roots, const float *const *rg, const char *what, int timeout_ms,
+                                    dist_future_t ***fs, int *nfs) {
     dist_rpc__actx *c;
     dist_rpc__ag_hop *h = NULL;
     int nh = 0;
@@ -5141,12 +5238,12 @@ static dist_result dist_rpc__ag_run(int64_t id, int n, dist_tensor_t *const *roo
         DIST_FREE(h);
         return dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what);
     }
-    dist_rpc__ag_send_hops(h, nh, *fs);
+    dist_rpc__ag_send_hops(h, nh, *fs, timeout_ms);
     *nfs = nh;
     return DIST_OK;
 }
 
-DIST_API dist_result dist_autograd_backward(int64_t ctx_id, dist_tensor_t *loss) {
+DIST_API dist_result dist_autograd_backward_timeout(int64_t ctx_id, dist_tensor_t *loss, int timeout_ms) {
     dist_future_t **fs;
     int nfs;
     dist_result res;
@@ -5155,8 +5252,8 @@ DIST_API dist_result dist_autograd_backward(int64_t ctx_id, dist_tensor_t *loss)
     if (loss->numel != 1)
         return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_backward: the loss %s is not a single value", dist_rpc__shape_str(loss, x, sizeof x));
     if (!loss->requires_grad) return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_backward: nothing below the loss requires a gradient");
-    if ((res = dist_rpc__ag_run(ctx_id, 1, &loss, NULL, "dist_autograd_backward", &fs, &nfs)) != DIST_OK || !nfs) return res;
-    res = dist_future_wait_all(nfs, fs, 0);
+    if ((res = dist_rpc__ag_run(ctx_id, 1, &loss, NULL, "dist_autograd_backward", timeout_ms, &fs, &nfs)) != DIST_OK || !nfs) return res;
+    res = dist_future_wait_all(nfs, fs, timeout_ms > 0 ? timeout_ms : 0);
     if (res != DIST_OK) {
         char why[DIST_RPC__ERRLEN];
         snprintf(why, sizeof why, "%.330s", dist_rpc__error);
@@ -5165,6 +5262,10 @@ DIST_API dist_result dist_autograd_backward(int64_t ctx_id, dist_tensor_t *loss)
     for (int i = 0; i < nfs; i++) dist_future_free(fs[i]);
     DIST_FREE(fs);
     return res;
+}
+
+DIST_API dist_result dist_autograd_backward(int64_t ctx_id, dist_tensor_t *loss) {
+    return dist_autograd_backward_timeout(ctx_id, loss, DIST_RPC_DEFAULT_TIMEOUT);
 }
 
 /* A hop's call, answered when the hops it set off are all done. */
@@ -5223,7 +5324,7 @@ static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *call, const dist_valu
     }
     /* (the send's tensors are retained by the context; a context ended
        meanwhile makes the engine fail, it does not free them under it) */
-    res = n ? dist_rpc__ag_run(id, n, roots, rg, "distributed backward", &fs, &nfs) : DIST_OK;
+    res = n ? dist_rpc__ag_run(id, n, roots, rg, "distributed backward", 0, &fs, &nfs) : DIST_OK;
     DIST_FREE(roots); DIST_FREE(rg);
     if (res != DIST_OK) { dist_rpc_call_fail(call, "on worker '%s': %s", me, dist_rpc__error); return NULL; }
     if (!nfs) return dist_value_none();
@@ -5258,6 +5359,25 @@ DIST_API dist_result dist_autograd_get_gradients(int64_t ctx_id, int n, dist_ten
     for (int i = 0; i < n; i++)
         for (int k = 0; k < c->ngrads && !grads[i]; k++)
             if (c->grads[k].t == tensors[i]) grads[i] = dist_tensor_retain(c->grads[k].g);
+    dist__mutex_unlock(&dist_rpc__ag_lock);
+    return DIST_OK;
+}
+
+DIST_API dist_result dist_autograd_get_all_gradients(int64_t ctx_id, int cap, dist_tensor_t **tensors, dist_tensor_t **grads, int *count) {
+    dist_rpc__actx *c;
+    if (count) *count = 0;
+    if (!count || cap < 0 || (cap && (!tensors || !grads)))
+        return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_get_all_gradients: capacity %d, NULL %s", cap, !count ? "count" : "arrays");
+    dist__mutex_lock(&dist_rpc__ag_lock);
+    if (!(c = dist_rpc__ag_find(ctx_id))) {
+        dist__mutex_unlock(&dist_rpc__ag_lock);
+        return dist_rpc__fail(DIST_ERR_NOT_FOUND, "dist_autograd_get_all_gradients: no autograd context %lld on this worker", (long long)ctx_id);
+    }
+    *count = c->ngrads;
+    for (int k = 0; k < c->ngrads && k < cap; k++) {
+        tensors[k] = dist_tensor_retain(c->grads[k].t);
+        grads[k] = dist_tensor_retain(c->grads[k].g);
+    }
     dist__mutex_unlock(&dist_rpc__ag_lock);
     return DIST_OK;
 }
@@ -5431,18 +5551,27 @@ DIST_API dist_result dist_dist_optim_adam(int n, dist_rref_t *const *params, flo
     return dist_rpc__dopt(DIST_RPC__OPT_ADAM, n, params, hp, out);
 }
 
-DIST_API dist_result dist_dist_optim_step(dist_dist_optim_t *o, int64_t ctx_id) {
+DIST_API dist_result dist_dist_optim_step_timeout(dist_dist_optim_t *o, int64_t ctx_id, int timeout_ms) {
     dist_future_t *few[8], **fs = few;
     dist_result res;
     if (!o) return dist_rpc__fail(DIST_ERR_INVALID, "dist_dist_optim_step: NULL optimizer");
     if (o->n > 8 && !(fs = (dist_future_t **)DIST_MALLOC((size_t)o->n * sizeof *fs))) return dist_rpc__fail(DIST_ERR_NOMEM, "dist_dist_optim_step: out of memory");
     for (int i = 0; i < o->n; i++)                                 /* every owner at once */
-        dist_rpc__call(o->own[i].rank, DIST_RPC__RESERVED "optim_step", "distributed optimizer step", dist_value_pack("[II]", o->own[i].id, ctx_id), 0, NULL,
-                       &fs[i]);
+        dist_rpc__call(o->own[i].rank, DIST_RPC__RESERVED "optim_step", "distributed optimizer step", dist_value_pack("[II]", o->own[i].id, ctx_id),
+                       timeout_ms, NULL, &fs[i]);
     res = dist_future_wait_all(o->n, fs, 0);
+    if (res != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];
+        snprintf(why, sizeof why, "%.330s", dist_rpc__error);
+        dist_rpc__fail(res, "dist_dist_optim_step (context %lld): %s", (long long)ctx_id, why);
+    }
     for (int i = 0; i < o->n; i++) dist_future_free(fs[i]);
     if (fs != few) DIST_FREE(fs);
     return res;
+}
+
+DIST_API dist_result dist_dist_optim_step(dist_dist_optim_t *o, int64_t ctx_id) {
+    return dist_dist_optim_step_timeout(o, ctx_id, DIST_RPC_DEFAULT_TIMEOUT);
 }
 
 /* ---- RRef helpers ---- */

@@ -73,7 +73,27 @@
       r's owner, whose value is what the handler returned), and through an
       RRef owned by the caller itself (dist_rref_new); dist_rref_local_tensor
       is NULL on a user reference and for an int value; dist_value_as_tensor
-      is the tensor itself for a dist_value_from_tensor, NULL otherwise. */
+      is the tensor itself for a dist_value_from_tensor, NULL otherwise.
+   7. n=3, per-call timeouts (the agents' default timeout 20 s, so only
+      those can explain a prompt failure).  w1 has one handler thread: w0
+      sends x (randn [3,3], requires grad) to w1's "square" in a context,
+      loss = sum(x*x), starts "sleep_ms" on w1 (a plain 2 s nanosleep, no
+      future waited on) and, once it sleeps, dist_autograd_backward_timeout
+      (300 ms): the hop waits in w1's queue, the call gives DIST_ERR_TIMEOUT
+      within [250 ms, 1.5 s] with a sentence naming the context (its id);
+      after the sleep, a plain backward in a new context gives x's
+      gradient exactly x + x.  w2 owns the model's W2 and b2 (mlp_params):
+      w0 makes a distributed SGD (lr 0.25, a power of two) over them, a
+      forward through l2_forward and loss = sum(logits) in a context,
+      backward (b2's gradient exactly 32 everywhere), then has w2's
+      "hold_params" read its parameter lock for 2 s (4 handler threads
+      there: the step's handler runs and waits for the lock);
+      dist_dist_optim_step_timeout (300 ms) gives DIST_ERR_TIMEOUT within
+      [250 ms, 1.5 s].  1 s after the reader let go, W2 and b2 are, bit for
+      bit, both their values or both exactly one SGD step p - 0.25f * g
+      from them (the step the caller stopped waiting for may finish on
+      w2, once at most); a plain step after a pass in a new context moves
+      them exactly one step more. */
 #ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_*.c) */
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
@@ -106,6 +126,8 @@ typedef struct {
     int dead;                    /* case 5: the victim is about to die */
     int victim_pid;              /* case 5 */
     int w0_done;                 /* case 5: w0 has finished its part */
+    int busy, busy_done;         /* case 7: "sleep_ms" has begun / ended its sleep */
+    int holding, held;           /* case 7: "hold_params" holds the parameter lock for reading / has let it go */
     char note[MAXW][1400];
 } shared_t;
 static shared_t *sh;
@@ -113,6 +135,11 @@ static int g_rank;
 /* The rank the case kills (SIGKILL), or -1: set by the parent before the
    fork (case 5 only). */
 static int g_victim = -1;
+/* Set by the parent before the fork (case 7): a rank's number of handler
+   threads (0: the job's), and the agents' default timeout in unscaled ms
+   (0: 10 s). */
+static int g_threads[MAXW];
+static int g_rpc_timeout_ms;
 
 DEFINE_FAIL_AT(MAXW, &sh->claimed[rank], sh->fail[rank])
 #define WFAIL(...) fail_at(g_rank, __LINE__, __VA_ARGS__)
@@ -339,6 +366,27 @@ static dist_value_t *h_mlp_grads(dist_rpc_call_t *call, const dist_value_t *args
         dist_rpc_call_fail(call, "mlp_grads: get_gradients(ctx %lld) on w%d: %s: %s", (long long)ctx, g_rank, dist_result_name(res), MSG);
         return NULL;
     }
+    {   /* the whole context at once: the same pairs, nothing else (count first, with capacity 0) */
+        dist_tensor_t *at[8], *ag[8];
+        int cnt = -1, cnt2 = -1, want = (gs[0] != NULL) + (gs[1] != NULL);
+        if ((res = dist_autograd_get_all_gradients(ctx, 0, NULL, NULL, &cnt)) != DIST_OK ||
+            (res = dist_autograd_get_all_gradients(ctx, 8, at, ag, &cnt2)) != DIST_OK) {
+            dist_rpc_call_fail(call, "mlp_grads: get_all_gradients(ctx %lld) on w%d: %s: %s", (long long)ctx, g_rank, dist_result_name(res), MSG);
+            dist_tensor_release(gs[0]); dist_tensor_release(gs[1]);
+            return NULL;
+        }
+        for (int k = 0; k < cnt2 && k < 8; k++) {
+            int i = at[k] == g_p[0] ? 0 : at[k] == g_p[1] ? 1 : -1;
+            if (i < 0 || ag[k] != gs[i]) want = -1;            /* a stranger, or another gradient than get_gradients' */
+            dist_tensor_release(at[k]); dist_tensor_release(ag[k]);
+        }
+        if (cnt != cnt2 || cnt2 != want) {
+            dist_rpc_call_fail(call, "mlp_grads: get_all_gradients(ctx %lld) on w%d: %d then %d pairs, want the %d of get_gradients "
+                               "(-1: a pair that differs)", (long long)ctx, g_rank, cnt, cnt2, want);
+            dist_tensor_release(gs[0]); dist_tensor_release(gs[1]);
+            return NULL;
+        }
+    }
     out = dist_value_pack("[vvII]", gs[0] ? tcopy(gs[0]) : dist_value_none(), gs[1] ? tcopy(gs[1]) : dist_value_none(),
                           (int64_t)(dist_tensor_grad(g_p[0]) == NULL), (int64_t)(dist_tensor_grad(g_p[1]) == NULL));
     dist_tensor_release(gs[0]);
@@ -443,6 +491,30 @@ static dist_value_t *h_echo_args(dist_rpc_call_t *call, const dist_value_t *args
     return dist_value_pack("[IIIIv]", (int64_t)n, (int64_t)dist_value_kind(i0), own, (int64_t)g_rank, rest);
 }
 
+/* [ms] -> ms, after a plain nanosleep of that long (no future waited on):
+   it keeps one handler thread busy */
+static dist_value_t *h_sleep_ms(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t ms = 0;
+    if (dist_value_unpack(args, "[I]", &ms) != DIST_OK) { dist_rpc_call_fail(call, "sleep_ms: %s", MSG); return NULL; }
+    __atomic_store_n(&sh->busy, 1, __ATOMIC_SEQ_CST);
+    sleep_ms((int)ms);
+    __atomic_store_n(&sh->busy_done, 1, __ATOMIC_SEQ_CST);
+    return dist_value_int(ms);
+}
+
+/* [ms] -> ms, after holding this worker's parameter lock for reading that
+   long (a step waits for it) */
+static dist_value_t *h_hold_params(dist_rpc_call_t *call, const dist_value_t *args) {
+    int64_t ms = 0;
+    if (dist_value_unpack(args, "[I]", &ms) != DIST_OK) { dist_rpc_call_fail(call, "hold_params: %s", MSG); return NULL; }
+    dist_params_read_enter();
+    __atomic_store_n(&sh->holding, 1, __ATOMIC_SEQ_CST);
+    sleep_ms((int)ms);
+    dist_params_read_exit();
+    __atomic_store_n(&sh->held, 1, __ATOMIC_SEQ_CST);
+    return dist_value_int(ms);
+}
+
 static void register_all(void) {
     dist_rpc_register("random_tensor", h_random_tensor);
     dist_rpc_register("make_int", h_make_int);
@@ -457,6 +529,8 @@ static void register_all(void) {
     dist_rpc_register("square", h_square);
     dist_rpc_register("square_via_w0", h_square_via_w0);
     dist_rpc_register("echo_args", h_echo_args);
+    dist_rpc_register("sleep_ms", h_sleep_ms);
+    dist_rpc_register("hold_params", h_hold_params);
 }
 
 /* ---- the launcher ---- */
@@ -480,7 +554,8 @@ static int worker_main(int r, int port, int lfd, void *p) {
         g_p[1] = make_param(r == 1 ? 1 : 3);
         if (!g_p[0] || !g_p[1]) { WFAIL("making the parameters: %s", MSG); return 1; }
     }
-    res = rpc_worker_init(r, a->n, port, lfd, a->threads, NULL, g_victim >= 0 ? scaled(30000) : scaled(10000));
+    res = rpc_worker_init(r, a->n, port, lfd, g_threads[r] ? g_threads[r] : a->threads, NULL,
+                          g_victim >= 0 ? scaled(30000) : scaled(g_rpc_timeout_ms ? g_rpc_timeout_ms : 10000));
     if (res != DIST_OK) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), MSG); return 1; }
     bad = a->fn(r, a->n);
     if (g_victim >= 0) {                 /* a worker is killed: the case ends itself */
@@ -1176,6 +1251,210 @@ static int fn_errors(int rank, int n) {
     return 0;
 }
 
+/* ---- 7: timeouts of a backward pass and of an optimizer step ---- */
+#define SEED_T 701
+#define SEED_H 702
+#define BUSY_MS 2000           /* how long w1's only handler thread sleeps, w2's parameter lock is read */
+#define SHORT_MS 300           /* the per-call timeouts */
+#define LR_T 0.25f             /* a power of two: lr * g is exact, fused or not */
+
+/* W2 and b2 on w2 through their RRefs ("pget"): 0 with the OUT_F*HID and
+   OUT_F floats in w and b, or a failure. */
+static int fetch_wb(dist_rref_t *const *rr, float *w, float *b, const char *what) {
+    for (int i = 0; i < 2; i++) {
+        dist_value_t *v = NULL;
+        const dist_value_t *t = NULL;
+        int64_t idx = -9;
+        const float *d;
+        char why[300];
+        size_t n = i == 0 ? (size_t)OUT_F * HID : OUT_F;
+        dist_result res = dist_rref_rpc_sync(rr[i], "pget", NULL, &v);
+        if (res != DIST_OK) return WFAIL("%s: rref_rpc_sync(%s, pget): %s: %s", what, pname[2 + i], dist_result_name(res), MSG);
+        if (dist_value_unpack(v, "[vI]", &t, &idx) != DIST_OK || vfloats(t, n, &d, why, sizeof why)) {
+            dist_value_free(v);
+            return WFAIL("%s: pget(%s): %s", what, pname[2 + i], MSG);
+        }
+        memcpy(i == 0 ? w : b, d, n * sizeof(float));
+        dist_value_free(v);
+    }
+    return 0;
+}
+
+/* The gradients context ctx holds on w2 for W2 and b2 ("mlp_grads"): 0
+   with them in gw and gb, every element of gb exactly BATCH (loss =
+   sum(logits)), or a failure. */
+static int grads_wb(int64_t ctx, float *gw, float *gb, const char *what) {
+    dist_value_t *v = NULL;
+    dist_result res;
+    char why[300];
+    const float *d;
+    if ((res = dist_rpc_sync("w2", "mlp_grads", dist_value_pack("[I]", ctx), &v)) != DIST_OK)
+        return WFAIL("%s: mlp_grads on w2: %s: %s", what, dist_result_name(res), MSG);
+    for (int i = 0; i < 2; i++) {
+        size_t n = i == 0 ? (size_t)OUT_F * HID : OUT_F;
+        if (vfloats(dist_value_item(v, (size_t)i), n, &d, why, sizeof why)) { dist_value_free(v); return WFAIL("%s: the gradient of %s on w2: %s", what, pname[2 + i], why); }
+        memcpy(i == 0 ? gw : gb, d, n * sizeof(float));
+    }
+    dist_value_free(v);
+    for (int k = 0; k < OUT_F; k++)
+        if (!same_bits(gb[k], (float)BATCH)) return WFAIL("%s: the gradient of b2 (loss = sum of [%d,%d] logits), element %d, is %.9g, want exactly %d", what, BATCH, OUT_F, k, gb[k], BATCH);
+    return 0;
+}
+
+/* got against p (bit for bit, n elements): 0 when equal, 1 when exactly
+   one SGD step p - LR_T * g (float), -1 otherwise (the first element that
+   is neither in *at). */
+static int steps_of(const float *got, const float *p, const float *g, size_t n, size_t *at) {
+    int same = 1, one = 1;
+    *at = 0;
+    for (size_t k = 0; k < n; k++) {
+        volatile float lr = LR_T, gk = g[k], pk = p[k];
+        volatile float upd = lr * gk;
+        volatile float want = pk - upd;
+        if (!same_bits(got[k], p[k])) same = 0;
+        if (!same_bits(got[k], want)) one = 0;
+        if (!same && !one) { *at = k; return -1; }
+    }
+    return same ? 0 : 1;
+}
+
+/* In a fresh context (left current, its id in *ctx): logits = w2's
+   linear(hin, W2, b2), loss = sum(logits), a plain backward; 0, or a
+   failure. */
+static int wb_pass(dist_tensor_t *hin, int64_t *ctx, const char *what) {
+    dist_tensor_t *lg = NULL, *loss;
+    dist_result res;
+    if ((res = dist_autograd_context_begin(ctx)) != DIST_OK) return WFAIL("%s: context_begin: %s: %s", what, dist_result_name(res), MSG);
+    if (rpc_tensor("w2", "l2_forward", hin, &lg)) return 1;
+    if (!(loss = dist_tensor_sum(lg))) return WFAIL("%s: sum(logits): %s", what, MSG);
+    if ((res = dist_autograd_backward(*ctx, loss)) != DIST_OK) return WFAIL("%s: dist_autograd_backward: %s: %s", what, dist_result_name(res), MSG);
+    dist_tensor_release(loss);
+    dist_tensor_release(lg);
+    return 0;
+}
+
+static int fn_timeouts(int rank, int n) {
+    static const int64_t s33[2] = { 3, 3 }, shin[2] = { BATCH, HID };
+    enum { NW = OUT_F * HID };
+    dist_tensor_t *x, *y = NULL, *loss, *g = NULL;
+    dist_future_t *f = NULL;
+    dist_rref_t *rr[2] = { NULL, NULL };
+    dist_dist_optim_t *o = NULL;
+    dist_tensor_t *p0[2], *hin;
+    float w[NW], b[OUT_F], gw[NW], gb[OUT_F], cw[NW], cb[OUT_F], gw2[NW], gb2[OUT_F];
+    int64_t ctx = 0, busy_ms = scaled(BUSY_MS), t1;
+    dist_result res;
+    double took_bw, took_plain, took_st, took_step;
+    char m_bw[400], m_st[400], idstr[32];
+    int kw, kb, done_at_return;
+    size_t at;
+    (void)n;
+    if (rank != 0) return 0;
+
+    /* 1. backward_timeout while w1's only handler thread sleeps */
+    if (!(x = dist_tensor_randn(2, s33, 1.0f, SEED_T))) return WFAIL("randn: %s", MSG);
+    dist_tensor_set_requires_grad(x, 1);
+    if ((res = dist_autograd_context_begin(&ctx)) != DIST_OK) return WFAIL("context_begin: %s: %s", dist_result_name(res), MSG);
+    if (rpc_tensor("w1", "square", x, &y)) return 1;
+    if (!(loss = dist_tensor_sum(y))) return WFAIL("sum(x*x): %s", MSG);
+    if ((res = dist_rpc_async("w1", "sleep_ms", dist_value_pack("[I]", busy_ms), &f)) != DIST_OK || !f)
+        return WFAIL("rpc_async(w1, sleep_ms): %s: %s", dist_result_name(res), MSG);
+    if (await_flag(&sh->busy, 1, scaled(5000)) != 0) return WFAIL("w1's sleep_ms did not begin within 5 s");
+    t1 = now_ns();
+    res = dist_autograd_backward_timeout(ctx, loss, scaled(SHORT_MS));
+    took_bw = secs_since(t1);
+    snprintf(m_bw, sizeof m_bw, "%.330s", MSG);
+    done_at_return = __atomic_load_n(&sh->busy_done, __ATOMIC_SEQ_CST);
+    if (res != DIST_ERR_TIMEOUT || took_bw < scaled_s(0.25) || took_bw > scaled_s(1.5))
+        return WFAIL("dist_autograd_backward_timeout(%d ms) with the hop queued behind w1's %lld ms sleep: %s after %.0f ms (w1's sleep %s), \"%s\"; "
+                     "want DIST_ERR_TIMEOUT in [%d, %d] ms (the agents' default timeout is %d ms)", scaled(SHORT_MS), (long long)busy_ms, dist_result_name(res),
+                     took_bw * 1e3, done_at_return ? "over" : "not over", m_bw, scaled(250), scaled(1500), scaled(g_rpc_timeout_ms));
+    snprintf(idstr, sizeof idstr, "%lld", (long long)ctx);
+    if (!strstr(m_bw, "context") || !strstr(m_bw, idstr))
+        return WFAIL("dist_autograd_backward_timeout's DIST_ERR_TIMEOUT: the sentence does not name the context %s: \"%s\"", idstr, m_bw);
+    if ((res = dist_future_wait(f, scaled(5000))) != DIST_OK) return WFAIL("w1's sleep_ms: %s: %s", dist_result_name(res), dist_future_error(f));
+    dist_future_free(f); f = NULL;
+    dist_tensor_release(loss);
+    dist_tensor_release(y);
+    if ((res = dist_autograd_context_end(ctx)) != DIST_OK) return WFAIL("context_end after the timed-out backward: %s: %s", dist_result_name(res), MSG);
+    /* a plain backward in a new context: works, the gradient is 2x (x + x, exact) */
+    if ((res = dist_autograd_context_begin(&ctx)) != DIST_OK) return WFAIL("context_begin: %s: %s", dist_result_name(res), MSG);
+    if (rpc_tensor("w1", "square", x, &y)) return 1;
+    if (!(loss = dist_tensor_sum(y))) return WFAIL("sum(x*x): %s", MSG);
+    t1 = now_ns();
+    res = dist_autograd_backward(ctx, loss);
+    took_plain = secs_since(t1);
+    if (res != DIST_OK) return WFAIL("dist_autograd_backward in a new context after the timed-out one: %s after %.0f ms: %s", dist_result_name(res), took_plain * 1e3, MSG);
+    if ((res = dist_autograd_get_gradients(ctx, 1, &x, &g)) != DIST_OK || !g)
+        return WFAIL("get_gradients after the new context's backward: %s, gradient %p: %s", dist_result_name(res), (void *)g, MSG);
+    if (dist_tensor_numel(g) != 9) return WFAIL("the gradient of x has %zu elements, want 9", dist_tensor_numel(g));
+    for (int k = 0; k < 9; k++) {
+        volatile float xk = dist_tensor_data(x)[k];
+        volatile float want = xk + xk;
+        if (!same_bits(dist_tensor_data(g)[k], want))
+            return WFAIL("the new context's gradient of x (loss = sum(x*x) through w1), element %d: %.9g, want 2x = %.9g exactly", k, dist_tensor_data(g)[k], (double)want);
+    }
+    if (dist_tensor_grad(x)) return WFAIL("x's own dist_tensor_grad was set by a distributed backward");
+    dist_tensor_release(g);
+    dist_tensor_release(loss);
+    dist_tensor_release(y);
+    if ((res = dist_autograd_context_end(ctx)) != DIST_OK) return WFAIL("context_end: %s: %s", dist_result_name(res), MSG);
+    dist_tensor_release(x);
+
+    /* 2. optim_step_timeout while a reader holds w2's parameter lock */
+    if (get_params("w2", 2, rr)) return 1;
+    if (!(p0[0] = make_param(2)) || !(p0[1] = make_param(3)) || !(hin = dist_tensor_randn(2, shin, 1.0f, SEED_H))) return WFAIL("randn/uniform: %s", MSG);
+    if ((res = dist_dist_optim_sgd(2, rr, LR_T, 0.0f, 0.0f, &o)) != DIST_OK || !o) return WFAIL("dist_optim_sgd: %s: %s", dist_result_name(res), MSG);
+    if (wb_pass(hin, &ctx, "the pass before the timed-out step") || grads_wb(ctx, gw, gb, "the pass before the timed-out step")) return 1;
+    if (fetch_wb(rr, w, b, "before the step")) return 1;
+    if (steps_of(w, dist_tensor_data(p0[0]), gw, NW, &at) != 0 || steps_of(b, dist_tensor_data(p0[1]), gb, OUT_F, &at) != 0)
+        return WFAIL("before any step, W2 or b2 on w2 differs from its seeded value");
+    if ((res = dist_rpc_async("w2", "hold_params", dist_value_pack("[I]", busy_ms), &f)) != DIST_OK || !f)
+        return WFAIL("rpc_async(w2, hold_params): %s: %s", dist_result_name(res), MSG);
+    if (await_flag(&sh->holding, 1, scaled(5000)) != 0) return WFAIL("w2's hold_params did not take the parameter lock within 5 s");
+    t1 = now_ns();
+    res = dist_dist_optim_step_timeout(o, ctx, scaled(SHORT_MS));
+    took_st = secs_since(t1);
+    snprintf(m_st, sizeof m_st, "%.330s", MSG);
+    done_at_return = __atomic_load_n(&sh->held, __ATOMIC_SEQ_CST);
+    if (res != DIST_ERR_TIMEOUT || took_st < scaled_s(0.25) || took_st > scaled_s(1.5))
+        return WFAIL("dist_dist_optim_step_timeout(%d ms) with w2's parameter lock read for %lld ms: %s after %.0f ms (the reader %s), \"%s\"; "
+                     "want DIST_ERR_TIMEOUT in [%d, %d] ms (the agents' default timeout is %d ms)", scaled(SHORT_MS), (long long)busy_ms, dist_result_name(res),
+                     took_st * 1e3, done_at_return ? "had let go" : "still held it", m_st, scaled(250), scaled(1500), scaled(g_rpc_timeout_ms));
+    if ((res = dist_future_wait(f, scaled(5000))) != DIST_OK) return WFAIL("w2's hold_params: %s: %s", dist_result_name(res), dist_future_error(f));
+    dist_future_free(f); f = NULL;
+    sleep_ms(scaled(1000));
+    /* the step the caller stopped waiting for may have run since: once at most */
+    if (fetch_wb(rr, cw, cb, "after the timed-out step")) return 1;
+    kw = steps_of(cw, dist_tensor_data(p0[0]), gw, NW, &at);
+    if (kw < 0) return WFAIL("after the timed-out step, W2 element %zu is %.9g: neither its value %.9g nor one SGD step from it", at, cw[at], dist_tensor_data(p0[0])[at]);
+    kb = steps_of(cb, dist_tensor_data(p0[1]), gb, OUT_F, &at);
+    if (kb < 0) return WFAIL("after the timed-out step, b2 element %zu is %.9g: neither its value %.9g nor one SGD step from it", at, cb[at], dist_tensor_data(p0[1])[at]);
+    if (kw != kb) return WFAIL("after the timed-out step, W2 took %d step(s) and b2 %d: one step updates both", kw, kb);
+    if ((res = dist_autograd_context_end(ctx)) != DIST_OK) return WFAIL("context_end: %s: %s", dist_result_name(res), MSG);
+    /* a plain step in a new context: exactly one more SGD step from there */
+    if (wb_pass(hin, &ctx, "the pass after the timed-out step") || grads_wb(ctx, gw2, gb2, "the pass after the timed-out step")) return 1;
+    t1 = now_ns();
+    res = dist_dist_optim_step(o, ctx);
+    took_step = secs_since(t1);
+    if (res != DIST_OK) return WFAIL("dist_optim_step in a new context after the timed-out one: %s after %.0f ms: %s", dist_result_name(res), took_step * 1e3, MSG);
+    if (fetch_wb(rr, w, b, "after the next step")) return 1;
+    if (steps_of(w, cw, gw2, NW, &at) != 1) return WFAIL("after the next step, W2 element %zu is %.9g, want exactly %.9g - %g * %.9g", at, w[at], cw[at], LR_T, gw2[at]);
+    if (steps_of(b, cb, gb2, OUT_F, &at) != 1) return WFAIL("after the next step, b2 element %zu is %.9g, want exactly %.9g - %g * %.9g", at, b[at], cb[at], LR_T, gb2[at]);
+    if ((res = dist_autograd_context_end(ctx)) != DIST_OK) return WFAIL("context_end: %s: %s", dist_result_name(res), MSG);
+    dist_dist_optim_free(o);
+    dist_rref_free(rr[0]);
+    dist_rref_free(rr[1]);
+    dist_tensor_release(p0[0]);
+    dist_tensor_release(p0[1]);
+    dist_tensor_release(hin);
+    snprintf(sh->note[0], sizeof sh->note[0], "backward_timeout: %s after %.0f ms \"%s\"; then a backward in a new context %.1f ms, 2x exact; "
+             "step_timeout: %s after %.0f ms \"%s\"; the timed-out step %s; the next step exact (%.1f ms)",
+             dist_result_name(DIST_ERR_TIMEOUT), took_bw * 1e3, m_bw, took_plain * 1e3, dist_result_name(DIST_ERR_TIMEOUT), took_st * 1e3, m_st,
+             kw ? "ran once on w2 afterwards" : "left W2, b2 as they were", took_step * 1e3);
+    return 0;
+}
+
 int main(void) {
     test_start();
     UNSET_ENV(LAUNCHER_ENV);
@@ -1209,6 +1488,14 @@ int main(void) {
 
     begin("n=2, errors and helpers: distributed optimizers over an RRef to an int refused with a sentence; rref_rpc_sync/async/remote prepend the RRef (args NULL, a value, a list), on the owner; local_tensor and value_as_tensor");
     el = run_job(2, 4, fn_errors, 0);
+    case_end(el, sh->note[0]);
+
+    begin("n=3, per-call timeouts: dist_autograd_backward_timeout with the hop queued behind w1's only (sleeping) handler thread, and dist_dist_optim_step_timeout with w2's parameter lock read, each DIST_ERR_TIMEOUT at its 300 ms (agents' default 20 s); the late step runs at most once, the next backward and step are exact");
+    g_threads[1] = 1;
+    g_rpc_timeout_ms = 20000;
+    el = run_job(3, 4, fn_timeouts, 1);
+    g_threads[1] = 0;
+    g_rpc_timeout_ms = 0;
     case_end(el, sh->note[0]);
 
     printf("%d failed, %.1f s\n", g_failed, secs_since(t0));

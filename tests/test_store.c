@@ -86,16 +86,33 @@ DEFINE_CHECK_FNS(g->checks)
 
 #define RN(r) dist_result_name(r)
 
-/* A barrier of point-to-point messages through rank 0. */
+/* A barrier of point-to-point messages through rank 0.  The world's
+   timeout is short here (1 s) and a step may take longer on a loaded
+   machine (1000 adds under ThreadSanitizer): a receive that times out is
+   posted again, up to 60 s (scaled); one that fails otherwise ends the
+   rank (a barrier that let a rank through early would show as a wrong
+   value in the next step). */
+static void barrier_recv(dist_t *w, int from) {
+    uint8_t b = 0;
+    long end = now_ms() + scaled(60000);
+    dist_result r;
+    while ((r = dist_recv(w, &b, 1, DIST_UINT8, from, 999)) == DIST_ERR_TIMEOUT && now_ms() < end) {}
+    if (r != DIST_OK) {
+        printf("     [rank %d] barrier: receive from rank %d: %s: %s\n", dist_rank(w), from, RN(r), dist_error_message(w));
+        fflush(stdout);
+        _exit(3);
+    }
+}
+
 static void barrier(dist_t *w) {
     int n = dist_world_size(w), me = dist_rank(w);
     uint8_t b = 0;
     if (me == 0) {
-        for (int i = 1; i < n; i++) dist_recv(w, &b, 1, DIST_UINT8, i, 999);
+        for (int i = 1; i < n; i++) barrier_recv(w, i);
         for (int i = 1; i < n; i++) dist_send(w, &b, 1, DIST_UINT8, i, 999);
     } else {
         dist_send(w, &b, 1, DIST_UINT8, 0, 999);
-        dist_recv(w, &b, 1, DIST_UINT8, 0, 999);
+        barrier_recv(w, 0);
     }
 }
 

@@ -55,6 +55,11 @@
       (no recursion on the first input); everything here runs clean under
       `make sanitize T=test_tensor` (AddressSanitizer, LeakSanitizer,
       UBSan).
+   9. cat and stack (a new dimension) along each dimension, negative ones,
+      empty pieces, scalars: forward against an index map written here,
+      the gradient of sum(out * R) is R at each input's elements (an input
+      that needs none gets none); sum(stack(800 scalars)) gives each
+      gradient 1; shape and dimension errors with sentences.
    The exit status is non-zero when any check failed. */
 // TIMEOUT: 300
 #ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_*.c) */
@@ -1638,6 +1643,114 @@ static void test_memory(void) {
     );
 }
 
+/* 9. cat and stack: forward against an index map written here, and the
+   gradient of sum(out * R) with respect to each input, which is R at the
+   input's elements (each input given its own requires_grad: one without
+   gets none); the 800 saved log-probabilities of an RL episode summed as
+   sum(stack(800, lp, 0)): each gets gradient 1; errors with sentences. */
+static uint64_t cs_seed = 99;
+static float cs_rand(void) { cs_seed = cs_seed * 6364136223846793005ull + 1442695040888963407ull; return (float)((cs_seed >> 40) % 1000) / 100.0f - 5.0f; }
+
+static void check_join(const char *name, int stack, int n, int nd, const int64_t (*shapes)[4], int dim) {
+    dist_tensor_t *in[8], *out, *Rt, *loss;
+    int64_t oshape[5];
+    int ond = nd + stack, d = dim < 0 ? dim + ond : dim, bad = 0;
+    size_t total = 1, inner = 1, outer = 1, orow;
+    float *R;
+    for (int i = 0; i < n; i++) {
+        size_t m = 1;
+        for (int k = 0; k < nd; k++) m *= (size_t)shapes[i][k];
+        float *x = (float *)malloc((m ? m : 1) * sizeof(float));
+        for (size_t k = 0; k < m; k++) x[k] = cs_rand();
+        in[i] = dist_tensor_new(nd, shapes[i], x);
+        dist_tensor_set_requires_grad(in[i], i != 1);          /* input 1 gets no gradient */
+        free(x);
+    }
+    for (int k = 0, j = 0; k < ond; k++) oshape[k] = stack && k == d ? n : shapes[0][j++];
+    if (!stack) { oshape[d] = 0; for (int i = 0; i < n; i++) oshape[d] += shapes[i][d]; }
+    for (int k = 0; k < ond; k++) total *= (size_t)oshape[k];
+    for (int k = 0; k < d; k++) outer *= (size_t)oshape[k];
+    for (int k = d + 1; k < ond; k++) inner *= (size_t)oshape[k];
+    orow = (size_t)oshape[d];
+    out = stack ? dist_tensor_stack(n, in, dim) : dist_tensor_cat(n, in, dim);
+    TCHECK(out != NULL, "%s: %s", name, MSG());
+    if (!out) { for (int i = 0; i < n; i++) dist_tensor_release(in[i]); return; }
+    TCHECK(dist_tensor_ndim(out) == ond, "%s: %d dimensions, want %d", name, dist_tensor_ndim(out), ond);
+    for (int k = 0; k < ond && k < dist_tensor_ndim(out); k++) TCHECK(dist_tensor_dim(out, k) == oshape[k], "%s: dimension %d is %lld, want %lld", name, k, (long long)dist_tensor_dim(out, k), (long long)oshape[k]);
+    R = (float *)malloc((total ? total : 1) * sizeof(float));
+    for (size_t k = 0; k < total; k++) R[k] = cs_rand();
+    Rt = dist_tensor_new(ond, oshape, R);
+    loss = dist_tensor_sum(dist_tensor_mul(out, Rt));
+    TCHECK(loss && dist_tensor_backward(loss, NULL) == DIST_OK, "%s: backward: %s", name, MSG());
+    /* every output element: which input, which element of it */
+    for (size_t o = 0; o < outer; o++)
+        for (size_t r = 0, i = 0, base = 0; r < orow; r++) {
+            size_t rows_i = stack ? 1 : (size_t)shapes[i][d];
+            while (r - base >= rows_i) { base += rows_i; i++; rows_i = stack ? 1 : (size_t)shapes[i][d]; }
+            for (size_t k = 0; k < inner; k++) {
+                size_t oi = (o * orow + r) * inner + k, ii = (o * rows_i + (r - base)) * inner + k;
+                float want = dist_tensor_data(in[i])[ii];
+                dist_tensor_t *g = dist_tensor_grad(in[i]);
+                if (dist_tensor_data(out)[oi] != want) bad |= 1;
+                if (i == 1 ? g != NULL : (!g || dist_tensor_data(g)[ii] != R[oi])) bad |= 2;
+            }
+        }
+    TCHECK(!(bad & 1), "%s: an element of the result is not the input's element it should be", name);
+    TCHECK(!(bad & 2), "%s: an input's gradient is not R at its elements (or input 1, which needs none, got one)", name);
+    if (!(bad & 3)) printf("ok   %s: forward and gradients exact\n", name);
+    dist_tensor_release(loss); dist_tensor_release(Rt); dist_tensor_release(out); free(R);
+    for (int i = 0; i < n; i++) dist_tensor_release(in[i]);
+}
+
+static void test_cat_stack(void) {
+    static const int64_t a[3][4] = { { 2, 3 }, { 2, 1 }, { 2, 4 } }, b[3][4] = { { 1, 3 }, { 4, 3 }, { 2, 3 } };
+    static const int64_t c[4][4] = { { 2, 3, 4 }, { 2, 3, 4 }, { 2, 3, 4 }, { 2, 3, 4 } }, v[3][4] = { { 5 }, { 5 }, { 5 } };
+    static const int64_t sc[3][4] = { { 0 }, { 0 }, { 0 } }, e[3][4] = { { 2, 0 }, { 2, 3 }, { 2, 0 } };
+    check_join("cat of [2,3],[2,1],[2,4] along 1", 0, 3, 2, a, 1);
+    check_join("cat of [2,3],[2,1],[2,4] along -1", 0, 3, 2, a, -1);
+    check_join("cat of [1,3],[4,3],[2,3] along 0", 0, 3, 2, b, 0);
+    check_join("cat of 4 x [2,3,4] along 1", 0, 4, 3, c, 1);
+    check_join("cat of [2,0],[2,3],[2,0] along 1 (empty pieces)", 0, 3, 2, e, 1);
+    check_join("stack of 3 x [5] along 0", 1, 3, 1, v, 0);
+    check_join("stack of 3 x [5] along 1", 1, 3, 1, v, 1);
+    check_join("stack of 4 x [2,3,4] along 2", 1, 4, 3, c, 2);
+    check_join("stack of 3 scalars", 1, 3, 0, sc, 0);
+    {   /* an episode's 800 log-probabilities: one stack, one sum */
+        dist_tensor_t *lp[800], *s, *loss;
+        int bad = 0;
+        for (int i = 0; i < 800; i++) { lp[i] = dist_tensor_scalar((float)i * 0.001f); dist_tensor_set_requires_grad(lp[i], 1); }
+        s = dist_tensor_stack(800, lp, 0);
+        loss = dist_tensor_sum(s);
+        TCHECK(loss && dist_tensor_backward(loss, NULL) == DIST_OK, "sum(stack(800 scalars)): backward: %s", MSG());
+        for (int i = 0; i < 800; i++) if (!dist_tensor_grad(lp[i]) || dist_tensor_data(dist_tensor_grad(lp[i]))[0] != 1.0f) bad++;
+        TCHECK(!bad && loss && fabsf(dist_tensor_item(loss) - 319.6f) < 1e-3f, "sum(stack(800 scalars)): %d gradients not 1, sum %g (want 319.6)", bad,
+               loss ? (double)dist_tensor_item(loss) : 0.0);
+        if (!bad) printf("ok   sum(stack(800 scalars, each requiring a gradient)): value 319.6, every gradient 1\n");
+        dist_tensor_release(loss); dist_tensor_release(s);
+        for (int i = 0; i < 800; i++) dist_tensor_release(lp[i]);
+    }
+    {   /* errors */
+        static const int64_t s23[2] = { 2, 3 }, s24[2] = { 2, 4 }, s5[4] = { 1, 1, 1, 1 };
+        dist_tensor_t *x = dist_tensor_full(2, s23, 1.0f), *y = dist_tensor_full(2, s24, 1.0f), *z = dist_tensor_full(4, s5, 1.0f), *p[2] = { x, y }, *q[2] = { z, z }, *r;
+        r = dist_tensor_cat(2, p, 0);
+        TCHECK(!r && strstr(MSG(), "[2,4]") && strstr(MSG(), "[2,3]"), "cat of [2,3] and [2,4] along 0: %s \"%s\"", r ? "made" : "refused", MSG());
+        dist_tensor_release(r);
+        r = dist_tensor_stack(2, p, 0);
+        TCHECK(!r && strstr(MSG(), "stack"), "stack of [2,3] and [2,4]: %s \"%s\"", r ? "made" : "refused", MSG());
+        dist_tensor_release(r);
+        r = dist_tensor_cat(2, p, 2);
+        TCHECK(!r && strstr(MSG(), "dimension 2"), "cat along 2 of 2-D tensors: %s \"%s\"", r ? "made" : "refused", MSG());
+        dist_tensor_release(r);
+        r = dist_tensor_stack(2, q, 0);
+        TCHECK(!r && strstr(MSG(), "at most 4"), "stack of 4-D tensors: %s \"%s\"", r ? "made" : "refused", MSG());
+        dist_tensor_release(r);
+        r = dist_tensor_cat(0, p, 0);
+        TCHECK(!r, "cat of 0 tensors: made");
+        dist_tensor_release(x); dist_tensor_release(y); dist_tensor_release(z);
+        printf("ok   cat/stack errors: shapes that differ (named), a dimension out of range, more than 4 dimensions, no tensors\n");
+    }
+}
+
 int main(void) {
     test_start();
     test_gradients();
@@ -1652,6 +1765,7 @@ int main(void) {
     test_matmul_big();
     test_values();
     test_memory();
+    test_cat_stack();
     printf("%s: %d check(s) failed\n", g_fails ? "FAIL" : "ok", g_fails);
     return g_fails ? 1 : 0;
 }
