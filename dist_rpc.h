@@ -1673,6 +1673,7 @@ static struct {
     int cap_told;                    /* the cap was logged */
     dist_logger logger;              /* the config's (dist.logger) */
     int draining;                    /* a graceful shutdown waits for the handlers */
+    int leaving;                     /* ...has begun (fetches of unknown RRefs wait 1 s at most) */
     dist__thread listener, *pool;
     dist_rref_t *owned[DIST_RPC__BUCKETS], *users[DIST_RPC__BUCKETS];
     int nowned, nusers, nforks;      /* entries, user forks held here, forks of users held by our entries */
@@ -2446,11 +2447,21 @@ static void dist_rpc__sweep(void) {
             }
         }
     }
-    {   /* fetches of an RRef that no remote() made here within the agent's timeout */
+    {   /* fetches of an RRef that no remote() made here within the agent's
+           timeout, or within 1 s once this worker shuts down (their callers
+           may be shutting down too, waiting for them before they say so) */
         char why[DIST_RPC__ERRLEN];
-        int ms = dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000;
-        snprintf(why, sizeof why, "no remote() made this rref on worker '%s' within %.1f s (an rref freed or never made)",
-                 dist_rpc__name_of(dist_rpc__g.rank), ms / 1000.0);
+        int ms = dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000, leaving;
+        dist__mutex_lock(&dist_rpc__lock);
+        leaving = dist_rpc__g.leaving;
+        dist__mutex_unlock(&dist_rpc__lock);
+        if (leaving && ms > 1000) ms = 1000;
+        if (leaving)
+            snprintf(why, sizeof why, "no remote() made this rref on worker '%s' before it shut down (an rref freed or never made)",
+                     dist_rpc__name_of(dist_rpc__g.rank));
+        else
+            snprintf(why, sizeof why, "no remote() made this rref on worker '%s' within %.1f s (an rref freed or never made)",
+                     dist_rpc__name_of(dist_rpc__g.rank), ms / 1000.0);
         dist_rpc__expire_fetches(now - (int64_t)ms * 1000000, why);
     }
     /* Workers that hold or own references here, a few per sweep: the
@@ -2724,7 +2735,7 @@ static void dist_rpc__teardown(int graceful_destroy) {
     DIST_FREE(dist_rpc__g.inflight);
     dist_rpc__g.inflight = NULL;
     dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL; dist_rpc__g.inbox = NULL;
-    dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0;
+    dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0; dist_rpc__g.leaving = 0;
     dist__mutex_unlock(&dist_rpc__lock);
 }
 
@@ -2867,6 +2878,7 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         int64_t arrived = 0;
         const char *key = "dist_rpc/shutdown/all";
         dist__mutex_lock(&dist_rpc__lock);
+        dist_rpc__g.leaving = 1;
         while (dist_rpc__g.npending > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
         if (dist_rpc__g.npending > 0)
             snprintf(why, sizeof why, "%d call(s) of this worker were still outstanding after %.1f s", dist_rpc__g.npending, bound / 1000.0);

@@ -13,7 +13,7 @@
    reads itself): w0 the target, w1 the sender, w2 a bystander.  The
    world's timeout (cfg.dist.timeout_ms: how long a message's data may
    stop) is T = 3 s x DIST_TIMEOUT_SCALE; the agents' default
-   call timeout is 10 s (scaled).  Every case runs twice, with num_threads
+   call timeout is 10 s (scaled), but w0's is 2 s (scaled) in case 5.  Every case runs twice, with num_threads
    1 and 4.  This test crafts raw RPC messages, so it compiles the library
    itself and uses its internals (the RPC world, the header layout, the
    encoder, parser and decoder to check what it crafted).
@@ -73,10 +73,28 @@
       to back: the window's rule (and at least 10 pings).  "sink" never
       runs.  Then w0 and w2 shut down gracefully: each returns within 5 s
       (scaled), DIST_OK or an error whose sentence names worker 'w1'.
+   5. Fetches of unknown rrefs.  w1 calls w0's "dist_rpc.fetch" (the
+      agent's own function behind dist_rref_to_here; arguments [the
+      RRef's rank, its id]) with the internal dist_rpc__call.  w0's agent
+      has the default call timeout A = 2 s (scaled); w1's keeps 10 s, so a
+      fetch with its own timeout 0 (w1's default) cannot time out at w1
+      before w0 answers.  (a) [0, 999999], an id of w0's own that w0 never
+      made (the call's timeout 5 s, scaled): DIST_ERR_NOT_FOUND within 1 s
+      (scaled).  (b) [2, 777777], an id of w2's (its remote() might still
+      be on its way), the call's timeout 0: it waits, then
+      DIST_ERR_NOT_FOUND with "no remote() made this rref", after
+      [A - 0.2 s, A + 1.5 s] (margins scaled; w0's sweep runs every
+      50 ms).  Meanwhile w2 pings w0 5 times, 100 ms apart: each succeeds
+      within 1 s (scaled).  (c) [2, 888888], the call's timeout 0, still
+      waiting 100 ms later; then w1 is done, and all three shut down
+      together: w1's fetch is answered DIST_ERR_NOT_FOUND with "before it
+      shut down", within 3 s (scaled) of w1's shutdown call, and every
+      shutdown returns DIST_OK within 3 s (scaled).  "ping" ran exactly
+      5 times (w2's), "sink" never.
 
    Shutdown: each worker does its part, waits until the others (those
    that live) have done theirs, then dist_rpc_shutdown(1): DIST_OK within
-   5 s (scaled) in cases 1-3.  A worker that sees a problem writes it to a
+   5 s (scaled) in cases 1-3, within 3 s in case 5.  A worker that sees a problem writes it to a
    MAP_SHARED table and raises an abort flag: every worker then leaves by
    _exit, without a shutdown.  Every call has its own timeout, every
    worker an alarm, and the parent kills what outlives its deadline.  One
@@ -109,8 +127,12 @@ TSAN_NO_EXIT_SLEEP();
 #define MARKER 777777                     /* the argument of the malformed "ping" */
 #define RSS_GROWTH_KB (64L << 10)
 
-enum { C_STALL = 1, C_NEVER = 2, C_GARBAGE = 3, C_KILL = 4 };
-static const char *const case_label[] = { "", "stalled sender", "tensor that never comes", "malformed messages", "sender killed" };
+#define FETCH_AGENT_MS 2000              /* case 5: w0's agent's default call timeout (scaled) */
+#define FETCH_PINGS 5                     /* case 5: w2's pings */
+
+enum { C_STALL = 1, C_NEVER = 2, C_GARBAGE = 3, C_KILL = 4, C_FETCH = 5 };
+static const char *const case_label[] = { "", "stalled sender", "tensor that never comes", "malformed messages", "sender killed",
+                                          "fetches of unknown rrefs" };
 
 typedef struct {
     atomic_int claimed[NW];
@@ -133,6 +155,7 @@ typedef struct {
     int sink_runs;
     int64_t sink_start_ns;
     int ping_runs[NW];                   /* "ping" calls by caller */
+    int64_t late_ns;                     /* case 5: w1's fetch made before the shutdown was answered */
     int marker_runs;                     /* "ping" calls with MARKER: must be 0 */
     char note[NW][700];
     char cnote[200];
@@ -611,6 +634,125 @@ static int fn_kill(int rank) {
     return bad;
 }
 
+/* Case 5: w1's fetch from w0 of the RRef [rank, id], with the call's own
+   timeout tmo_ms (0: the agent's default): the future, or NULL with the
+   reason in err. */
+static dist_future_t *fetch(int64_t rank, int64_t id, int tmo_ms, char *err, size_t cap) {
+    dist_future_t *f = NULL;
+    dist_result r = dist_rpc__call(0, DIST_RPC__RESERVED "fetch", NULL, dist_value_pack("[II]", rank, id), tmo_ms, NULL, &f);
+    if (r != DIST_OK || !f) {
+        snprintf(err, cap, "the fetch of [%lld, %lld] was not made: %s: %.400s", (long long)rank, (long long)id, dist_result_name(r), MSG);
+        dist_future_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* Case 5: a fetch's outcome (within wait_ms, its figures in how): 0 when
+   it failed with DIST_ERR_NOT_FOUND and a sentence that contains want. */
+static int fetch_failed_so(dist_future_t *f, int wait_ms, const char *want, char *how, size_t cap) {
+    dist_result r = dist_future_wait(f, wait_ms);
+    int done = 0;
+    dist_future_test(f, &done);
+    if (!done) { snprintf(how, cap, "not answered within %.1f s (still pending)", wait_ms / 1e3); return -1; }
+    snprintf(how, cap, "%s: %.400s", dist_result_name(r), dist_future_error(f));
+    return r == DIST_ERR_NOT_FOUND && strstr(dist_future_error(f), want) ? 0 : -1;
+}
+
+static dist_future_t *g_late;            /* case 5: w1's fetch made just before the shutdown */
+
+static void on_late(dist_future_t *f, void *user) { (void)f; (void)user; store64(&sh->late_ns, now_ns()); }
+
+static int fn_fetch(int rank) {
+    char err[600], how[600];
+    if (rank == 0) return 0;
+    if (rank == 1) {
+        dist_future_t *f;
+        int64_t t0;
+        double sa, sb, lo = scaled_s(FETCH_AGENT_MS / 1e3 - 0.2), hi = scaled_s(FETCH_AGENT_MS / 1e3 + 1.5);
+        /* (a) an id of w0's own it never made: at once */
+        t0 = now_ns();
+        if (!(f = fetch(0, 999999, scaled(5000), err, sizeof err))) return WFAIL("(a) %s", err);
+        if (fetch_failed_so(f, scaled(6000), "", how, sizeof how) != 0) {
+            dist_future_free(f);
+            return WFAIL("(a) the fetch of [0, 999999] (an id of w0's own that it never made): %s, want DIST_ERR_NOT_FOUND", how);
+        }
+        sa = secs_since(t0);
+        dist_future_free(f);
+        if (sa >= scaled_s(1.0))
+            return WFAIL("(a) the fetch of [0, 999999] (an id of w0's own that it never made) failed after %.3f s, want < %.1f s: %s", sa, scaled_s(1.0), how);
+        snprintf(sh->note[1], sizeof sh->note[1], "w1: (a) NOT_FOUND in %.1f ms", sa * 1e3);
+        /* (b) an id of w2's: it waits for its remote(), w0's timeout */
+        set_flag(&sh->go);
+        t0 = now_ns();
+        if (!(f = fetch(2, 777777, 0, err, sizeof err))) return WFAIL("(b) %s", err);
+        if (fetch_failed_so(f, scaled(FETCH_AGENT_MS + 5000), "no remote() made this rref", how, sizeof how) != 0) {
+            dist_future_free(f);
+            return WFAIL("(b) the fetch of [2, 777777] (an id of w2's that no remote() made): %s after %.3f s, want DIST_ERR_NOT_FOUND with \"no remote() "
+                         "made this rref\" after w0's timeout of %.1f s", how, secs_since(t0), scaled_s(FETCH_AGENT_MS / 1e3));
+        }
+        sb = secs_since(t0);
+        dist_future_free(f);
+        {
+            size_t l = strlen(sh->note[1]);
+            snprintf(sh->note[1] + l, sizeof sh->note[1] - l, ", (b) NOT_FOUND after %.3f s (want %.2f..%.2f)", sb, lo, hi);
+        }
+        if (sb < lo || sb >= hi)
+            return WFAIL("(b) the fetch of [2, 777777] failed after %.3f s, want [%.2f, %.2f) s (w0's timeout of %.1f s): %s", sb, lo, hi,
+                         scaled_s(FETCH_AGENT_MS / 1e3), how);
+        /* (c) one more, waiting when everyone shuts down */
+        if (!(g_late = fetch(2, 888888, 0, err, sizeof err))) return WFAIL("(c) %s", err);
+        if (dist_future_then(g_late, on_late, NULL) != DIST_OK) return WFAIL("(c) dist_future_then: %s", MSG);
+        sleep_ms(100);
+        if (load64(&sh->late_ns))
+            return WFAIL("(c) the fetch of [2, 888888] was answered within 100 ms, before the shutdown (want it waiting): %s: %.400s",
+                         dist_result_name(dist_future_result(g_late)), dist_future_error(g_late));
+        return 0;
+    }
+    if (await_or_abort(&sh->go, 1, scaled(30000)) != 0) return aborted() ? 1 : WFAIL("w1 did not begin its waiting fetch within 30 s");
+    {
+        double slowest = 0;
+        for (int k = 0; k < FETCH_PINGS; k++) {
+            double s = ping(100 + k, scaled(5000), err, sizeof err);
+            if (s < 0) return WFAIL("w2: ping %d while w1's fetch waits at w0: %s", k, err);
+            if (s >= scaled_s(1.0)) return WFAIL("w2: ping %d while w1's fetch waits at w0 took %.3f s, want < %.1f s", k, s, scaled_s(1.0));
+            if (s > slowest) slowest = s;
+            sleep_ms(100);
+        }
+        snprintf(sh->note[2], sizeof sh->note[2], "w2: %d pings, slowest %.2f ms", FETCH_PINGS, slowest * 1e3);
+    }
+    return 0;
+}
+
+/* Case 5, w1 after its shutdown (begun at t0): the fetch made before it
+   was answered DIST_ERR_NOT_FOUND, "before it shut down", within 3 s
+   (scaled) of t0; the figures go into w1's note. */
+static int check_late(int64_t t0) {
+    int done = 0;
+    dist_result r;
+    int64_t at = load64(&sh->late_ns);
+    size_t l = strlen(sh->note[1]);
+    dist_future_test(g_late, &done);
+    r = dist_future_result(g_late);
+    if (!done || !at) {
+        snprintf(sh->note[1] + l, sizeof sh->note[1] - l, ", (c) not answered when the shutdown returned");
+        dist_future_free(g_late);
+        return WFAIL("(c) the fetch of [2, 888888] made before the shutdown was not answered when w1's shutdown returned");
+    }
+    snprintf(sh->note[1] + l, sizeof sh->note[1] - l, ", (c) %s %.0f ms after w1's shutdown call: %.200s", dist_result_name(r), (double)(at - t0) / 1e6,
+             dist_future_error(g_late));
+    if (r != DIST_ERR_NOT_FOUND || !strstr(dist_future_error(g_late), "before it shut down")) {
+        int bad = WFAIL("(c) the fetch of [2, 888888] made before the shutdown: %s %.0f ms after w1's shutdown call: %.400s (want DIST_ERR_NOT_FOUND, "
+                        "\"before it shut down\")", dist_result_name(r), (double)(at - t0) / 1e6, dist_future_error(g_late));
+        dist_future_free(g_late);
+        return bad;
+    }
+    dist_future_free(g_late);
+    if ((double)(at - t0) / 1e9 >= scaled_s(3.0))
+        return WFAIL("(c) the fetch of [2, 888888] was answered %.2f s after w1's shutdown call, want < %.1f s", (double)(at - t0) / 1e9, scaled_s(3.0));
+    return 0;
+}
+
 /* ---- the controller: stops, resumes or kills w1 ---- */
 
 /* The state letter of process pid (/proc/pid/stat), or '?'. */
@@ -665,8 +807,8 @@ typedef struct { int threads, c; worker_fn fn; } job_arg;
 
 /* Joins as tcp_config's rpc_worker_init does, but with the world's
    timeout T (how long a message may take to come in whole) and the
-   agent's default timeout 10 s. */
-static dist_result inbox_init(int rank, int port, int lfd, int threads) {
+   agent's default timeout agent_ms (scaled). */
+static dist_result inbox_init(int rank, int port, int lfd, int threads, int agent_ms) {
     dist_rpc_config cfg;
     char url[64], nm[16];
     memset(&cfg, 0, sizeof cfg);
@@ -674,7 +816,7 @@ static dist_result inbox_init(int rank, int port, int lfd, int threads) {
     snprintf(nm, sizeof nm, "w%d", rank);
     cfg.name = nm;
     cfg.num_threads = threads;
-    cfg.timeout_ms = scaled(10000);
+    cfg.timeout_ms = scaled(agent_ms);
     return dist_rpc_init(&cfg);
 }
 
@@ -689,13 +831,13 @@ static int worker_main(int r, int port, int lfd, void *p) {
     dist_result res;
     int bad;
     int64_t t0;
-    double took;
+    double took, limit = a->c == C_FETCH ? 3.0 : 5.0;
     const char *m;
     g_rank = r;
     __atomic_store_n(&sh->pid[r], (int)getpid(), __ATOMIC_SEQ_CST);
     alarm((unsigned)(80 * g_scale));
     register_all();
-    res = inbox_init(r, port, lfd, a->threads);
+    res = inbox_init(r, port, lfd, a->threads, a->c == C_FETCH && r == 0 ? FETCH_AGENT_MS : 10000);
     if (res != DIST_OK) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), MSG); fflush(NULL); _exit(1); }
     bad = a->fn(r);
     __atomic_store_n(&sh->done[r], 1, __ATOMIC_SEQ_CST);    /* also after a failure: the others wait for it, not longer */
@@ -706,8 +848,9 @@ static int worker_main(int r, int port, int lfd, void *p) {
     res = dist_rpc_shutdown(1);
     took = secs_since(t0);
     m = MSG;
-    if (took >= scaled_s(5.0))
-        return WFAIL("graceful shutdown took %.2f s, want < %.1f s: %s: %s", took, scaled_s(5.0), dist_result_name(res), m);
+    if (a->c == C_FETCH && r == 1) bad = check_late(t0);      /* (its figures in the note, for the shutdown's failure too) */
+    if (took >= scaled_s(limit))
+        return WFAIL("graceful shutdown took %.2f s, want < %.1f s: %s: %s", took, scaled_s(limit), dist_result_name(res), m);
     if (a->c == C_KILL ? res != DIST_OK && !strstr(m, "'w1'") : res != DIST_OK)
         return WFAIL("graceful shutdown: %s after %.2f s: %s (want DIST_OK%s)", dist_result_name(res), took, m,
                      a->c == C_KILL ? ", or an error naming worker 'w1'" : "");
@@ -716,7 +859,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
         snprintf(sh->note[r] + l, sizeof sh->note[r] - l, "%sw%d's shutdown %s in %.0f ms%s%.250s", l ? ", " : "", r,
                  res == DIST_OK ? "OK" : dist_result_name(res), took * 1e3, res == DIST_OK ? "" : ": ", res == DIST_OK ? "" : m);
     }
-    return 0;
+    return bad;
 }
 
 /* ---- the parent ---- */
@@ -760,11 +903,14 @@ static double run_job(int c, int threads, worker_fn fn) {
         case_bad("w0's 'sink' ran (%.1f ms after the flag, the kill %.1f ms after it): the tensor was all there before w1 was killed",
                  (double)(sh->sink_start_ns - sh->go_ns) / 1e6, (double)(sh->kill_ns - sh->go_ns) / 1e6);
     if (!g_cur_failed && c == C_NEVER && sh->sink_runs != 0) case_bad("w0's 'sink' ran %d time(s): the crafted request did not fail", sh->sink_runs);
+    if (!g_cur_failed && c == C_FETCH && (sh->sink_runs || sh->marker_runs || sh->ping_runs[0] || sh->ping_runs[1] || sh->ping_runs[2] != FETCH_PINGS))
+        case_bad("w0's handlers ran besides w2's pings: 'sink' %d time(s), 'ping' %d time(s) for w0, %d for w1, %d for w2 (want %d), with %d %d time(s)",
+                 sh->sink_runs, sh->ping_runs[0], sh->ping_runs[1], sh->ping_runs[2], FETCH_PINGS, MARKER, sh->marker_runs);
     return secs_since(t0);
 }
 
 int main(void) {
-    static char names[8][500];
+    static char names[10][500];
     static const struct { int c; const char *what; worker_fn fn; } cases[] = {
         { C_STALL, "stalled tensor sender: w1 stopped (SIGSTOP, %.1f s) in the middle of a %lld MiB tensor to w0: w2's back-to-back pings of w0 "
                    "as fast as idle, w1's call completes exactly after SIGCONT", fn_stall },
@@ -774,6 +920,8 @@ int main(void) {
                      "a list of 2^30 items) are dropped: w1's and w2's pings prompt, nothing runs", fn_garbage },
         { C_KILL, "a sender killed mid-tensor: w1 SIGKILLed in the middle of a %lld MiB tensor to w0: w2's pings as fast as idle, w0 and w2 shut "
                   "down within 5 s", fn_kill },
+        { C_FETCH, "fetches of unknown rrefs: w1's fetch of an id of w0's own fails at once, of an id of w2's after w0's timeout of %.1f s, and one "
+                   "waiting when all shut down fails then, each DIST_ERR_NOT_FOUND; the shutdowns DIST_OK within 3 s", fn_fetch },
     };
     int64_t t0;
     const char *tr = getenv("DIST_TRANSPORT");
@@ -784,7 +932,7 @@ int main(void) {
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) { perror("mmap"); return 1; }
     t0 = now_ns();
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         for (int ti = 0; ti < 2; ti++) {
             int threads = ti ? 4 : 1;
             char extra[3000];
@@ -792,6 +940,7 @@ int main(void) {
             char what[400];
             if (cases[c].c == C_STALL) snprintf(what, sizeof what, cases[c].what, scaled_s(1.5), (long long)(big_elems() * 4 >> 20));
             else if (cases[c].c == C_KILL) snprintf(what, sizeof what, cases[c].what, (long long)(big_elems() * 4 >> 20));
+            else if (cases[c].c == C_FETCH) snprintf(what, sizeof what, cases[c].what, scaled_s(FETCH_AGENT_MS / 1e3));
             else snprintf(what, sizeof what, "%s", cases[c].what);
             snprintf(names[c * 2 + ti], sizeof names[0], "#%d num_threads=%d: %s", cases[c].c, threads, what);
             case_begin(names[c * 2 + ti]);
