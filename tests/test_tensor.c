@@ -1680,7 +1680,11 @@ static void check_join(const char *name, int stack, int n, int nd, const int64_t
     R = (float *)malloc((total ? total : 1) * sizeof(float));
     for (size_t k = 0; k < total; k++) R[k] = cs_rand();
     Rt = dist_tensor_new(ond, oshape, R);
-    loss = dist_tensor_sum(dist_tensor_mul(out, Rt));
+    {
+        dist_tensor_t *prod = dist_tensor_mul(out, Rt);
+        loss = dist_tensor_sum(prod);
+        dist_tensor_release(prod);              /* (the loss keeps it) */
+    }
     TCHECK(loss && dist_tensor_backward(loss, NULL) == DIST_OK, "%s: backward: %s", name, MSG());
     /* every output element: which input, which element of it */
     for (size_t o = 0; o < outer; o++)
