@@ -2519,6 +2519,8 @@ static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
             dist__mutex_lock(&dist_rpc__lock);      /* every peer gone, or aborted: the sweep fails what waits */
             if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 20000000);
             dist__mutex_unlock(&dist_rpc__lock);
+        } else if (r != DIST_ERR_TIMEOUT) {
+            nap = 1;                                /* (the probe fails at once: no spin while the rest fails too) */
         }
         now = dist_rpc__now_ns();
         busy = 0;
