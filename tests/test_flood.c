@@ -82,24 +82,6 @@ static shared_t *sh;
 
 DEFINE_FAIL_AT(MAXN, &sh->claimed[rank], sh->msg[rank])
 
-/* ---- memory: /proc/self ------------------------------------------------ */
-static long status_kb(const char *key) {
-    char line[256];
-    long v = -1;
-    size_t k = strlen(key);
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, k) == 0) { v = strtol(line + k, NULL, 10); break; }
-    fclose(f);
-    return v;
-}
-/* The peak RSS starts again from the current one (Linux 4.0+). */
-static void reset_peak(void) {
-    int fd = open("/proc/self/clear_refs", O_WRONLY);
-    if (fd >= 0) { ssize_t w = write(fd, "5", 1); (void)w; close(fd); }
-}
-
 /* ---- what each rank contributes: small integers ------------------------ */
 static int32_t val(int rank, long i, size_t j) { return (int32_t)((rank + 1) * 1000 + (i % 997) + (long)(j % 1009)); }
 static int32_t sum_val(int n, long i, size_t j) { int32_t s = 0; for (int r = 0; r < n; r++) s += val(r, i, j); return s; }

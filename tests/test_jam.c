@@ -145,17 +145,6 @@ static int g_stagger;          /* each rank starts after 0..g_stagger ms */
 
 /* ---- a rank ------------------------------------------------------------- */
 
-static long self_hwm_kib(void) {
-    char line[256];
-    long v = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %ld kB", &v) == 1) break;
-    fclose(f);
-    return v;
-}
-
 static int rank_fail(int rank, int code, const char *fmt, ...) {
     va_list ap;
     rank_out *o = &sh->r[rank];
@@ -203,7 +192,7 @@ static int rank_entry(int rank, int port, int lfd, void *arg) {
             return rank_fail(rank, 4, "all_reduce: element %d is %lld, not %lld", i, (long long)v[i], (long long)N * (N + 1) / 2 * (i + 1));
     if ((r = dist_barrier(w)) != DIST_OK) return rank_fail(rank, 5, "barrier -> %s: %s", dist_result_name(r), dist_error_message(w));
     if ((r = dist_destroy(w)) != DIST_OK) return rank_fail(rank, 6, "dist_destroy -> %s: %s", dist_result_name(r), dist_error_message(NULL));
-    sh->r[rank].hwm_kib = self_hwm_kib();
+    sh->r[rank].hwm_kib = status_kb("VmHWM:");
     sh->r[rank].code = 0;
     STORE(sh->r[rank].done, 1);
     return 0;

@@ -86,24 +86,6 @@ static long g_calls;
 DEFINE_FAIL_AT(NW, &sh->claimed[rank], sh->fail[rank])
 #define WFAIL(...) (__atomic_store_n(&sh->abort, 1, __ATOMIC_SEQ_CST), fail_at(g_rank, __LINE__, __VA_ARGS__))
 
-static long status_kb(const char *key) {
-    char line[256];
-    long v = -1;
-    size_t k = strlen(key);
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, k) == 0) { v = strtol(line + k, NULL, 10); break; }
-    fclose(f);
-    return v;
-}
-
-/* The peak RSS starts again from the current one (Linux 4.0+). */
-static void reset_peak(void) {
-    int fd = open("/proc/self/clear_refs", O_WRONLY);
-    if (fd >= 0) { ssize_t w = write(fd, "5", 1); (void)w; close(fd); }
-}
-
 static dist_value_t *h_inc(dist_rpc_call_t *call, const dist_value_t *args) {
     int64_t x;
     if (dist_value_get_int(args, &x) != DIST_OK) { dist_rpc_call_fail(call, "inc: not an int"); return NULL; }

@@ -190,18 +190,6 @@ static int await_or_abort(int *flag, int value, int ms) {
     return 0;
 }
 
-/* This process's resident memory in KiB, from /proc/self/status (-1: unknown). */
-static long rss_kb(void) {
-    char line[256];
-    long kb = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-    fclose(f);
-    return kb;
-}
-
 /* The pattern of the large tensor: element i, a whole number below 2^24
    (exact in float32). */
 static float pattern(uint64_t i) { return (float)((uint32_t)(i * 2654435761u) >> 8); }
@@ -461,9 +449,9 @@ static int fn_stall(int rank) {
 static int fn_never(int rank) {
     double idle;
     if (rank == 0) {
-        long before = rss_kb(), after;
+        long before = status_kb("VmRSS:"), after;
         if (await_or_abort(&sh->answered, 1, scaled(60000)) != 0) return aborted() ? 1 : WFAIL("w1's ping did not return within 60 s");
-        after = rss_kb();
+        after = status_kb("VmRSS:");
         if (before < 0 || after < 0) return WFAIL("could not read VmRSS from /proc/self/status");
         if (after - before > RSS_GROWTH_KB)
             return WFAIL("VmRSS grew by %ld MiB (%ld -> %ld KiB) over the case, want at most %ld MiB", (after - before) >> 10, before, after,
@@ -545,11 +533,11 @@ static int prompt_pings(const char *who) {
 
 static int fn_garbage(int rank) {
     if (rank == 0) {
-        long before = rss_kb(), after;
+        long before = status_kb("VmRSS:"), after;
         int runs;
         if (await_or_abort(&sh->done[1], 1, scaled(30000)) != 0 || await_or_abort(&sh->done[2], 1, scaled(30000)) != 0)
             return aborted() ? 1 : WFAIL("w1 and w2 did not finish within 30 s");
-        after = rss_kb();
+        after = status_kb("VmRSS:");
         if (before < 0 || after < 0) return WFAIL("could not read VmRSS from /proc/self/status");
         if (after - before > RSS_GROWTH_KB)
             return WFAIL("VmRSS grew by %ld MiB (%ld -> %ld KiB) over the malformed messages, want at most %ld MiB", (after - before) >> 10, before, after,

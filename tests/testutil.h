@@ -883,6 +883,28 @@ static inline __attribute__((unused)) void shm_log_fn(dist_log_level level, cons
 }
 #endif
 
+/* ---- memory: /proc/self --------------------------------------------------- */
+
+/* A field of /proc/self/status in KiB ("VmRSS:", "VmHWM:"); -1 when it
+   cannot be read. */
+static inline __attribute__((unused)) long status_kb(const char *key) {
+    char line[256];
+    long v = -1;
+    size_t k = strlen(key);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, k) == 0) { v = strtol(line + k, NULL, 10); break; }
+    fclose(f);
+    return v;
+}
+
+/* The peak RSS (VmHWM) starts again from the current one (Linux 4.0+). */
+static inline __attribute__((unused)) void reset_peak(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) { fputs("5", f); fclose(f); }
+}
+
 /* ---- sanitizers --------------------------------------------------------- */
 
 #if defined(__SANITIZE_THREAD__)
