@@ -452,6 +452,14 @@ DIST_API dist_result dist_isend(dist_t *d, const void *buf, size_t count, dist_d
 DIST_API dist_result dist_irecv(dist_t *d, void *buf, size_t count, dist_dtype dtype, int src, int tag, dist_req_t **req);
 DIST_API dist_result dist_wait(dist_req_t *req);
 DIST_API dist_result dist_test(dist_req_t *req, int *done);
+/* Synchronous mode (MPI_Ssend, MPI_Issend): the send completes only once
+   its receive has started taking it, and the message is never buffered at
+   the receiver - a large message whose receive is posted a little late
+   lands in place instead of being copied twice (over shared memory the
+   receiver copies it from the sender's memory when it posts).  A message
+   to itself is buffered, as any. */
+DIST_API dist_result dist_ssend (dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag);
+DIST_API dist_result dist_issend(dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag, dist_req_t **req);
 /* dist_wait with a bound of its own instead of the communicator's: at most
    `timeout_ms` (0: not at all).  A request not done by then is withdrawn -
    a receive takes nothing more into its buffer, its sender learns it was
@@ -485,6 +493,22 @@ typedef struct dist_status {
 DIST_API dist_result dist_probe(dist_t *d, int src, int tag, int timeout_ms, dist_status *status);
 /* The same without waiting: *found says whether there is one. */
 DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_status *status);
+/* Waiting on many things at once (requests and probes together, as a
+   server loop does): the engine behind a communicator - the world and the
+   groups made from it share one - counts what happens in it: a request
+   completes, a point-to-point message arrives that no posted receive
+   takes, a peer is lost, the job aborts.  dist_events returns the count.  dist_wait_events
+   makes progress until the count differs from `seen`, at most `timeout_ms`
+   (0: not at all), and returns the count then.  A loop reads the count,
+   checks what it watches (dist_test, dist_iprobe), and when nothing moved
+   waits on the count it read: what happened in between is not missed.
+       uint64_t seen = dist_events(d);
+       ...dist_test / dist_iprobe...; if nothing moved:
+       dist_wait_events(d, seen, 50);
+   (A wake-up for something another thread's traffic did costs one more
+   round of checks.) */
+DIST_API uint64_t dist_events(dist_t *d);
+DIST_API uint64_t dist_wait_events(dist_t *d, uint64_t seen, int timeout_ms);
 
 /* ---- the key-value store (hosted by rank 0, shared by the job) ----
    Keys are strings of 1..1024 bytes; values up to 64 MiB.  timeout_ms 0
@@ -3184,6 +3208,7 @@ struct dist_req {
     uint64_t opno;
     int done, pooled;
     int by_ref;                    /* send: the peer copies it from our memory */
+    int sync;                      /* send: synchronous mode (dist_issend): announced, never eager */
     int rdv_counted;               /* send: counted in its peer's rdv_out */
     int refused;                   /* send: the receiver gave up on it while a piece was on the wire */
     int begun;                     /* receive by reference: its copy has begun */
@@ -3343,6 +3368,7 @@ typedef struct dist__engine {
     uint64_t post_seq;
     uint64_t budget;                 /* flow-control budget each peer gets here (bytes) */
     int blocked_peers;               /* peers that told us they wait for credit */
+    uint64_t events;                 /* requests completed, messages unclaimed on arrival, peers lost (dist_events; written under the lock) */
     dist_req_t *free_reqs;
     dist__req_block *blocks;
     dist__msg *free_msgs;
@@ -4024,6 +4050,7 @@ static void dist__req_complete(dist__engine *e, dist_req_t *r, dist_result res) 
     r->done = 1;
     r->state = DIST__RS_IDLE;
     if (r->detached) { dist__req_release(e, r); return; }
+    DIST__STORE_RELAXED(&e->events, e->events + 1);
     if (e->sleepers) dist__cond_broadcast(&e->cond);
 }
 
@@ -4090,6 +4117,7 @@ static int dist__msg_index(dist__engine *e, dist__msg *m) {
     dist__list_append(&a->items, &m->lany);
     m->qany = a;
     if (m->f.kind == DIST__FRAME_COLL) DIST__STORE_RELAXED(&e->unexp_coll, e->unexp_coll + 1);
+    else DIST__STORE_RELAXED(&e->events, e->events + 1);
     return 0;
 }
 
@@ -4199,7 +4227,7 @@ static int dist__wire_message(dist__engine *e, dist__peer *p, dist_req_t *r) {
     int eager;
     uint64_t charge;
     if (!p->budget && !r->pulled) return 0;            /* its first grant has not come yet */
-    eager = r->nbytes <= p->budget / 4;          /* by reference: paid for, copied at once */
+    eager = !r->sync && r->nbytes <= p->budget / 4;   /* by reference: paid for, copied at once */
     charge = r->pulled ? 0 : DIST__MSG_COST + (eager ? r->nbytes : 0);
     if ((int64_t)charge > p->credit) {
         if (!p->blocked) {
@@ -4953,6 +4981,7 @@ static void dist__fail_list(dist__engine *e, dist_req_t *list, dist_result code,
 
 static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result code) {
     int dead = p->state == DIST__PEER_FAILED;
+    DIST__STORE_RELAXED(&e->events, e->events + 1);
     dist__rx *x = &p->rx;
     dist_req_t *list = NULL;
     /* what was on its way to it (a frame half written to a rank that left
@@ -6251,9 +6280,9 @@ static dist_result dist__req_finish(dist_t *d, dist_req_t *r) {
     return DIST_OK;
 }
 
-static dist_result dist__start(dist_t *d, int kind, void *buf, size_t count, dist_dtype dtype, int peer, int tag,
+static dist_result dist__start(dist_t *d, int kind, int sync, void *buf, size_t count, dist_dtype dtype, int peer, int tag,
                                dist_req_t **out) {
-    const char *what = kind == DIST__REQ_SEND ? "isend" : "irecv";
+    const char *what = kind == DIST__REQ_RECV ? "irecv" : sync ? "issend" : "isend";
     dist__engine *e;
     dist_req_t *r;
     dist_result res;
@@ -6266,6 +6295,7 @@ static dist_result dist__start(dist_t *d, int kind, void *buf, size_t count, dis
     r = dist__req_alloc(e);
     if (!r) { dist__mutex_unlock(&e->lock); return dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory for a request", what); }
     dist__req_init(d, r, kind, count, dtype, peer, tag);
+    r->sync = sync;
     if (kind == DIST__REQ_SEND) { r->sbuf = (const uint8_t *)buf; dist__post_send(e, r); }
     else { r->rbuf = (uint8_t *)buf; dist__post_recv(e, r); }
     dist__mutex_unlock(&e->lock);
@@ -6274,16 +6304,20 @@ static dist_result dist__start(dist_t *d, int kind, void *buf, size_t count, dis
 }
 
 DIST_API dist_result dist_isend(dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag, dist_req_t **req) {
-    return dist__start(d, DIST__REQ_SEND, (void *)buf, count, dtype, dst, tag, req);
+    return dist__start(d, DIST__REQ_SEND, 0, (void *)buf, count, dtype, dst, tag, req);
+}
+
+DIST_API dist_result dist_issend(dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag, dist_req_t **req) {
+    return dist__start(d, DIST__REQ_SEND, 1, (void *)buf, count, dtype, dst, tag, req);
 }
 
 DIST_API dist_result dist_irecv(dist_t *d, void *buf, size_t count, dist_dtype dtype, int src, int tag, dist_req_t **req) {
-    return dist__start(d, DIST__REQ_RECV, buf, count, dtype, src, tag, req);
+    return dist__start(d, DIST__REQ_RECV, 0, buf, count, dtype, src, tag, req);
 }
 
 /* Blocking calls use a request on the stack: nothing is allocated. */
-static dist_result dist__blocking(dist_t *d, int kind, void *buf, size_t count, dist_dtype dtype, int peer, int tag) {
-    const char *what = kind == DIST__REQ_SEND ? "send" : "recv";
+static dist_result dist__blocking(dist_t *d, int kind, int sync, void *buf, size_t count, dist_dtype dtype, int peer, int tag) {
+    const char *what = kind == DIST__REQ_RECV ? "recv" : sync ? "ssend" : "send";
     dist_req_t r;
     dist__engine *e;
     dist_result res = dist__p2p_check(d, what, buf, count, dtype, peer, tag, kind == DIST__REQ_RECV);
@@ -6292,6 +6326,7 @@ static dist_result dist__blocking(dist_t *d, int kind, void *buf, size_t count, 
     memset(&r, 0, sizeof r);
     dist__mutex_lock(&e->lock);
     dist__req_init(d, &r, kind, count, dtype, peer, tag);
+    r.sync = sync;
     if (kind == DIST__REQ_SEND) { r.sbuf = (const uint8_t *)buf; dist__post_send(e, &r); }
     else { r.rbuf = (uint8_t *)buf; dist__post_recv(e, &r); }
     dist__wait_locked(e, &r, d->timeout_ms);
@@ -6302,11 +6337,15 @@ static dist_result dist__blocking(dist_t *d, int kind, void *buf, size_t count, 
 }
 
 DIST_API dist_result dist_send(dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag) {
-    return dist__blocking(d, DIST__REQ_SEND, (void *)buf, count, dtype, dst, tag);
+    return dist__blocking(d, DIST__REQ_SEND, 0, (void *)buf, count, dtype, dst, tag);
+}
+
+DIST_API dist_result dist_ssend(dist_t *d, const void *buf, size_t count, dist_dtype dtype, int dst, int tag) {
+    return dist__blocking(d, DIST__REQ_SEND, 1, (void *)buf, count, dtype, dst, tag);
 }
 
 DIST_API dist_result dist_recv(dist_t *d, void *buf, size_t count, dist_dtype dtype, int src, int tag) {
-    return dist__blocking(d, DIST__REQ_RECV, buf, count, dtype, src, tag);
+    return dist__blocking(d, DIST__REQ_RECV, 0, buf, count, dtype, src, tag);
 }
 
 /* Checks a request the caller hands back; on success the engine lock is
@@ -6462,6 +6501,28 @@ DIST_API dist_result dist_probe(dist_t *d, int src, int tag, int timeout_ms, dis
 
 DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_status *status) {
     return dist__probe(d, src, tag, 0, 0, found, status);
+}
+
+/* -- the event count (dist_events) -- */
+static int dist__events_moved(dist__engine *e, void *arg) {
+    return e->events != *(const uint64_t *)arg || DIST__LOAD_ACQ(&e->aborted);
+}
+
+DIST_API uint64_t dist_events(dist_t *d) {
+    return d ? DIST__LOAD_RELAXED(&d->eng->events) : 0;
+}
+
+DIST_API uint64_t dist_wait_events(dist_t *d, uint64_t seen, int timeout_ms) {
+    dist__engine *e;
+    uint64_t now;
+    if (!d) return 0;
+    e = d->eng;
+    dist__mutex_lock(&e->lock);
+    if (timeout_ms > 0) dist__wait_for(e, dist__events_moved, &seen, dist__now_ns() + (int64_t)timeout_ms * 1000000);
+    else if (!e->driving) dist__drive_once(e, 0, 0);
+    now = e->events;
+    dist__mutex_unlock(&e->lock);
+    return now;
 }
 
 /* [SECTION] collectives: descriptors, requests, mismatch and abort notices
@@ -7618,7 +7679,7 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
     dist__engine *e = c->e;
     /* The others are busy with this very collective: worth a longer spin
        than a receive's (a sleep and a wake-up cost tens of microseconds). */
-    int64_t start = 0, spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
+    int64_t start = 0, yielded = 0, spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
     unsigned spins = 0;
     int g;
     while ((g = u->behind(c, u)) >= 0) {
@@ -7627,13 +7688,21 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
         /* the clock only every 64th round (a read costs as much as a
            look at the others), the engine every 256th */
         if (++spins & 63) {
-            /* yield the CPU only when ranks outnumber the cores (else a
-               system call every 16 rounds for nothing) */
+            /* yield the CPU often only when ranks outnumber the cores (else
+               a system call every 16 rounds for nothing) */
             if (e->shm.yield_mask != 1u || (spins & 1u)) DIST__CPU_RELAX(); else dist__yield();
             continue;
         }
         now = dist__now_ns();
-        if (!start) start = now;
+        if (!start) start = yielded = now;
+        if (now - yielded > 20000) {
+            /* and every 20 us whatever the count: a thread this rank's
+               doorbell or socket write woke may have been put on this CPU
+               (a "sync" wake-up expects the waker to sleep), and would
+               wait for the spin's time slice, milliseconds, before it ran */
+            dist__yield();
+            yielded = now;
+        }
         if ((spins & 255) && now - start < spin) continue;
         dist__mutex_lock(&e->lock);
         if (dist__coll_aborted(c->d, c->seq)) dist__coll_fail_noted(c);
@@ -9344,6 +9413,7 @@ DIST_API dist_result dist_abort(dist_t *d) {
     if (!e->aborted) {
         dist__format(e->abort_why, sizeof e->abort_why, "rank %d aborted the communicator (dist_abort)", e->rank);
         DIST__STORE_REL(&e->aborted, 1);
+        DIST__STORE_RELAXED(&e->events, e->events + 1);
         for (int i = 0; i < e->world; i++)
             if (i != e->rank) dist__peer_fail_code(e, &e->peers[i], DIST_ERR_ABORTED, "%s", e->abort_why);
         dist__fail_receives(e, DIST_ERR_ABORTED, e->abort_why);   /* from itself, or from no one in particular */

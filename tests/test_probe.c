@@ -20,7 +20,19 @@
    4. A group {0, 2} of 3: a probe on the group reports group ranks, and a
       message sent on the world with the same tag is not reported there.
    5. A thread of rank 0 blocked in dist_probe(DIST_ANY_SOURCE) is woken by
-      a message rank 0's main thread sends to itself, within 50 ms. */
+      a message rank 0's main thread sends to itself, within 50 ms.
+   6. Synchronous sends: rank 1 dist_ssend's 8 bytes and dist_issend's
+      2 MiB and 64 KiB while rank 0 waits 300 ms before posting its
+      receives.  The ssend returns, and the issends complete, only after
+      rank 0 posted (times in shared memory; a plain dist_send of 8 bytes
+      returns at once); every byte arrives.
+   7. dist_events / dist_wait_events: with nothing sent, a wait for 300 ms
+      returns the count unchanged after 0.3 s; a message that arrives
+      unclaimed, and a posted receive completing, each wake a waiter within
+      50 ms of the send (the count moved, dist_iprobe / dist_test see it).
+      A waiter on another thread is woken the same way; the median of the
+      three wake-ups is within 1.5 ms (the sender spins in a barrier
+      meanwhile). */
 #ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
 #endif
@@ -213,6 +225,122 @@ static int fn_self(dist_t *w, void *arg) {
     return dist_barrier(w) == DIST_OK ? 0 : 1;
 }
 
+/* 6. synchronous sends: g_exit_ns[1] = when rank 0 posts, [2..4] = when
+   rank 1's ssend returned and its issends completed */
+static int fn_ssend(dist_t *w, void *arg) {
+    (void)arg;
+    int rank = dist_rank(w);
+    size_t big = (size_t)2 << 20, mid = (size_t)64 << 10;
+    uint8_t *a = malloc(big), *b = malloc(mid);
+    int64_t x = 0x1122334455667788ll, y = 0;
+    if (!a || !b) RFAIL("out of memory");
+    if (dist_barrier(w) != DIST_OK) RFAIL("barrier: %s", dist_error_message(w));
+    if (rank == 1) {
+        dist_req_t *ra, *rb;
+        int64_t t0 = now_ns();
+        for (size_t i = 0; i < big; i++) a[i] = (uint8_t)(i * 7 + 1);
+        for (size_t i = 0; i < mid; i++) b[i] = (uint8_t)(i * 13 + 5);
+        if (dist_send(w, &x, 1, DIST_INT64, 0, 19) != DIST_OK) RFAIL("send: %s", dist_error_message(w));
+        if (secs_since(t0) > 0.1) RFAIL("a plain 8-byte send took %.3f s to return", secs_since(t0));
+        if (dist_issend(w, a, big, DIST_UINT8, 0, 21, &ra) != DIST_OK || dist_issend(w, b, mid, DIST_UINT8, 0, 22, &rb) != DIST_OK)
+            RFAIL("issend: %s", dist_error_message(w));
+        if (dist_ssend(w, &x, 1, DIST_INT64, 0, 20) != DIST_OK) RFAIL("ssend: %s", dist_error_message(w));
+        g_exit_ns[2] = now_ns();
+        if (dist_wait(ra) != DIST_OK) RFAIL("wait issend 2 MiB: %s", dist_error_message(w));
+        if (dist_wait(rb) != DIST_OK) RFAIL("wait issend 64 KiB: %s", dist_error_message(w));
+        g_exit_ns[3] = now_ns();
+    } else {
+        usleep(300000);
+        g_exit_ns[1] = now_ns();
+        dist_req_t *ra, *rb;
+        memset(a, 0, big); memset(b, 0, mid);
+        if (dist_irecv(w, b, mid, DIST_UINT8, 1, 22, &rb) != DIST_OK || dist_irecv(w, a, big, DIST_UINT8, 1, 21, &ra) != DIST_OK)
+            RFAIL("irecv: %s", dist_error_message(w));
+        if (dist_recv(w, &y, 1, DIST_INT64, 1, 20) != DIST_OK || y != x) RFAIL("recv of the ssend: %s", dist_error_message(w));
+        if (dist_recv(w, &y, 1, DIST_INT64, 1, 19) != DIST_OK || y != x) RFAIL("recv of the send: %s", dist_error_message(w));
+        if (dist_wait(ra) != DIST_OK || dist_wait(rb) != DIST_OK) RFAIL("wait irecv: %s", dist_error_message(w));
+        for (size_t i = 0; i < big; i++) if (a[i] != (uint8_t)(i * 7 + 1)) RFAIL("2 MiB: byte %zu is %u", i, a[i]);
+        for (size_t i = 0; i < mid; i++) if (b[i] != (uint8_t)(i * 13 + 5)) RFAIL("64 KiB: byte %zu is %u", i, b[i]);
+    }
+    if (dist_barrier(w) != DIST_OK) RFAIL("barrier: %s", dist_error_message(w));
+    if (rank == 0) {
+        if (g_exit_ns[2] < g_exit_ns[1]) RFAIL("ssend returned %.3f s before its receive was posted", (g_exit_ns[1] - g_exit_ns[2]) / 1e9);
+        if (g_exit_ns[3] < g_exit_ns[1]) RFAIL("issends completed %.3f s before their receives were posted", (g_exit_ns[1] - g_exit_ns[3]) / 1e9);
+        printf("     ssend returned %.1f ms after the receive was posted, issends %.1f ms\n", (g_exit_ns[2] - g_exit_ns[1]) / 1e6,
+               (g_exit_ns[3] - g_exit_ns[1]) / 1e6);
+    }
+    free(a); free(b);
+    return 0;
+}
+
+/* 7. the event count: g_exit_ns[5] = when rank 1 sent */
+static uint64_t g_seen;
+static double g_woke;
+static void *event_waiter(void *p) {
+    dist_t *w = (dist_t *)p;
+    uint64_t now = dist_wait_events(w, g_seen, 3000);
+    g_woke = now != g_seen ? (now_ns() - g_exit_ns[5]) / 1e9 : -1;
+    return NULL;
+}
+
+static int fn_events(dist_t *w, void *arg) {
+    (void)arg;
+    int rank = dist_rank(w), x = 42, y = 0, found = 0, done = 0;
+    double wakes[3] = { 0, 0, 0 };
+    dist_status st;
+    if (rank == 0) {
+        uint64_t seen = dist_events(w), now;
+        int64_t t0 = now_ns();
+        if ((now = dist_wait_events(w, seen, 300)) != seen) RFAIL("the count moved (%llu -> %llu) with nothing sent", (unsigned long long)seen, (unsigned long long)now);
+        if (secs_since(t0) < 0.29 || secs_since(t0) > 0.29 + scaled_s(1)) RFAIL("a 300 ms wait returned after %.3f s", secs_since(t0));
+    }
+    if (dist_barrier(w) != DIST_OK) RFAIL("barrier: %s", dist_error_message(w));
+    /* an unclaimed message, then a posted receive, then a waiter on a thread */
+    for (int round = 0; round < 3; round++) {
+        if (rank == 1) {
+            usleep(100000);
+            g_exit_ns[5] = now_ns();
+            if (dist_send(w, &x, 1, DIST_INT32, 0, 30 + round) != DIST_OK) RFAIL("send: %s", dist_error_message(w));
+        } else {
+            dist_req_t *r = NULL;
+            uint64_t seen;
+            double woke;
+            if (round == 1 && dist_irecv(w, &y, 1, DIST_INT32, 1, 31, &r) != DIST_OK) RFAIL("irecv: %s", dist_error_message(w));
+            seen = dist_events(w);
+            if (round == 2) {
+                pthread_t th;
+                g_seen = seen;
+                pthread_create(&th, NULL, event_waiter, w);
+                pthread_join(th, NULL);
+                woke = g_woke;
+            } else {
+                uint64_t now = dist_wait_events(w, seen, 3000);
+                woke = now != seen ? (now_ns() - g_exit_ns[5]) / 1e9 : -1;
+            }
+            if (woke < 0) RFAIL("round %d: nothing woke the wait within 3 s", round);
+            if (woke > scaled_s(0.05)) RFAIL("round %d: woken %.1f ms after the send", round, woke * 1e3);
+            if (round == 1) {
+                if (dist_test(r, &done) != DIST_OK || !done) RFAIL("the receive is not done after the wake-up");
+                if (dist_wait(r) != DIST_OK || y != x) RFAIL("wait: %s", dist_error_message(w));
+            } else {
+                if (dist_iprobe(w, 1, 30 + round, &found, &st) != DIST_OK || !found) RFAIL("round %d: iprobe does not see the message", round);
+                if (dist_recv(w, &y, 1, DIST_INT32, 1, 30 + round) != DIST_OK || y != x) RFAIL("recv: %s", dist_error_message(w));
+            }
+            printf("     round %d: woken %.2f ms after the send\n", round, woke * 1e3);
+            wakes[round] = woke;
+        }
+        if (dist_barrier(w) != DIST_OK) RFAIL("barrier: %s", dist_error_message(w));
+    }
+    if (rank == 0) {
+        /* the sender spins in the next barrier meanwhile: a waiter woken
+           onto its CPU once waited 2-4 ms for the spin's time slice */
+        double lo = TEST_MIN(wakes[0], TEST_MIN(wakes[1], wakes[2])), hi = TEST_MAX(wakes[0], TEST_MAX(wakes[1], wakes[2]));
+        double median = wakes[0] + wakes[1] + wakes[2] - lo - hi;
+        if (median > scaled_s(0.0015)) RFAIL("woken %.2f ms after the send (median of 3): a sleeping waiter should wake within 1.5 ms", median * 1e3);
+    }
+    return 0;
+}
+
 static int run(const char *name, int n, int timeout_ms, int (*fn)(dist_t *, void *), void *arg) {
     dist_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -236,6 +364,8 @@ int main(void) {
     failed += run("n=3: probe times out after the communicator's 1 s; on a rank that exits, PEER_LOST at once", 3, 1000, fn_timeout, NULL);
     failed += run("n=3: probe on a group {0,2} reports group ranks and only the group's messages", 3, scaled(10000), fn_group, NULL);
     failed += run("n=2: a thread blocked in probe wakes when another thread sends to its own rank", 2, scaled(10000), fn_self, NULL);
+    failed += run("n=2: ssend and issend complete only once their receives are posted, every byte intact", 2, scaled(10000), fn_ssend, NULL);
+    failed += run("n=2: dist_wait_events: times out unchanged; a message, a receive's completion, wake it at once", 2, scaled(10000), fn_events, NULL);
     printf("%d failed\n", failed);
     return failed ? 1 : 0;
 }
