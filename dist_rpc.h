@@ -1857,17 +1857,31 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
         dist_rpc__fail(r, "rpc: sending to worker '%s' (rank %d): %s", dist_rpc__name_of(to), to, dist_error_message(NULL));
         goto done;
     }
-    /* the large tensors, each from its own memory, in chunks (the receiver
-       posts its receives once it has read the message: all but the first
-       chunks land in place) */
-    for (size_t k = 0; k < nparts && r == DIST_OK; k++)
-        for (size_t off = 0; off < parts[k]->u.t.nbytes && r == DIST_OK; off += DIST_RPC__CHUNK) {
-            size_t n = parts[k]->u.t.nbytes - off < DIST_RPC__CHUNK ? parts[k]->u.t.nbytes - off : DIST_RPC__CHUNK;
-            r = dist_send(dist_rpc__g.world, parts[k]->u.t.data + off, n, DIST_UINT8, to, (int)(tag0 + k));
-            if (r != DIST_OK)
-                dist_rpc__fail(r, "rpc: sending a tensor of %zu bytes to worker '%s' (rank %d): %s", parts[k]->u.t.nbytes, dist_rpc__name_of(to), to,
-                               dist_error_message(NULL));
+    /* the large tensors, each from its own memory, in chunks, up to 16 on
+       their way at once.  Synchronous sends: a chunk waits for the receive
+       the receiver posts once it has read the message, and lands in place
+       (an eager one that came first would be copied twice). */
+    {
+        dist_req_t *win[16];
+        size_t nwin = 0, k = 0, off = 0, bytes = 0;
+        while (r == DIST_OK && (k < nparts || nwin)) {
+            if (k < nparts && off >= parts[k]->u.t.nbytes) { k++; off = 0; continue; }
+            if (k < nparts && nwin < 16) {
+                size_t n = parts[k]->u.t.nbytes - off < DIST_RPC__CHUNK ? parts[k]->u.t.nbytes - off : DIST_RPC__CHUNK;
+                bytes = parts[k]->u.t.nbytes;
+                r = dist_issend(dist_rpc__g.world, parts[k]->u.t.data + off, n, DIST_UINT8, to, (int)(tag0 + k), &win[nwin]);
+                if (r == DIST_OK) nwin++;
+                off += n;
+                continue;
+            }
+            r = dist_wait_all((int)nwin, win);
+            nwin = 0;
         }
+        if (nwin) dist_wait_all((int)nwin, win);
+        if (r != DIST_OK)
+            dist_rpc__fail(r, "rpc: sending a tensor of %zu bytes to worker '%s' (rank %d): %s", bytes, dist_rpc__name_of(to), to,
+                           dist_error_message(NULL));
+    }
     forked = 0;                          /* the message went: its forks are the receiver's (a part that fails fails the call there too) */
     agmsg = 0;
 done:
@@ -2484,55 +2498,46 @@ static void dist_rpc__sweep(void) {
 }
 
 /* [SECTION] RPC: threads */
-/* The listener: probes for messages, moves each worker's queue along
-   (the inbox above), and sweeps for futures past their deadline.  It waits
-   in the probe, at most a millisecond while something is on its way in. */
+/* The listener: takes in messages as a probe sees them, moves each
+   worker's queue along (the inbox above), and sweeps for futures past
+   their deadline.  When a round moved nothing it waits on the engine's
+   event count (dist_wait_events), so a message's arrival and a piece of
+   one completing wake it at once; at most 50 ms, for the sweep. */
 static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
     dist_rpc__inq *inbox = dist_rpc__g.inbox;
     dist_rpc__in *spare = NULL;
     int64_t next_sweep = 0;
-    int busy = 0, stop = 0, scan = 0, nspare = 0;
+    int stop = 0, scan = 0, nspare = 0;
     (void)arg;
     dist_rpc__on_listener = 1;
     while (!stop) {
+        uint64_t seen = dist_events(dist_rpc__g.world);
         dist_status st;
-        dist_result r;
-        int found = 0, n = dist_rpc__g.size, nap = 0;
+        dist_result r = DIST_OK;
+        int found = 0, n = dist_rpc__g.size, busy = 0, taken = 0;
         int64_t now;
-        r = dist_probe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, busy ? 1 : 50, &st);
-        if (r == DIST_OK && !dist_rpc__in_room(&inbox[st.source], st.nbytes)) {
-            /* from a worker whose queue is full: the others' (and a nap
-               when there are none, not a spin) */
-            r = DIST_ERR_TIMEOUT;
-            for (int k = 0; k < n && r != DIST_OK; k++) {
-                int s = (scan + k) % n;
-                if (inbox[s].n < DIST_RPC__IN_DEPTH && dist_iprobe(dist_rpc__g.world, s, DIST_RPC__TAG, &found, &st) == DIST_OK && found &&
-                    dist_rpc__in_room(&inbox[s], st.nbytes))
-                    r = DIST_OK;
+        /* the messages that arrived, a few a round */
+        while (taken < 64 && (r = dist_iprobe(dist_rpc__g.world, DIST_ANY_SOURCE, DIST_RPC__TAG, &found, &st)) == DIST_OK && found) {
+            if (!dist_rpc__in_room(&inbox[st.source], st.nbytes)) {
+                /* from a worker whose queue is full: the others' */
+                found = 0;
+                for (int k = 0; k < n && !found; k++) {
+                    int s = (scan + k) % n;
+                    if (inbox[s].n < DIST_RPC__IN_DEPTH && dist_iprobe(dist_rpc__g.world, s, DIST_RPC__TAG, &found, &st) == DIST_OK && found &&
+                        !dist_rpc__in_room(&inbox[s], st.nbytes))
+                        found = 0;
+                }
+                scan = (scan + 1) % n;
+                if (!found) break;
             }
-            scan = (scan + 1) % n;
-            nap = r != DIST_OK;
-        }
-        if (r == DIST_OK) {
             dist_rpc__in_start(&inbox[st.source], &spare, &nspare, st.source, &st);
-        } else if (r != DIST_ERR_TIMEOUT && !busy) {
-            dist__mutex_lock(&dist_rpc__lock);      /* every peer gone, or aborted: the sweep fails what waits */
-            if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 20000000);
-            dist__mutex_unlock(&dist_rpc__lock);
-        } else if (r != DIST_ERR_TIMEOUT) {
-            nap = 1;                                /* (the probe fails at once: no spin while the rest fails too) */
+            taken++;
         }
         now = dist_rpc__now_ns();
-        busy = 0;
         for (int s = 0; s < n; s++) {
             if (!inbox[s].head) continue;
             if (dist_rpc__in_poll(&inbox[s], s, now, &spare, &nspare)) stop = 1;
             busy += inbox[s].head != NULL;
-        }
-        if (busy && nap) {
-            dist__mutex_lock(&dist_rpc__lock);
-            if (!dist_rpc__g.stopping) dist_rpc__cond_wait(dist_rpc__now_ns() + 1000000);
-            dist__mutex_unlock(&dist_rpc__lock);
         }
         if (dist_rpc__now_ns() >= next_sweep) {
             dist_rpc__sweep();
@@ -2540,7 +2545,10 @@ static DIST__THREAD_RETURN dist_rpc__listen(void *arg) {
         }
         dist__mutex_lock(&dist_rpc__lock);
         if (dist_rpc__g.stopping) stop = 1;
+        else if (r != DIST_OK)                       /* every peer gone, or aborted: the sweep fails what waits */
+            dist_rpc__cond_wait(dist_rpc__now_ns() + (busy ? 1000000 : 20000000));
         dist__mutex_unlock(&dist_rpc__lock);
+        if (!stop && r == DIST_OK && taken < 64) dist_wait_events(dist_rpc__g.world, seen, 50);
     }
     for (int s = 0; s < dist_rpc__g.size; s++) {     /* what was on its way in */
         dist_rpc__inq *q = &inbox[s];
