@@ -495,9 +495,11 @@ DIST_API dist_result dist_probe(dist_t *d, int src, int tag, int timeout_ms, dis
 DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_status *status);
 /* Waiting on many things at once (requests and probes together, as a
    server loop does): the engine behind a communicator - the world and the
-   groups made from it share one - counts what happens in it: a request
+   groups made from it share one - counts what comes in: a receive
    completes, a point-to-point message arrives that no posted receive
-   takes, a peer is lost, the job aborts.  dist_events returns the count.  dist_wait_events
+   takes, a peer is lost, the job aborts (a send's completion is not
+   counted: sends complete all the time, and a loop that needs one waits on
+   it).  dist_events returns the count.  dist_wait_events
    makes progress until the count differs from `seen`, at most `timeout_ms`
    (0: not at all), and returns the count then.  A loop reads the count,
    checks what it watches (dist_test, dist_iprobe), and when nothing moved
@@ -3368,7 +3370,7 @@ typedef struct dist__engine {
     uint64_t post_seq;
     uint64_t budget;                 /* flow-control budget each peer gets here (bytes) */
     int blocked_peers;               /* peers that told us they wait for credit */
-    uint64_t events;                 /* requests completed, messages unclaimed on arrival, peers lost (dist_events; written under the lock) */
+    uint64_t events;                 /* receives completed, messages unclaimed on arrival, peers lost (dist_events; written under the lock) */
     dist_req_t *free_reqs;
     dist__req_block *blocks;
     dist__msg *free_msgs;
@@ -4050,7 +4052,7 @@ static void dist__req_complete(dist__engine *e, dist_req_t *r, dist_result res) 
     r->done = 1;
     r->state = DIST__RS_IDLE;
     if (r->detached) { dist__req_release(e, r); return; }
-    DIST__STORE_RELAXED(&e->events, e->events + 1);
+    if (r->kind == DIST__REQ_RECV) DIST__STORE_RELAXED(&e->events, e->events + 1);
     if (e->sleepers) dist__cond_broadcast(&e->cond);
 }
 
