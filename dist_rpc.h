@@ -69,15 +69,15 @@ QUICK START: TENSORS AND DISTRIBUTED AUTOGRAD
       // "params" returns dist_rref_params(1, &w): the weights' RRefs
 
       // on the trainer
-      dist_dist_optim_t *opt;                         // once, over the RRefs from "params"
-      dist_dist_optim_sgd(n, params, 0.1f, 0.9f, 0.0f, &opt);
+      dist_remote_optim_t *opt;                       // once, over the RRefs from "params"
+      dist_remote_optim_sgd(n, params, 0.1f, 0.9f, 0.0f, &opt);
       int64_t ctx;
       dist_autograd_context_begin(&ctx);
       dist_rpc_sync("ps", "forward", dist_value_pack("[v]", dist_value_from_tensor(x)), &ret);
       dist_tensor_t *y = dist_tensor_from_value(ret);  // requires grad: linked to ps
       dist_tensor_t *loss = dist_tensor_cross_entropy(y, targets);
       dist_autograd_backward(ctx, loss);               // gradients land on ps, in the context
-      dist_dist_optim_step(opt, ctx);                  // ps updates w
+      dist_remote_optim_step(opt, ctx);                // ps updates w
       dist_autograd_context_end(ctx);
 
 QUICK START: VALUES
@@ -578,20 +578,27 @@ DIST_API dist_result dist_autograd_get_gradients(int64_t ctx_id, int n, dist_ten
    one. */
 DIST_API dist_result dist_autograd_get_all_gradients(int64_t ctx_id, int cap, dist_tensor_t **tensors, dist_tensor_t **grads, int *count);
 
-/* ---- Distributed optimizer ----
+/* ---- Distributed optimizer (dist_remote_optim_*) ----
    Over parameters that live on their owners (RRefs whose value is a
    dist_value_from_tensor): one local optimizer per owner, made there;
    step runs each with the gradients a context accumulated on that owner,
    all owners in parallel, and returns when all are done. */
-typedef struct dist_dist_optim dist_dist_optim_t;
-DIST_API dist_result dist_dist_optim_sgd(int n, dist_rref_t *const *params, float lr, float momentum, float weight_decay, dist_dist_optim_t **out);
-DIST_API dist_result dist_dist_optim_adam(int n, dist_rref_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay,
-                                          dist_dist_optim_t **out);
-DIST_API dist_result dist_dist_optim_step(dist_dist_optim_t *o, int64_t ctx_id);
+typedef struct dist_remote_optim dist_remote_optim_t;
+DIST_API dist_result dist_remote_optim_sgd(int n, dist_rref_t *const *params, float lr, float momentum, float weight_decay, dist_remote_optim_t **out);
+DIST_API dist_result dist_remote_optim_adam(int n, dist_rref_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                          dist_remote_optim_t **out);
+DIST_API dist_result dist_remote_optim_step(dist_remote_optim_t *o, int64_t ctx_id);
 /* ...with a timeout of its own for each owner's step (as a call's). */
-DIST_API dist_result dist_dist_optim_step_timeout(dist_dist_optim_t *o, int64_t ctx_id, int timeout_ms);
+DIST_API dist_result dist_remote_optim_step_timeout(dist_remote_optim_t *o, int64_t ctx_id, int timeout_ms);
 /* Frees it here and (notices) on the owners. */
-DIST_API void dist_dist_optim_free(dist_dist_optim_t *o);
+DIST_API void dist_remote_optim_free(dist_remote_optim_t *o);
+/* The names these had until 2026-11 (deprecated: "dist_dist_" stuttered). */
+#define dist_dist_optim_t            dist_remote_optim_t
+#define dist_dist_optim_sgd          dist_remote_optim_sgd
+#define dist_dist_optim_adam         dist_remote_optim_adam
+#define dist_dist_optim_step         dist_remote_optim_step
+#define dist_dist_optim_step_timeout dist_remote_optim_step_timeout
+#define dist_dist_optim_free         dist_remote_optim_free
 
 /* ---- RRef helpers (the tutorials' idioms) ----
    Calls `fn` on r's owner with the arguments [r, args...] (args: a list,
@@ -703,7 +710,8 @@ static int dist_rpc__reserve(void *p, int *cap, int need, size_t size) {
    a decoded one is a single block (every node, the item arrays and a copy
    of the message) freed at once, so a decode costs one allocation and
    strings, bytes and inline tensors point into the message. */
-enum { DIST_RPC__OWN_NODE = 1, DIST_RPC__OWN_DATA = 2, DIST_RPC__OWN_BLOCK = 4, DIST_RPC__OWN_RREFS = 8, DIST_RPC__OWN_PART = 16 };
+enum { DIST_RPC__OWN_NODE = 1, DIST_RPC__OWN_DATA = 2, DIST_RPC__OWN_BLOCK = 4, DIST_RPC__OWN_RREFS = 8, DIST_RPC__OWN_PART = 16,
+       DIST_RPC__OWN_MARKS = 32 };   /* (a decoded value's root: some of its tensors carry a mark) */
 #define DIST_RPC__ERRLEN 400
 
 /* An RRef's id, and a fork's (one user's reference): the worker that made
@@ -725,7 +733,7 @@ struct dist_value {
         struct { dist_value_t **items; size_t n, cap; } list;
         struct {
             uint8_t *data; size_t nbytes; int64_t *shape; void (*release)(void *, void *); void *user;
-            int64_t ag_ctx; uint64_t ag_msg; uint32_t ag_slot;   /* received in an autograd context (ag_ctx != 0): which send it came from */
+            void *mark;   /* what a layer above noted of it on its way in (a plain allocation, freed with the value; see the layer hook) */
         } t;
         struct { dist_rref_t *ref; uint32_t owner; dist_rpc__id rid, fid, pfid; } r;   /* ids as decoded, until taken in */
     } u;
@@ -856,10 +864,25 @@ static void dist_rpc__drop_rrefs(dist_value_t *v) {
     else if (v->type == DIST_VALUE_RREF && v->u.r.ref) { dist_rpc__rref_drop(v->u.r.ref); v->u.r.ref = NULL; }
 }
 
+/* A mark on tensor `t` of the decoded value `root` (a plain allocation the
+   value frees): what a layer above notes of a tensor on its way in. */
+static void dist_rpc__value_mark(dist_value_t *root, dist_value_t *t, void *mark) {
+    DIST_FREE(t->u.t.mark);
+    t->u.t.mark = mark;
+    root->own |= DIST_RPC__OWN_MARKS;
+}
+
+static void dist_rpc__drop_marks(dist_value_t *v) {
+    if (v->type == DIST_VALUE_LIST)
+        for (size_t i = 0; i < v->u.list.n; i++) dist_rpc__drop_marks(v->u.list.items[i]);
+    else if (v->type == DIST_VALUE_TENSOR) { DIST_FREE(v->u.t.mark); v->u.t.mark = NULL; }
+}
+
 DIST_API void dist_value_free(dist_value_t *v) {
     if (!v) return;
     if (v->own & DIST_RPC__OWN_BLOCK) {                  /* a decoded value: one block */
         if (v->own & DIST_RPC__OWN_RREFS) dist_rpc__drop_rrefs(v);
+        if (v->own & DIST_RPC__OWN_MARKS) dist_rpc__drop_marks(v);
         DIST_FREE(v);
         return;
     }
@@ -1572,7 +1595,7 @@ DIST_API dist_result dist_value_decode(const void *buf, size_t len, dist_value_t
 enum { DIST_RPC__REQUEST = 1, DIST_RPC__REPLY = 2, DIST_RPC__ERROR = 3, DIST_RPC__WAKE = 4 };
 #define DIST_RPC__FLAG_REMOTE 1              /* a request's flag: the callee keeps the result as an RRef */
 #define DIST_RPC__FLAG_ONEWAY 2              /* a request's flag: nobody waits for an answer (the protocol's notices) */
-#define DIST_RPC__FLAG_AUTOGRAD 4            /* a request's or a reply's: the body begins with an autograd context (see there) */
+#define DIST_RPC__FLAG_CONTEXT 4             /* a request's or a reply's: the body begins with the context layer's prefix (the layer hook) */
 #define DIST_RPC__RESERVED "dist_rpc."       /* the agent's own functions */
 #define DIST_RPC__BUCKETS 256
 #define DIST_RPC__PEND_BUCKETS 4096
@@ -1613,7 +1636,7 @@ struct dist_rpc_call {
     dist_rpc_fn fn;
     dist_value_t *args;
     int deferred, failed;
-    int64_t ag_ctx;                  /* the caller's autograd context (0: none): the handler's, and its result's */
+    int64_t ctx;                     /* the caller's context (0: none; the layer hook): the handler's, and its result's */
     char fn_name[DIST_RPC__MAX_NAME + 1];
     char err[DIST_RPC__ERRLEN];
 };
@@ -1692,7 +1715,7 @@ static dist_result dist_rpc__answer(dist_rpc_call_t *c, dist_result code, dist_v
 
 static DIST_RPC__TLS int dist_rpc__in_pool;     /* this thread is a handler thread */
 static DIST_RPC__TLS int dist_rpc__on_listener; /* ...the listener */
-static DIST_RPC__TLS int64_t dist_rpc__ag_cur;  /* the autograd context current on this thread (0: none) */
+static DIST_RPC__TLS int64_t dist_rpc__ctx_cur;  /* the context current on this thread (0: none): travels with its calls (the layer hook) */
 static DIST_RPC__TLS int dist_rpc__no_grad;     /* dist_no_grad_enter depth on this thread */
 
 /* dist.h's clock; threads, locks and conditions are dist.h's platform
@@ -1735,27 +1758,49 @@ static dist_value_t *dist_rpc__h_fork(dist_rpc_call_t *c, const dist_value_t *ar
 static dist_value_t *dist_rpc__h_accept(dist_rpc_call_t *c, const dist_value_t *args);
 static dist_value_t *dist_rpc__h_delete(dist_rpc_call_t *c, const dist_value_t *args);
 static void dist_rpc__drop_tables(void);
-static void dist_rpc__ag_clear(void);
-static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *c, const dist_value_t *args);
-static dist_value_t *dist_rpc__h_ag_end(dist_rpc_call_t *c, const dist_value_t *args);
-static dist_value_t *dist_rpc__h_optim_new(dist_rpc_call_t *c, const dist_value_t *args);
-static dist_value_t *dist_rpc__h_optim_step(dist_rpc_call_t *c, const dist_value_t *args);
-static dist_value_t *dist_rpc__h_optim_free(dist_rpc_call_t *c, const dist_value_t *args);
 static void dist_rpc__release_users(void);
 static void dist_rpc__peer_gone(int rank, const char *why);
 
-/* The agent's own functions: the RRef protocol.  The quick ones run on
-   the listener, in the order their messages came. */
-static const struct { const char *name; dist_rpc_fn fn; int on_listener; } dist_rpc__builtins[] = {
+/* A function of the agent's own (reserved name): the quick ones run on the
+   listener, in the order their messages came. */
+typedef struct dist_rpc__builtin { const char *name; dist_rpc_fn fn; int on_listener; } dist_rpc__builtin;
+
+/* The layer hook.  The layers above RPC join it only through these
+   tables, and the RPC core names none of their functions:
+   - every layer may bring functions of its own (reserved names);
+   - one of them, the context layer (distributed autograd), also joins
+     messages: the core carries a context id with each call (the calling
+     thread's dist_rpc__ctx_cur, made the handler's while it runs, and its
+     result's), and for a message sent in a context asks the layer to
+     record the send (`sent`, undone by `unsent` when the send fails) and
+     to write a prefix before the body (`prefix_len`, `prefix`); on the
+     way in, the flag DIST_RPC__FLAG_CONTEXT says a prefix is there:
+     `strip` reads it off (into a dist_rpc__ctxin), `received` applies it
+     to the decoded value (it may note things in a tensor's `mark`).
+   `clear` runs when the agent shuts down.  dist_rpc__layers, defined at
+   the end of the file, is the wiring. */
+typedef struct { int64_t ctx; uint64_t msg; uint32_t n; const uint8_t *ord; } dist_rpc__ctxin;
+typedef struct dist_rpc__layer {
+    const char *name;
+    const dist_rpc__builtin *fns;
+    size_t nfns;
+    size_t (*prefix_len)(const dist_value_t *v);
+    int (*sent)(int to, const dist_value_t *v, int64_t ctx, uint64_t *msg, size_t *plen);
+    void (*prefix)(const dist_value_t *v, int64_t ctx, uint64_t msg, uint8_t *p, size_t plen);
+    void (*unsent)(int64_t ctx, uint64_t msg);
+    int (*strip)(const uint8_t **body, size_t *blen, int from, dist_rpc__ctxin *a);
+    int (*received)(dist_value_t *v, int from, const dist_rpc__ctxin *a);
+    void (*clear)(void);
+} dist_rpc__layer;
+static const dist_rpc__layer *const *dist_rpc__layers(void);   /* NULL-terminated; the context layer first */
+static const dist_rpc__layer *dist_rpc__ctx_layer(void) { return dist_rpc__layers()[0]; }
+
+/* The agent's own functions: the RRef protocol. */
+static const dist_rpc__builtin dist_rpc__builtins[] = {
     { DIST_RPC__RESERVED "fetch", dist_rpc__h_fetch, 0 },
     { DIST_RPC__RESERVED "fork", dist_rpc__h_fork, 1 },
     { DIST_RPC__RESERVED "accept", dist_rpc__h_accept, 1 },
     { DIST_RPC__RESERVED "delete", dist_rpc__h_delete, 1 },
-    { DIST_RPC__RESERVED "ag_grads", dist_rpc__h_ag_grads, 0 },     /* distributed autograd: gradients for a send */
-    { DIST_RPC__RESERVED "ag_end", dist_rpc__h_ag_end, 1 },         /* ...a context ended */
-    { DIST_RPC__RESERVED "optim_new", dist_rpc__h_optim_new, 0 },   /* distributed optimizer: made on an owner */
-    { DIST_RPC__RESERVED "optim_step", dist_rpc__h_optim_step, 0 },
-    { DIST_RPC__RESERVED "optim_free", dist_rpc__h_optim_free, 1 },
 };
 
 static dist_rpc_fn dist_rpc__lookup(const char *name, int *on_listener) {
@@ -1763,6 +1808,9 @@ static dist_rpc_fn dist_rpc__lookup(const char *name, int *on_listener) {
     *on_listener = 0;
     for (size_t i = 0; i < sizeof dist_rpc__builtins / sizeof *dist_rpc__builtins; i++)
         if (strcmp(dist_rpc__builtins[i].name, name) == 0) { *on_listener = dist_rpc__builtins[i].on_listener; return dist_rpc__builtins[i].fn; }
+    for (const dist_rpc__layer *const *l = dist_rpc__layers(); *l; l++)
+        for (size_t i = 0; i < (*l)->nfns; i++)
+            if (strcmp((*l)->fns[i].name, name) == 0) { *on_listener = (*l)->fns[i].on_listener; return (*l)->fns[i].fn; }
     dist__mutex_lock(&dist_rpc__reg_lock);
     for (int i = 0; i < dist_rpc__nreg && !fn; i++)
         if (strcmp(dist_rpc__reg[i].name, name) == 0) fn = dist_rpc__reg[i].fn;
@@ -1778,24 +1826,19 @@ static const char *dist_rpc__name_of(int rank) {
 
 static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to);
 static void dist_rpc__forks_undo(dist_rpc__fork *f, size_t n);
-static int dist_rpc__ag_out(int to, const dist_value_t *v, int64_t ctx, uint64_t *msg, size_t *plen);
-static size_t dist_rpc__ag_plen(const dist_value_t *v);
-static void dist_rpc__ag_unout(int64_t ctx, uint64_t msg);
-static void dist_rpc__ag_prefix(const dist_value_t *v, int64_t ctx, uint64_t msg, uint8_t *p, size_t plen);
-typedef struct { int64_t ctx; uint64_t msg; uint32_t n; const uint8_t *ord; } dist_rpc__agin;
-static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist_rpc__agin *a);
-static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a);
 
 /* Sends one message: the header, the name, then the body (an encoded
    value, or `text`).  Each reference in the value travels as a new fork
-   for the receiver, made here and undone when the send fails; in an
-   autograd context the send is recorded (undone likewise).  The limits
+   for the receiver, made here and undone when the send fails; in a
+   context the context layer records the send (undone likewise) and
+   writes its prefix before the body (the layer hook).  The limits
    are checked before anything is made; one exit frees what was. */
 static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, uint64_t id, const char *name, const dist_value_t *v,
                                   const char *text, int64_t ctx) {
     size_t nlen = name ? strlen(name) : 0, blen = 0, total, nr = v ? dist_rpc__collect_rrefs(v, NULL, 0) : 0, plen = 0;
     uint64_t agmsg = 0;
     size_t nparts = v ? dist_rpc__collect_apart(v, NULL, 0) : 0;
+    const dist_rpc__layer *cl = dist_rpc__ctx_layer();
     dist_rpc__fork few[4], *fk = few;
     dist_rpc__forks forks;
     const dist_value_t *few_parts[4], **parts = few_parts;
@@ -1806,7 +1849,7 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     memset(&forks, 0, sizeof forks);
     if (v) blen = dist_rpc__encode(v, NULL, 0, 0, &forks);    /* its size (no error sentence made) */
     else if (text) blen = strlen(text);
-    if (ag) blen += dist_rpc__ag_plen(v);                    /* the autograd prefix */
+    if (ag) blen += cl->prefix_len(v);                       /* the context layer's prefix */
     if (nparts > DIST_RPC__TAG_SPAN / 4) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value with %zu large tensors (at most %d)", nparts, DIST_RPC__TAG_SPAN / 4);
     if (blen > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a value of %zu bytes exceeds the limit of %zu", blen, (size_t)DIST_RPC_MAX_MESSAGE);
     if (blen > 0xffffffffu) return dist_rpc__fail(DIST_ERR_INVALID, "rpc: a message body of %zu bytes is too large", blen);
@@ -1823,8 +1866,8 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     }
     if (!(b = (uint8_t *)DIST_MALLOC(total))) { r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total); goto done; }
     if (ag) {                                                /* the send recorded in its context */
-        if (dist_rpc__ag_out(to, v, ctx, &agmsg, &plen) != 0) { r = DIST_ERR_NOMEM; goto done; }
-        flags |= DIST_RPC__FLAG_AUTOGRAD;
+        if (cl->sent(to, v, ctx, &agmsg, &plen) != 0) { r = DIST_ERR_NOMEM; goto done; }
+        flags |= DIST_RPC__FLAG_CONTEXT;
     }
     if (nr) {
         dist_rpc__collect_rrefs(v, fk, 0);
@@ -1849,7 +1892,7 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     dist_rpc__put32(b + 20, tag0);
     if (nlen) memcpy(b + DIST_RPC__HDR, name, nlen);
     forks.f = fk; forks.n = nr; forks.at = 0; forks.apart = 0;
-    if (plen) dist_rpc__ag_prefix(v, ctx, agmsg, b + DIST_RPC__HDR + nlen, plen);
+    if (plen) cl->prefix(v, ctx, agmsg, b + DIST_RPC__HDR + nlen, plen);
     if (v) dist_rpc__encode(v, b + DIST_RPC__HDR + nlen + plen, blen - plen, 0, &forks);
     else if (blen > plen) memcpy(b + DIST_RPC__HDR + nlen + plen, text, blen - plen);
     r = dist_send(dist_rpc__g.world, b, total, DIST_UINT8, to, DIST_RPC__TAG);
@@ -1886,7 +1929,7 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     agmsg = 0;
 done:
     if (forked) dist_rpc__forks_undo(fk, nr);
-    if (agmsg) dist_rpc__ag_unout(ctx, agmsg);
+    if (agmsg) cl->unsent(ctx, agmsg);
     if (fk != few) DIST_FREE(fk);
     if (parts != few_parts) DIST_FREE(parts);
     DIST_FREE(b);
@@ -2019,13 +2062,14 @@ static int dist_rpc__post_parts(dist_value_t *v, size_t n, int from, uint32_t ta
 }
 
 /* What a value brought along, once everything of its message is here:
-   its autograd context recorded (`a`), its references taken in.  On
-   failure the value is freed. */
-static dist_result dist_rpc__take(dist_value_t **v, int from, const dist_rpc__agin *a) {
-    if (a && a->ctx && dist_rpc__ag_in(*v, from, a) != 0) {
+   its context's prefix applied (`a`, by the context layer), its references
+   taken in.  On failure the value is freed. */
+static dist_result dist_rpc__take(dist_value_t **v, int from, const dist_rpc__ctxin *a) {
+    if (a && a->ctx && dist_rpc__ctx_layer()->received(*v, from, a) != 0) {
         dist_value_free(*v);                 /* (before any reference is taken in) */
         *v = NULL;
-        return dist_rpc__fail(DIST_ERR_PROTOCOL, "rpc: a malformed autograd context from worker '%s' (rank %d)", dist_rpc__name_of(from), from);
+        return dist_rpc__fail(DIST_ERR_PROTOCOL, "rpc: a malformed %s context from worker '%s' (rank %d)", dist_rpc__ctx_layer()->name,
+                              dist_rpc__name_of(from), from);
     }
     dist_rpc__take_in(*v, from);
     return DIST_OK;
@@ -2054,7 +2098,7 @@ typedef struct dist_rpc__in_s {
     dist_req_t *body;                /* its receive (IN_BODY) */
     dist_rpc__msg m;                 /* its header, parsed (IN_PARTS) */
     dist_value_t *v;                 /* its value, decoded */
-    dist_rpc__agin ag;               /* its autograd prefix (points into buf) */
+    dist_rpc__ctxin cx;               /* its context prefix (points into buf) */
     dist_req_t **parts;              /* the receives of its tensors sent apart */
     size_t nreq, ndone;
     dist_result code;                /* not DIST_OK: the message failed, `why` says how */
@@ -2080,7 +2124,7 @@ static void dist_rpc__on_reply(int from, dist_rpc__in *in) {
     char why[DIST_RPC__ERRLEN] = "";
     in->v = NULL;
     if (kind == DIST_RPC__REPLY && dr != DIST_OK) snprintf(why, sizeof why, "%.300s", in->why);
-    else if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(&v, from, &in->ag)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+    else if (kind == DIST_RPC__REPLY && (dr = dist_rpc__take(&v, from, &in->cx)) != DIST_OK) snprintf(why, sizeof why, "%.300s", dist_rpc__error);
     if (kind != DIST_RPC__REPLY) { dist_value_free(v); v = NULL; }
     dist__mutex_lock(&dist_rpc__lock);
     f = dist_rpc__pending_find_locked(id, from);
@@ -2127,7 +2171,7 @@ static void dist_rpc__on_request(int from, dist_rpc__in *in) {
     dist_value_t *args = in->v;
     dist_rref_t *e = NULL;
     dist_result code = DIST_OK;
-    int64_t ctx = in->ag.ctx;
+    int64_t ctx = in->cx.ctx;
     char why[DIST_RPC__ERRLEN];
     in->v = NULL;
     if (flags & DIST_RPC__FLAG_REMOTE) {
@@ -2150,7 +2194,7 @@ static void dist_rpc__on_request(int from, dist_rpc__in *in) {
         dist_value_free(args);
         code = in->code;
         snprintf(why, sizeof why, "its arguments %.300s", in->why);
-    } else if (dist_rpc__take(&args, from, &in->ag) != DIST_OK) {
+    } else if (dist_rpc__take(&args, from, &in->cx) != DIST_OK) {
         code = DIST_ERR_PROTOCOL;
         snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
     } else if (!fn || (e && on_listener)) {
@@ -2174,7 +2218,7 @@ static void dist_rpc__on_request(int from, dist_rpc__in *in) {
     memset(c, 0, sizeof *c);
     c->from = from; c->id = id; c->fn = fn; c->args = args; c->rref = e; c->refs = 1;
     c->oneway = (flags & DIST_RPC__FLAG_ONEWAY) != 0;
-    c->ag_ctx = ctx;
+    c->ctx = ctx;
     snprintf(c->fn_name, sizeof c->fn_name, "%s", name);
     if (on_listener) { dist_rpc__run_call(c); return; }
     dist__mutex_lock(&dist_rpc__lock);
@@ -2190,10 +2234,10 @@ static int dist_rpc__parse(const uint8_t *b, size_t n, dist_rpc__msg *m) {
     if (n < DIST_RPC__HDR) return 0;
     nlen = (size_t)b[2] | ((size_t)b[3] << 8);
     blen = dist_rpc__get32(b + 16);
-    if ((b[1] & ~(DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY | DIST_RPC__FLAG_AUTOGRAD)) ||
+    if ((b[1] & ~(DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY | DIST_RPC__FLAG_CONTEXT)) ||
         (b[1] & (DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY)) == (DIST_RPC__FLAG_REMOTE | DIST_RPC__FLAG_ONEWAY) ||
-        ((b[1] & ~DIST_RPC__FLAG_AUTOGRAD) && b[0] != DIST_RPC__REQUEST) ||
-        ((b[1] & DIST_RPC__FLAG_AUTOGRAD) && b[0] != DIST_RPC__REQUEST && b[0] != DIST_RPC__REPLY) || (dist_rpc__get32(b + 20) != 0 && dist_rpc__get32(b + 20) - DIST_RPC__TAG_PARTS >= DIST_RPC__TAG_SPAN) ||
+        ((b[1] & ~DIST_RPC__FLAG_CONTEXT) && b[0] != DIST_RPC__REQUEST) ||
+        ((b[1] & DIST_RPC__FLAG_CONTEXT) && b[0] != DIST_RPC__REQUEST && b[0] != DIST_RPC__REPLY) || (dist_rpc__get32(b + 20) != 0 && dist_rpc__get32(b + 20) - DIST_RPC__TAG_PARTS >= DIST_RPC__TAG_SPAN) ||
         nlen > DIST_RPC__MAX_NAME || DIST_RPC__HDR + nlen + blen != n)
         return 0;
     if (b[0] == DIST_RPC__REQUEST) {
@@ -2285,7 +2329,7 @@ static void dist_rpc__in_start(dist_rpc__inq *q, dist_rpc__in **spare, int *nspa
     in->why[0] = 0;
     in->v = NULL;
     in->parts = NULL; in->nreq = in->ndone = 0;
-    memset(&in->ag, 0, sizeof in->ag);
+    memset(&in->cx, 0, sizeof in->cx);
     in->start_ns = dist_rpc__now_ns();
     in->deadline_ns = in->start_ns + (int64_t)dist_timeout_ms(dist_rpc__g.world) * 1000000;
     in->next = NULL;
@@ -2309,9 +2353,9 @@ static int dist_rpc__in_open(dist_rpc__in *in, int from) {
     default: return 1;
     }
     body = in->m.body; blen = in->m.blen;
-    if ((in->m.flags & DIST_RPC__FLAG_AUTOGRAD) && dist_rpc__ag_strip(&body, &blen, from, &in->ag) != 0) {
-        memset(&in->ag, 0, sizeof in->ag);
-        dist_rpc__in_fail(in, DIST_ERR_PROTOCOL, "came with a malformed autograd context");
+    if ((in->m.flags & DIST_RPC__FLAG_CONTEXT) && dist_rpc__ctx_layer()->strip(&body, &blen, from, &in->cx) != 0) {
+        memset(&in->cx, 0, sizeof in->cx);
+        dist_rpc__in_fail(in, DIST_ERR_PROTOCOL, "came with a malformed %s context", dist_rpc__ctx_layer()->name);
         return 0;
     }
     if (blen == 0) {
@@ -2603,7 +2647,7 @@ static dist_result dist_rpc__deliver(dist_rpc_call_t *c, dist_result code, dist_
     } else if (c->oneway) {
         r = DIST_OK;
     } else if (code == DIST_OK) {
-        r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, res, NULL, c->ag_ctx);   /* NULL: an empty body, none */
+        r = dist_rpc__send(c->from, DIST_RPC__REPLY, 0, 0, c->id, NULL, res, NULL, c->ctx);   /* NULL: an empty body, none */
     } else {
         r = dist_rpc__send(c->from, DIST_RPC__ERROR, 0, code, c->id, NULL, NULL, text, 0);
     }
@@ -2614,14 +2658,14 @@ static dist_result dist_rpc__deliver(dist_rpc_call_t *c, dist_result code, dist_
 
 /* Runs one call on this thread and answers it, unless it was deferred. */
 static void dist_rpc__run_call(dist_rpc_call_t *c) {
-    int64_t outer = dist_rpc__ag_cur;
+    int64_t outer = dist_rpc__ctx_cur;
     int outer_no_grad = dist_rpc__no_grad;
     dist_value_t *res;
     int deferred;
-    dist_rpc__ag_cur = c->ag_ctx;                   /* the handler runs in its caller's autograd context */
+    dist_rpc__ctx_cur = c->ctx;                   /* the handler runs in its caller's autograd context */
     dist_rpc__no_grad = 0;
     res = c->fn(c, c->args);
-    dist_rpc__ag_cur = outer;
+    dist_rpc__ctx_cur = outer;
     dist_rpc__no_grad = outer_no_grad;
     dist__mutex_lock(&dist_rpc__lock);
     deferred = c->deferred;
@@ -2729,7 +2773,8 @@ static void dist_rpc__drain(const char *why) {
         dist_rpc__call_free(c);
     }
     dist_rpc__drop_tables();
-    dist_rpc__ag_clear();
+    for (const dist_rpc__layer *const *l = dist_rpc__layers(); *l; l++)
+        if ((*l)->clear) (*l)->clear();
 }
 
 static void dist_rpc__teardown(int graceful_destroy) {
@@ -3017,7 +3062,7 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
     dist_result r;
     /* the autograd context current here travels with the application's
        calls, remote()s and to_here, not with the agent's other messages */
-    int64_t ctx = strncmp(fn, DIST_RPC__RESERVED, strlen(DIST_RPC__RESERVED)) != 0 || strcmp(fn, DIST_RPC__RESERVED "fetch") == 0 ? dist_rpc__ag_cur : 0;
+    int64_t ctx = strncmp(fn, DIST_RPC__RESERVED, strlen(DIST_RPC__RESERVED)) != 0 || strcmp(fn, DIST_RPC__RESERVED "fetch") == 0 ? dist_rpc__ctx_cur : 0;
     *out = NULL;
     if (!args && !(args = dist_value_none())) return DIST_ERR_NOMEM;
     if (!(f = (dist_future_t *)DIST_MALLOC(sizeof *f))) { dist_value_free(args); return dist_rpc__fail(DIST_ERR_NOMEM, "rpc '%s': out of memory", fn); }
@@ -3977,6 +4022,62 @@ static void dist_rpc__drop_tables(void) {
     }
 }
 
+/* ---- RRef helpers (the tutorials' idioms) ---- */
+
+/* [r] followed by the items of `args` (a list), or by `args`. */
+static dist_value_t *dist_rpc__with_rref(dist_rref_t *r, dist_value_t *args) {
+    dist_value_t *l = dist_value_list();
+    dist_result res = l ? dist_value_append(l, dist_value_rref(r)) : DIST_ERR_NOMEM;
+    if (args && args->type == DIST_VALUE_LIST) {
+        int block = (args->own & DIST_RPC__OWN_BLOCK) != 0;        /* a decoded list: its items are copied */
+        for (size_t i = 0; i < args->u.list.n && res == DIST_OK; i++)
+            res = dist_value_append(l, block ? dist_value_copy(args->u.list.items[i]) : args->u.list.items[i]);
+        if (!block) {
+            size_t i = 0;                                           /* the items moved (or freed by append) stay out of args */
+            for (; i < args->u.list.n; i++) args->u.list.items[i] = NULL;
+            args->u.list.n = 0;
+        }
+        dist_value_free(args);
+    } else if (args && res == DIST_OK) {
+        res = dist_value_append(l, args);
+    } else {
+        dist_value_free(args);
+    }
+    if (res != DIST_OK) { dist_value_free(l); return NULL; }
+    return l;
+}
+
+/* `need_out`: the result pointer `out` is required (NULL is accepted where
+   dist_rpc_sync accepts it: the result is dropped). */
+static dist_result dist_rpc__rref_target(const char *what, dist_rref_t *r, const void *out, int need_out, dist_worker_info *wi) {
+    if (!r || (need_out && !out)) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL %s", what, r ? "result pointer" : "rref");
+    return dist_rref_owner(r, wi);
+}
+
+DIST_API dist_result dist_rref_rpc_async(dist_rref_t *r, const char *fn, dist_value_t *args, dist_future_t **fut) {
+    dist_worker_info wi;
+    dist_result res;
+    if (fut) *fut = NULL;
+    if ((res = dist_rpc__rref_target("rref_rpc_async", r, fut, 1, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    return dist_rpc_async(wi.name, fn, dist_rpc__with_rref(r, args), fut);
+}
+
+DIST_API dist_result dist_rref_rpc_sync(dist_rref_t *r, const char *fn, dist_value_t *args, dist_value_t **ret) {
+    dist_worker_info wi;
+    dist_result res;
+    if (ret) *ret = NULL;
+    if ((res = dist_rpc__rref_target("rref_rpc_sync", r, ret, 0, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    return dist_rpc_sync(wi.name, fn, dist_rpc__with_rref(r, args), ret);
+}
+
+DIST_API dist_result dist_rref_remote(dist_rref_t *r, const char *fn, dist_value_t *args, dist_rref_t **out) {
+    dist_worker_info wi;
+    dist_result res;
+    if (out) *out = NULL;
+    if ((res = dist_rpc__rref_target("rref_remote", r, out, 1, &wi)) != DIST_OK) { dist_value_free(args); return res; }
+    return dist_remote(wi.name, fn, dist_rpc__with_rref(r, args), out);
+}
+
 /* [SECTION] tensors and autograd
    A tensor is its shape, its data and, when an operation made it with an
    input that requires a gradient, that operation (op, inputs, what the
@@ -4841,10 +4942,10 @@ DIST_API dist_tensor_t *dist_tensor_from_value(const dist_value_t *v) {
     if (!(t = dist_rpc__tensor_make(tv.ndim, tv.shape, 0))) return NULL;
     if (tv.dtype == DIST_FLOAT32) memcpy(t->data, tv.data, t->numel * sizeof(float));
     else for (size_t i = 0; i < t->numel; i++) t->data[i] = (float)((const double *)tv.data)[i];
-    if (v->u.t.ag_ctx && !dist_rpc__no_grad) {     /* received in an autograd context: linked to its send */
+    if (v->u.t.mark && !dist_rpc__no_grad) {       /* received in an autograd context (its mark): linked to its send */
         dist_rpc__agtag *tag = (dist_rpc__agtag *)DIST_MALLOC(sizeof *tag);
         if (!tag) { dist_tensor_release(t); dist_rpc__fail(DIST_ERR_NOMEM, "tensor_from_value: out of memory"); return NULL; }
-        tag->ctx = v->u.t.ag_ctx; tag->msg = v->u.t.ag_msg; tag->slot = v->u.t.ag_slot;
+        *tag = *(const dist_rpc__agtag *)v->u.t.mark;
         t->aux = tag;
         t->op = DIST_T__RECV;
         t->requires_grad = 1;
@@ -4857,9 +4958,28 @@ DIST_API dist_tensor_t *dist_value_as_tensor(const dist_value_t *v) {
 }
 
 
+DIST_API dist_tensor_t *dist_rref_local_tensor(dist_rref_t *r) {
+    const dist_value_t *v = NULL;
+    return r && dist_rref_local_value(r, &v) == DIST_OK ? dist_value_as_tensor(v) : NULL;
+}
+
+DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params) {
+    dist_value_t *l;
+    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "rref_params: %d parameters, NULL array", n); return NULL; }
+    if (!(l = dist_value_list())) return NULL;
+    for (int i = 0; i < n; i++) {
+        dist_rref_t *r = NULL;
+        dist_result res = params[i] ? dist_rref_new(dist_value_from_tensor(params[i]), &r) : dist_rpc__fail(DIST_ERR_INVALID, "rref_params: parameter %d is NULL", i);
+        if (res == DIST_OK) res = dist_value_append(l, dist_value_rref(r));
+        dist_rref_free(r);
+        if (res != DIST_OK) { dist_value_free(l); return NULL; }
+    }
+    return l;
+}
+
 /* [SECTION] distributed autograd
    A request or a reply made in an autograd context has flag
-   DIST_RPC__FLAG_AUTOGRAD, and its body begins with
+   DIST_RPC__FLAG_CONTEXT, and its body begins with
       0 context id u64 | 8 message id u64 (0 when no tensor in it needs a
       gradient) | 16 n u32 | 20 n x u32: the ordinals, increasing, of
       those tensors among the value's tensors (counted depth first)
@@ -5085,7 +5205,7 @@ static void dist_rpc__ag_prefix(const dist_value_t *v, int64_t ctx, uint64_t msg
 
 /* Reads and checks a message's autograd prefix (`from` sent it) and steps
    over it: 0, or -1 when malformed. */
-static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist_rpc__agin *a) {
+static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist_rpc__ctxin *a) {
     const uint8_t *b = *body;
     uint64_t creator;
     if (*blen < DIST_RPC__AG_HDR) return -1;
@@ -5104,16 +5224,19 @@ static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist
     return 0;
 }
 
-/* Marks the tensors of a decoded value the prefix names (float32 or
-   float64 each), noting their sizes. */
-static int dist_rpc__ag_mark(dist_value_t *v, const dist_rpc__agin *a, uint32_t *ord, uint32_t *k, size_t *numel) {
+/* Marks the tensors of a decoded value (`root`) the prefix names (float32
+   or float64 each) with their send, noting their sizes. */
+static int dist_rpc__ag_mark(dist_value_t *root, dist_value_t *v, const dist_rpc__ctxin *a, uint32_t *ord, uint32_t *k, size_t *numel) {
     if (v->type == DIST_VALUE_LIST) {
         for (size_t i = 0; i < v->u.list.n; i++)
-            if (dist_rpc__ag_mark(v->u.list.items[i], a, ord, k, numel) != 0) return -1;
+            if (dist_rpc__ag_mark(root, v->u.list.items[i], a, ord, k, numel) != 0) return -1;
     } else if (v->type == DIST_VALUE_TENSOR) {
         if (*k < a->n && dist_rpc__get32(a->ord + 4 * (size_t)*k) == *ord) {
+            dist_rpc__agtag *tag;
             if (v->dtype != DIST_FLOAT32 && v->dtype != DIST_FLOAT64) return -1;
-            v->u.t.ag_ctx = a->ctx; v->u.t.ag_msg = a->msg; v->u.t.ag_slot = *k;
+            if (!(tag = (dist_rpc__agtag *)DIST_MALLOC(sizeof *tag))) return -1;
+            tag->ctx = a->ctx; tag->msg = a->msg; tag->slot = *k;
+            dist_rpc__value_mark(root, v, tag);
             numel[*k] = v->u.t.nbytes / (v->dtype == DIST_FLOAT32 ? 4 : 8);
             (*k)++;
         }
@@ -5125,7 +5248,7 @@ static int dist_rpc__ag_mark(dist_value_t *v, const dist_rpc__agin *a, uint32_t 
 /* A message from `from` in context a->ctx (decoded into `v`): the context
    (made here when new), the worker touched, the recv and its tensors
    marked.  -1 when the prefix does not fit the value (or no memory). */
-static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a) {
+static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__ctxin *a) {
     uint32_t ord = 0, k = 0;
     size_t *numel = NULL;
     float **g = NULL;
@@ -5134,7 +5257,7 @@ static int dist_rpc__ag_in(dist_value_t *v, int from, const dist_rpc__agin *a) {
     if (a->n) {
         numel = (size_t *)DIST_MALLOC(a->n * sizeof *numel);
         g = (float **)DIST_MALLOC(a->n * sizeof *g);
-        if (!numel || !g || dist_rpc__ag_mark(v, a, &ord, &k, numel) != 0 || k != a->n) { DIST_FREE(numel); DIST_FREE(g); return -1; }
+        if (!numel || !g || dist_rpc__ag_mark(v, v, a, &ord, &k, numel) != 0 || k != a->n) { DIST_FREE(numel); DIST_FREE(g); return -1; }
         memset(g, 0, a->n * sizeof *g);
     }
     dist__mutex_lock(&dist_rpc__ag_lock);
@@ -5191,15 +5314,15 @@ DIST_API dist_result dist_autograd_context_begin(int64_t *ctx_id) {
     dist_rpc__actx *c;
     if (!ctx_id) return dist_rpc__fail(DIST_ERR_INVALID, "autograd context_begin: NULL id pointer");
     *ctx_id = 0;
-    if (dist_rpc__ag_cur)
+    if (dist_rpc__ctx_cur)
         return dist_rpc__fail(DIST_ERR_INVALID, "autograd context_begin: this thread is in autograd context %lld already (end it first: one at a time per thread)",
-                              (long long)dist_rpc__ag_cur);
+                              (long long)dist_rpc__ctx_cur);
     dist__mutex_lock(&dist_rpc__ag_lock);
     *ctx_id = (int64_t)(((uint64_t)(dist_rpc__my_rank() + 1) << 48) | (++dist_rpc__ag.next_ctx & 0xffffffffffffull));
     c = dist_rpc__ag_get(*ctx_id);
     dist__mutex_unlock(&dist_rpc__ag_lock);
     if (!c) { *ctx_id = 0; return dist_rpc__fail(DIST_ERR_NOMEM, "autograd context_begin: out of memory"); }
-    dist_rpc__ag_cur = *ctx_id;
+    dist_rpc__ctx_cur = *ctx_id;
     return DIST_OK;
 }
 
@@ -5217,13 +5340,13 @@ static int dist_rpc__ag_end(int64_t id, int skip) {
 }
 
 DIST_API dist_result dist_autograd_context_end(int64_t ctx_id) {
-    if (dist_rpc__ag_cur == ctx_id) dist_rpc__ag_cur = 0;
+    if (dist_rpc__ctx_cur == ctx_id) dist_rpc__ctx_cur = 0;
     if (dist_rpc__ag_end(ctx_id, -1) != 0) return dist_rpc__fail(DIST_ERR_NOT_FOUND, "autograd context_end: no context %lld on this worker", (long long)ctx_id);
     return DIST_OK;
 }
 
-DIST_API int64_t dist_autograd_current_context(void) { return dist_rpc__ag_cur; }
-DIST_API void dist_autograd_set_context(int64_t ctx_id) { dist_rpc__ag_cur = ctx_id; }
+DIST_API int64_t dist_autograd_current_context(void) { return dist_rpc__ctx_cur; }
+DIST_API void dist_autograd_set_context(int64_t ctx_id) { dist_rpc__ctx_cur = ctx_id; }
 
 DIST_API int dist_autograd_num_contexts(void) {
     int n;
@@ -5419,12 +5542,24 @@ static void dist_rpc__ag_clear(void) {
     while (c) { dist_rpc__actx *next = c->next; dist_rpc__ag_free(c); c = next; }
     for (int i = 0; i < no; i++) dist_optim_free(o[i].o);
     DIST_FREE(o);
-    dist_rpc__ag_cur = 0;
+    dist_rpc__ctx_cur = 0;
 }
+
+/* The context layer (the layer hook in "RPC: registry"): what autograd
+   adds to RPC. */
+static const dist_rpc__builtin dist_rpc__ag_fns[] = {
+    { DIST_RPC__RESERVED "ag_grads", dist_rpc__h_ag_grads, 0 },     /* gradients for a send */
+    { DIST_RPC__RESERVED "ag_end", dist_rpc__h_ag_end, 1 },         /* a context ended */
+};
+static const dist_rpc__layer dist_rpc__ag_layer = {
+    "autograd", dist_rpc__ag_fns, sizeof dist_rpc__ag_fns / sizeof *dist_rpc__ag_fns,
+    dist_rpc__ag_plen, dist_rpc__ag_out, dist_rpc__ag_prefix, dist_rpc__ag_unout, dist_rpc__ag_strip, dist_rpc__ag_in,
+    dist_rpc__ag_clear,                                              /* (the optimizers' parts too) */
+};
 
 /* ---- the distributed optimizer ---- */
 typedef struct { int rank; int64_t id; } dist_rpc__dopt_part;
-struct dist_dist_optim {
+struct dist_remote_optim {
     int n;
     dist_rpc__dopt_part *own;                           /* one local optimizer per owner */
 };
@@ -5513,22 +5648,22 @@ static dist_value_t *dist_rpc__h_optim_free(dist_rpc_call_t *call, const dist_va
     return NULL;
 }
 
-DIST_API void dist_dist_optim_free(dist_dist_optim_t *o) {
+DIST_API void dist_remote_optim_free(dist_remote_optim_t *o) {
     if (!o) return;
     for (int i = 0; i < o->n; i++) dist_rpc__notify(o->own[i].rank, DIST_RPC__RESERVED "optim_free", dist_value_pack("[I]", o->own[i].id));
     DIST_FREE(o->own);
     DIST_FREE(o);
 }
 
-static dist_result dist_rpc__dopt(int kind, int n, dist_rref_t *const *params, const double hp[5], dist_dist_optim_t **out) {
-    const char *what = kind == DIST_RPC__OPT_SGD ? "dist_dist_optim_sgd" : "dist_dist_optim_adam";
-    dist_dist_optim_t *o;
+static dist_result dist_rpc__dopt(int kind, int n, dist_rref_t *const *params, const double hp[5], dist_remote_optim_t **out) {
+    const char *what = kind == DIST_RPC__OPT_SGD ? "dist_remote_optim_sgd" : "dist_remote_optim_adam";
+    dist_remote_optim_t *o;
     dist_result res = DIST_OK;
     if (!out) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL result pointer", what);
     *out = NULL;
     if (n <= 0 || !params) return dist_rpc__fail(DIST_ERR_INVALID, "%s: %d parameters (at least one RRef)", what, n);
     for (int i = 0; i < n; i++) if (!params[i]) return dist_rpc__fail(DIST_ERR_INVALID, "%s: parameter %d is NULL", what, i);
-    if (!(o = (dist_dist_optim_t *)DIST_MALLOC(sizeof *o)) || !(o->own = (dist_rpc__dopt_part *)DIST_MALLOC((size_t)n * sizeof *o->own))) {
+    if (!(o = (dist_remote_optim_t *)DIST_MALLOC(sizeof *o)) || !(o->own = (dist_rpc__dopt_part *)DIST_MALLOC((size_t)n * sizeof *o->own))) {
         DIST_FREE(o);
         return dist_rpc__fail(DIST_ERR_NOMEM, "%s: out of memory", what);
     }
@@ -5555,29 +5690,29 @@ static dist_result dist_rpc__dopt(int kind, int n, dist_rref_t *const *params, c
     if (res != DIST_OK) {
         char why[DIST_RPC__ERRLEN];
         snprintf(why, sizeof why, "%.330s", dist_rpc__error);
-        dist_dist_optim_free(o);
+        dist_remote_optim_free(o);
         return dist_rpc__fail(res, "%s: %s", what, why);
     }
     *out = o;
     return DIST_OK;
 }
 
-DIST_API dist_result dist_dist_optim_sgd(int n, dist_rref_t *const *params, float lr, float momentum, float weight_decay, dist_dist_optim_t **out) {
+DIST_API dist_result dist_remote_optim_sgd(int n, dist_rref_t *const *params, float lr, float momentum, float weight_decay, dist_remote_optim_t **out) {
     double hp[5] = { lr, momentum, 0, 0, weight_decay };
     return dist_rpc__dopt(DIST_RPC__OPT_SGD, n, params, hp, out);
 }
 
-DIST_API dist_result dist_dist_optim_adam(int n, dist_rref_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay,
-                                          dist_dist_optim_t **out) {
+DIST_API dist_result dist_remote_optim_adam(int n, dist_rref_t *const *params, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                          dist_remote_optim_t **out) {
     double hp[5] = { lr, beta1, beta2, eps, weight_decay };
     return dist_rpc__dopt(DIST_RPC__OPT_ADAM, n, params, hp, out);
 }
 
-DIST_API dist_result dist_dist_optim_step_timeout(dist_dist_optim_t *o, int64_t ctx_id, int timeout_ms) {
+DIST_API dist_result dist_remote_optim_step_timeout(dist_remote_optim_t *o, int64_t ctx_id, int timeout_ms) {
     dist_future_t *few[8], **fs = few;
     dist_result res;
-    if (!o) return dist_rpc__fail(DIST_ERR_INVALID, "dist_dist_optim_step: NULL optimizer");
-    if (o->n > 8 && !(fs = (dist_future_t **)DIST_MALLOC((size_t)o->n * sizeof *fs))) return dist_rpc__fail(DIST_ERR_NOMEM, "dist_dist_optim_step: out of memory");
+    if (!o) return dist_rpc__fail(DIST_ERR_INVALID, "dist_remote_optim_step: NULL optimizer");
+    if (o->n > 8 && !(fs = (dist_future_t **)DIST_MALLOC((size_t)o->n * sizeof *fs))) return dist_rpc__fail(DIST_ERR_NOMEM, "dist_remote_optim_step: out of memory");
     for (int i = 0; i < o->n; i++)                                 /* every owner at once */
         dist_rpc__call(o->own[i].rank, DIST_RPC__RESERVED "optim_step", "distributed optimizer step", dist_value_pack("[II]", o->own[i].id, ctx_id),
                        timeout_ms, NULL, &fs[i]);
@@ -5585,90 +5720,31 @@ DIST_API dist_result dist_dist_optim_step_timeout(dist_dist_optim_t *o, int64_t 
     if (res != DIST_OK) {
         char why[DIST_RPC__ERRLEN];
         snprintf(why, sizeof why, "%.330s", dist_rpc__error);
-        dist_rpc__fail(res, "dist_dist_optim_step (context %lld): %s", (long long)ctx_id, why);
+        dist_rpc__fail(res, "dist_remote_optim_step (context %lld): %s", (long long)ctx_id, why);
     }
     for (int i = 0; i < o->n; i++) dist_future_free(fs[i]);
     if (fs != few) DIST_FREE(fs);
     return res;
 }
 
-DIST_API dist_result dist_dist_optim_step(dist_dist_optim_t *o, int64_t ctx_id) {
-    return dist_dist_optim_step_timeout(o, ctx_id, DIST_RPC_DEFAULT_TIMEOUT);
+DIST_API dist_result dist_remote_optim_step(dist_remote_optim_t *o, int64_t ctx_id) {
+    return dist_remote_optim_step_timeout(o, ctx_id, DIST_RPC_DEFAULT_TIMEOUT);
 }
 
-/* ---- RRef helpers ---- */
+/* The optimizer's functions on the owners (a layer without messages). */
+static const dist_rpc__builtin dist_rpc__opt_fns[] = {
+    { DIST_RPC__RESERVED "optim_new", dist_rpc__h_optim_new, 0 },   /* made on an owner */
+    { DIST_RPC__RESERVED "optim_step", dist_rpc__h_optim_step, 0 },
+    { DIST_RPC__RESERVED "optim_free", dist_rpc__h_optim_free, 1 },
+};
+static const dist_rpc__layer dist_rpc__opt_layer = {
+    "remote optimizer", dist_rpc__opt_fns, sizeof dist_rpc__opt_fns / sizeof *dist_rpc__opt_fns, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+};
 
-/* [r] followed by the items of `args` (a list), or by `args`. */
-static dist_value_t *dist_rpc__with_rref(dist_rref_t *r, dist_value_t *args) {
-    dist_value_t *l = dist_value_list();
-    dist_result res = l ? dist_value_append(l, dist_value_rref(r)) : DIST_ERR_NOMEM;
-    if (args && args->type == DIST_VALUE_LIST) {
-        int block = (args->own & DIST_RPC__OWN_BLOCK) != 0;        /* a decoded list: its items are copied */
-        for (size_t i = 0; i < args->u.list.n && res == DIST_OK; i++)
-            res = dist_value_append(l, block ? dist_value_copy(args->u.list.items[i]) : args->u.list.items[i]);
-        if (!block) {
-            size_t i = 0;                                           /* the items moved (or freed by append) stay out of args */
-            for (; i < args->u.list.n; i++) args->u.list.items[i] = NULL;
-            args->u.list.n = 0;
-        }
-        dist_value_free(args);
-    } else if (args && res == DIST_OK) {
-        res = dist_value_append(l, args);
-    } else {
-        dist_value_free(args);
-    }
-    if (res != DIST_OK) { dist_value_free(l); return NULL; }
-    return l;
-}
-
-/* `need_out`: the result pointer `out` is required (NULL is accepted where
-   dist_rpc_sync accepts it: the result is dropped). */
-static dist_result dist_rpc__rref_target(const char *what, dist_rref_t *r, const void *out, int need_out, dist_worker_info *wi) {
-    if (!r || (need_out && !out)) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL %s", what, r ? "result pointer" : "rref");
-    return dist_rref_owner(r, wi);
-}
-
-DIST_API dist_result dist_rref_rpc_async(dist_rref_t *r, const char *fn, dist_value_t *args, dist_future_t **fut) {
-    dist_worker_info wi;
-    dist_result res;
-    if (fut) *fut = NULL;
-    if ((res = dist_rpc__rref_target("rref_rpc_async", r, fut, 1, &wi)) != DIST_OK) { dist_value_free(args); return res; }
-    return dist_rpc_async(wi.name, fn, dist_rpc__with_rref(r, args), fut);
-}
-
-DIST_API dist_result dist_rref_rpc_sync(dist_rref_t *r, const char *fn, dist_value_t *args, dist_value_t **ret) {
-    dist_worker_info wi;
-    dist_result res;
-    if (ret) *ret = NULL;
-    if ((res = dist_rpc__rref_target("rref_rpc_sync", r, ret, 0, &wi)) != DIST_OK) { dist_value_free(args); return res; }
-    return dist_rpc_sync(wi.name, fn, dist_rpc__with_rref(r, args), ret);
-}
-
-DIST_API dist_result dist_rref_remote(dist_rref_t *r, const char *fn, dist_value_t *args, dist_rref_t **out) {
-    dist_worker_info wi;
-    dist_result res;
-    if (out) *out = NULL;
-    if ((res = dist_rpc__rref_target("rref_remote", r, out, 1, &wi)) != DIST_OK) { dist_value_free(args); return res; }
-    return dist_remote(wi.name, fn, dist_rpc__with_rref(r, args), out);
-}
-
-DIST_API dist_tensor_t *dist_rref_local_tensor(dist_rref_t *r) {
-    const dist_value_t *v = NULL;
-    return r && dist_rref_local_value(r, &v) == DIST_OK ? dist_value_as_tensor(v) : NULL;
-}
-
-DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params) {
-    dist_value_t *l;
-    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "rref_params: %d parameters, NULL array", n); return NULL; }
-    if (!(l = dist_value_list())) return NULL;
-    for (int i = 0; i < n; i++) {
-        dist_rref_t *r = NULL;
-        dist_result res = params[i] ? dist_rref_new(dist_value_from_tensor(params[i]), &r) : dist_rpc__fail(DIST_ERR_INVALID, "rref_params: parameter %d is NULL", i);
-        if (res == DIST_OK) res = dist_value_append(l, dist_value_rref(r));
-        dist_rref_free(r);
-        if (res != DIST_OK) { dist_value_free(l); return NULL; }
-    }
-    return l;
+/* The wiring of the layer hook: the context layer first. */
+static const dist_rpc__layer *const *dist_rpc__layers(void) {
+    static const dist_rpc__layer *const layers[] = { &dist_rpc__ag_layer, &dist_rpc__opt_layer, NULL };
+    return layers;
 }
 
 #endif /* DIST_RPC_IMPLEMENTATION */

@@ -490,12 +490,12 @@ static int run_trainer(int k, int trainers, const dataset *train) {
     for (int i = 0; i < shard.n; i++) order[i] = i;
 
     dist_rref_t *prefs[4];
-    dist_dist_optim_t *optim = NULL;
+    dist_remote_optim_t *optim = NULL;
     if (get_param_rrefs(prefs) != 0) { fprintf(stderr, "%s: params: %s\n", me, MSG); return 1; }
     /* Built once: an SGD on the server over the 4 parameters (torch:
        DistributedOptimizer(optim.SGD, param_rrefs, lr=..., momentum=...)). */
-    if (dist_dist_optim_sgd(4, prefs, opt.lr, opt.momentum, 0.0f, &optim) != DIST_OK) {
-        fprintf(stderr, "%s: dist_dist_optim_sgd: %s\n", me, MSG);
+    if (dist_remote_optim_sgd(4, prefs, opt.lr, opt.momentum, 0.0f, &optim) != DIST_OK) {
+        fprintf(stderr, "%s: dist_remote_optim_sgd: %s\n", me, MSG);
         return 1;
     }
     int probe_n = shard.n < 64 ? shard.n : 64;
@@ -536,7 +536,7 @@ static int run_trainer(int k, int trainers, const dataset *train) {
             /* (Look at what arrived there: once, and on every step in smoke mode.) */
             if (!bad && (opt.smoke || (epoch == 1 && s == 0))) bad = check_grads(me, ctx, epoch == 1 && s == 0);
             /* 5. The server's SGD applies this context's gradients. */
-            if (!bad && dist_dist_optim_step(optim, ctx) != DIST_OK) { fprintf(stderr, "%s: optimizer step: %s\n", me, MSG); bad = 1; }
+            if (!bad && dist_remote_optim_step(optim, ctx) != DIST_OK) { fprintf(stderr, "%s: optimizer step: %s\n", me, MSG); bad = 1; }
             /* 6. Done with this pass: its gradients are freed everywhere. */
             dist_autograd_context_end(ctx);
             if (loss) { epoch_sum += dist_tensor_item(loss); window_sum += dist_tensor_item(loss); window++; }
@@ -571,7 +571,7 @@ static int run_trainer(int k, int trainers, const dataset *train) {
     }
     if (!bad) printf("%s: done, %d steps in %.1f s\n", me, opt.epochs * steps, now_s() - t0);
     if (dist_rpc_sync("ps", "done", NULL, NULL) != DIST_OK) { fprintf(stderr, "%s: done: %s\n", me, MSG); bad = 1; }
-    dist_dist_optim_free(optim);
+    dist_remote_optim_free(optim);
     for (int i = 0; i < 4; i++) dist_rref_free(prefs[i]);
     free(buf);
     free(labels);

@@ -202,10 +202,10 @@ static int worker0(int smoke) {
 
     /* The distributed optimizer: one SGD on worker1 over both tensors;
        step applies the context's gradients there. */
-    dist_dist_optim_t *opt = NULL;
-    if (dist_dist_optim_sgd(2, rref, LR, 0.0f, 0.0f, &opt) != DIST_OK) FAIL("dist_dist_optim_sgd: %s", dist_rpc_error_message());
-    if (dist_dist_optim_step(opt, ctx) != DIST_OK) FAIL("dist_dist_optim_step: %s", dist_rpc_error_message());
-    dist_dist_optim_free(opt);
+    dist_remote_optim_t *opt = NULL;
+    if (dist_remote_optim_sgd(2, rref, LR, 0.0f, 0.0f, &opt) != DIST_OK) FAIL("dist_remote_optim_sgd: %s", dist_rpc_error_message());
+    if (dist_remote_optim_step(opt, ctx) != DIST_OK) FAIL("dist_remote_optim_step: %s", dist_rpc_error_message());
+    dist_remote_optim_free(opt);
 
     /* Ending the context frees its gradients here and on worker1. */
     if (dist_autograd_context_end(ctx) != DIST_OK) FAIL("context_end: %s", dist_rpc_error_message());

@@ -63,7 +63,7 @@
       timeout is 30 s, so it cannot pass by timing out); ending the context
       returns at once and w2's count falls to 0; the survivors shut down
       not gracefully.  The parent accepts w1's SIGKILL in this case only.
-   6. n=2, errors and helpers: dist_dist_optim_sgd and _adam over an RRef
+   6. n=2, errors and helpers: dist_remote_optim_sgd and _adam over an RRef
       whose value is an int fail with a sentence (and no optimizer);
       dist_rref_rpc_sync with args NULL, a single value and a list (and
       once with a NULL result pointer, which it accepts): the
@@ -88,7 +88,7 @@
       backward (b2's gradient exactly 32 everywhere), then has w2's
       "hold_params" read its parameter lock for 2 s (4 handler threads
       there: the step's handler runs and waits for the lock);
-      dist_dist_optim_step_timeout (300 ms) gives DIST_ERR_TIMEOUT within
+      dist_remote_optim_step_timeout (300 ms) gives DIST_ERR_TIMEOUT within
       [250 ms, 1.5 s].  1 s after the reader let go, W2 and b2 are, bit for
       bit, both their values or both exactly one SGD step p - 0.25f * g
       from them (the step the caller stopped waiting for may finish on
@@ -633,7 +633,7 @@ static int fn_seed(int rank, int n) {
     const uint64_t seeds[2] = { SEED_A, SEED_B };
     dist_rref_t *rs[2] = { NULL, NULL };
     dist_tensor_t *ab[2] = { NULL, NULL }, *s, *loss;
-    dist_dist_optim_t *o = NULL;
+    dist_remote_optim_t *o = NULL;
     dist_result res;
     int64_t ctx = 0;
     double fell;
@@ -666,8 +666,8 @@ static int fn_seed(int rank, int n) {
     if ((res = dist_autograd_backward(ctx, loss)) != DIST_OK) return WFAIL("dist_autograd_backward: %s: %s", dist_result_name(res), MSG);
     if (dist_tensor_grad(ab[0]) || dist_tensor_grad(ab[1])) return WFAIL("a distributed backward set the received tensors' own grad on w0");
     if (grads_all("w1", ctx, 2, rs, 1.0f, "after backward")) return 1;
-    if ((res = dist_dist_optim_sgd(2, rs, 0.05f, 0.0f, 0.0f, &o)) != DIST_OK || !o) return WFAIL("dist_optim_sgd: %s: %s", dist_result_name(res), MSG);
-    if ((res = dist_dist_optim_step(o, ctx)) != DIST_OK) return WFAIL("dist_optim_step: %s: %s", dist_result_name(res), MSG);
+    if ((res = dist_remote_optim_sgd(2, rs, 0.05f, 0.0f, 0.0f, &o)) != DIST_OK || !o) return WFAIL("dist_remote_optim_sgd: %s: %s", dist_result_name(res), MSG);
+    if ((res = dist_remote_optim_step(o, ctx)) != DIST_OK) return WFAIL("dist_remote_optim_step: %s: %s", dist_result_name(res), MSG);
     for (int i = 0; i < 2; i++) {
         float got[9];
         char what[32];
@@ -684,7 +684,7 @@ static int fn_seed(int rank, int n) {
         }
         dist_tensor_release(ref);
     }
-    dist_dist_optim_free(o);
+    dist_dist_optim_free(o);                            /* (the deprecated name still works) */
     if ((res = dist_autograd_context_end(ctx)) != DIST_OK) return WFAIL("context_end: %s: %s", dist_result_name(res), MSG);
     if (dist_autograd_current_context() != 0) return WFAIL("current_context after the end is %lld, want 0", (long long)dist_autograd_current_context());
     /* the tensors of the pass outlive their context */
@@ -824,7 +824,7 @@ static int fn_mlp(int rank, int n) {
     dist_rref_t *rr[4] = { NULL, NULL, NULL, NULL };
     dist_tensor_t *lp[4], *x;
     int64_t tgt[BATCH];
-    dist_dist_optim_t *dopt = NULL;
+    dist_remote_optim_t *dopt = NULL;
     dist_optim_t *lopt;
     dist_result res;
     double wl = 0, wg = 0, wp = 0;
@@ -835,15 +835,15 @@ static int fn_mlp(int rank, int n) {
     for (int i = 0; i < 4; i++) if (!(lp[i] = make_param(i))) return WFAIL("the local parameters: %s", MSG);
     if (!(x = make_input())) return WFAIL("the input: %s", MSG);
     make_targets(tgt);
-    if ((res = dist_dist_optim_sgd(4, rr, 0.1f, 0.9f, 0.0f, &dopt)) != DIST_OK || !dopt) return WFAIL("dist_optim_sgd: %s: %s", dist_result_name(res), MSG);
+    if ((res = dist_remote_optim_sgd(4, rr, 0.1f, 0.9f, 0.0f, &dopt)) != DIST_OK || !dopt) return WFAIL("dist_remote_optim_sgd: %s: %s", dist_result_name(res), MSG);
     if (!(lopt = dist_optim_sgd(4, lp, 0.1f, 0.9f, 0.0f))) return WFAIL("the local optim_sgd: %s", MSG);
     for (int phase = 0; phase < 2; phase++) {
         int steps = phase == 0 ? 20 : 10;
         if (phase == 1) {
-            dist_dist_optim_free(dopt);
+            dist_remote_optim_free(dopt);
             dist_optim_free(lopt);
             dopt = NULL;
-            if ((res = dist_dist_optim_adam(4, rr, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, &dopt)) != DIST_OK || !dopt) return WFAIL("dist_optim_adam: %s: %s", dist_result_name(res), MSG);
+            if ((res = dist_remote_optim_adam(4, rr, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, &dopt)) != DIST_OK || !dopt) return WFAIL("dist_remote_optim_adam: %s: %s", dist_result_name(res), MSG);
             if (!(lopt = dist_optim_adam(4, lp, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f))) return WFAIL("the local optim_adam: %s", MSG);
         }
         for (int step = 0; step < steps; step++) {
@@ -863,7 +863,7 @@ static int fn_mlp(int rank, int n) {
             if (!(fabs((double)dl - (double)ll) <= 1e-6 * fabs((double)ll)))
                 return WFAIL("%s step %d: the distributed loss is %.9g, the local one %.9g (relative %.3g > 1e-6)", on, step, dl, ll, fabs((double)dl - (double)ll) / fabs((double)ll));
             if (phase == 0 && (step == 0 || step == steps - 1) && compare_grads(ctx, lp, step, &wg)) return 1;
-            if ((res = dist_dist_optim_step(dopt, ctx)) != DIST_OK) return WFAIL("%s step %d: dist_optim_step: %s: %s", on, step, dist_result_name(res), MSG);
+            if ((res = dist_remote_optim_step(dopt, ctx)) != DIST_OK) return WFAIL("%s step %d: dist_optim_step: %s: %s", on, step, dist_result_name(res), MSG);
             if ((res = dist_optim_step(lopt)) != DIST_OK) return WFAIL("%s step %d: the local optim_step: %s: %s", on, step, dist_result_name(res), MSG);
             dist_optim_zero_grad(lopt);
             dist_tensor_release(lloss);
@@ -875,7 +875,7 @@ static int fn_mlp(int rank, int n) {
         if (compare_params(rr, lp, phase == 0 ? "after 20 SGD steps" : "after 10 Adam steps", &wp)) return 1;
     }
     if (!(last_sgd < first)) WFAIL("the loss did not fall over 20 SGD steps: %.6g -> %.6g", first, last_sgd);
-    dist_dist_optim_free(dopt);
+    dist_remote_optim_free(dopt);
     dist_optim_free(lopt);
     for (int i = 0; i < 4; i++) { dist_tensor_release(lp[i]); dist_rref_free(rr[i]); }
     dist_tensor_release(x);
@@ -1164,7 +1164,7 @@ static int check_echo(const dist_value_t *v, int64_t want_n, int64_t want_ran, d
 static int fn_errors(int rank, int n) {
     static const int64_t s33[2] = { 3, 3 };
     dist_rref_t *ri = NULL, *rt = NULL, *ro = NULL, *rs = NULL, *rn = NULL;
-    dist_dist_optim_t *o = NULL;
+    dist_remote_optim_t *o = NULL;
     dist_value_t *v = NULL;
     dist_future_t *f = NULL;
     dist_result res;
@@ -1175,11 +1175,11 @@ static int fn_errors(int rank, int n) {
     if ((res = dist_remote("w1", "make_int", dist_value_pack("[I]", (int64_t)7), &ri)) != DIST_OK || !ri) return WFAIL("remote(make_int): %s: %s", dist_result_name(res), MSG);
     if ((res = dist_rref_to_here(ri, 0, &v)) != DIST_OK || dist_value_kind(v) != DIST_VALUE_INT) return WFAIL("to_here(make_int): %s: %s", dist_result_name(res), MSG);
     dist_value_free(v); v = NULL;
-    res = dist_dist_optim_sgd(1, &ri, 0.1f, 0.0f, 0.0f, &o);
+    res = dist_remote_optim_sgd(1, &ri, 0.1f, 0.0f, 0.0f, &o);
     if (res == DIST_OK || o || !MSG[0]) return WFAIL("dist_optim_sgd over an RRef to an int: %s, optimizer %p, \"%s\"; want a failure with a sentence and no optimizer", dist_result_name(res), (void *)o, MSG);
     snprintf(m_sgd, sizeof m_sgd, "%.250s", MSG);
     if (!strstr(m_sgd, "tensor")) return WFAIL("dist_optim_sgd over an RRef to an int: the sentence does not say a tensor was wanted: \"%s\"", m_sgd);
-    res = dist_dist_optim_adam(1, &ri, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, &o);
+    res = dist_remote_optim_adam(1, &ri, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, &o);
     if (res == DIST_OK || o || !MSG[0]) return WFAIL("dist_optim_adam over an RRef to an int: %s, optimizer %p, \"%s\"; want a failure with a sentence and no optimizer", dist_result_name(res), (void *)o, MSG);
     snprintf(m_adam, sizeof m_adam, "%.250s", MSG);
 
@@ -1339,7 +1339,7 @@ static int fn_timeouts(int rank, int n) {
     dist_tensor_t *x, *y = NULL, *loss, *g = NULL;
     dist_future_t *f = NULL;
     dist_rref_t *rr[2] = { NULL, NULL };
-    dist_dist_optim_t *o = NULL;
+    dist_remote_optim_t *o = NULL;
     dist_tensor_t *p0[2], *hin;
     float w[NW], b[OUT_F], gw[NW], gb[OUT_F], cw[NW], cb[OUT_F], gw2[NW], gb2[OUT_F];
     int64_t ctx = 0, busy_ms = scaled(BUSY_MS), t1;
@@ -1404,7 +1404,7 @@ static int fn_timeouts(int rank, int n) {
     /* 2. optim_step_timeout while a reader holds w2's parameter lock */
     if (get_params("w2", 2, rr)) return 1;
     if (!(p0[0] = make_param(2)) || !(p0[1] = make_param(3)) || !(hin = dist_tensor_randn(2, shin, 1.0f, SEED_H))) return WFAIL("randn/uniform: %s", MSG);
-    if ((res = dist_dist_optim_sgd(2, rr, LR_T, 0.0f, 0.0f, &o)) != DIST_OK || !o) return WFAIL("dist_optim_sgd: %s: %s", dist_result_name(res), MSG);
+    if ((res = dist_remote_optim_sgd(2, rr, LR_T, 0.0f, 0.0f, &o)) != DIST_OK || !o) return WFAIL("dist_remote_optim_sgd: %s: %s", dist_result_name(res), MSG);
     if (wb_pass(hin, &ctx, "the pass before the timed-out step") || grads_wb(ctx, gw, gb, "the pass before the timed-out step")) return 1;
     if (fetch_wb(rr, w, b, "before the step")) return 1;
     if (steps_of(w, dist_tensor_data(p0[0]), gw, NW, &at) != 0 || steps_of(b, dist_tensor_data(p0[1]), gb, OUT_F, &at) != 0)
@@ -1413,12 +1413,12 @@ static int fn_timeouts(int rank, int n) {
         return WFAIL("rpc_async(w2, hold_params): %s: %s", dist_result_name(res), MSG);
     if (await_flag(&sh->holding, 1, scaled(5000)) != 0) return WFAIL("w2's hold_params did not take the parameter lock within 5 s");
     t1 = now_ns();
-    res = dist_dist_optim_step_timeout(o, ctx, scaled(SHORT_MS));
+    res = dist_remote_optim_step_timeout(o, ctx, scaled(SHORT_MS));
     took_st = secs_since(t1);
     snprintf(m_st, sizeof m_st, "%.330s", MSG);
     done_at_return = __atomic_load_n(&sh->held, __ATOMIC_SEQ_CST);
     if (res != DIST_ERR_TIMEOUT || took_st < scaled_s(0.25) || took_st > scaled_s(1.5))
-        return WFAIL("dist_dist_optim_step_timeout(%d ms) with w2's parameter lock read for %lld ms: %s after %.0f ms (the reader %s), \"%s\"; "
+        return WFAIL("dist_remote_optim_step_timeout(%d ms) with w2's parameter lock read for %lld ms: %s after %.0f ms (the reader %s), \"%s\"; "
                      "want DIST_ERR_TIMEOUT in [%d, %d] ms (the agents' default timeout is %d ms)", scaled(SHORT_MS), (long long)busy_ms, dist_result_name(res),
                      took_st * 1e3, done_at_return ? "had let go" : "still held it", m_st, scaled(250), scaled(1500), scaled(g_rpc_timeout_ms));
     if ((res = dist_future_wait(f, scaled(5000))) != DIST_OK) return WFAIL("w2's hold_params: %s: %s", dist_result_name(res), dist_future_error(f));
@@ -1435,14 +1435,14 @@ static int fn_timeouts(int rank, int n) {
     /* a plain step in a new context: exactly one more SGD step from there */
     if (wb_pass(hin, &ctx, "the pass after the timed-out step") || grads_wb(ctx, gw2, gb2, "the pass after the timed-out step")) return 1;
     t1 = now_ns();
-    res = dist_dist_optim_step(o, ctx);
+    res = dist_remote_optim_step(o, ctx);
     took_step = secs_since(t1);
     if (res != DIST_OK) return WFAIL("dist_optim_step in a new context after the timed-out one: %s after %.0f ms: %s", dist_result_name(res), took_step * 1e3, MSG);
     if (fetch_wb(rr, w, b, "after the next step")) return 1;
     if (steps_of(w, cw, gw2, NW, &at) != 1) return WFAIL("after the next step, W2 element %zu is %.9g, want exactly %.9g - %g * %.9g", at, w[at], cw[at], LR_T, gw2[at]);
     if (steps_of(b, cb, gb2, OUT_F, &at) != 1) return WFAIL("after the next step, b2 element %zu is %.9g, want exactly %.9g - %g * %.9g", at, b[at], cb[at], LR_T, gb2[at]);
     if ((res = dist_autograd_context_end(ctx)) != DIST_OK) return WFAIL("context_end: %s: %s", dist_result_name(res), MSG);
-    dist_dist_optim_free(o);
+    dist_remote_optim_free(o);
     dist_rref_free(rr[0]);
     dist_rref_free(rr[1]);
     dist_tensor_release(p0[0]);
@@ -1490,7 +1490,7 @@ int main(void) {
     el = run_job(2, 4, fn_errors, 0);
     case_end(el, sh->note[0]);
 
-    begin("n=3, per-call timeouts: dist_autograd_backward_timeout with the hop queued behind w1's only (sleeping) handler thread, and dist_dist_optim_step_timeout with w2's parameter lock read, each DIST_ERR_TIMEOUT at its 300 ms (agents' default 20 s); the late step runs at most once, the next backward and step are exact");
+    begin("n=3, per-call timeouts: dist_autograd_backward_timeout with the hop queued behind w1's only (sleeping) handler thread, and dist_remote_optim_step_timeout with w2's parameter lock read, each DIST_ERR_TIMEOUT at its 300 ms (agents' default 20 s); the late step runs at most once, the next backward and step are exact");
     g_threads[1] = 1;
     g_rpc_timeout_ms = 20000;
     el = run_job(3, 4, fn_timeouts, 1);

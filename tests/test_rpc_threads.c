@@ -52,7 +52,7 @@
       "params", makes a distributed SGD (lr 0.25); each of 10 steps fires 4
       forwards (async, no context), then in a context a forward of
       x = ones (y must be exactly 400 - steps so far), dist_autograd_backward
-      of sum(y), dist_dist_optim_step (which takes w0's parameter lock for
+      of sum(y), dist_remote_optim_step (which takes w0's parameter lock for
       writing while forwards hold it for reading), context end.  w1 keeps 8
       forwards in flight for 10 rounds.  Every forward's y is 400 - k for a
       whole k within the steps done (a consistent W); at the end W is
@@ -553,14 +553,14 @@ static int fn_params(int rank) {
     /* rank 2: the trainer */
     dist_value_t *pv = NULL;
     dist_rref_t *rr = NULL;
-    dist_dist_optim_t *opt = NULL;
+    dist_remote_optim_t *opt = NULL;
     dist_result res;
     double slowest = 0;
     if ((res = dist_rpc_sync("w0", "params", NULL, &pv)) != DIST_OK) return WFAIL("params: %s: %s", dist_result_name(res), MSG);
     if (dist_value_get_rref(dist_value_item(pv, 0), &rr) != DIST_OK || !rr) return WFAIL("params: item 0 is no reference: %s", MSG);
     rr = dist_rref_keep(rr);
     dist_value_free(pv);
-    if ((res = dist_dist_optim_sgd(1, &rr, LR, 0.0f, 0.0f, &opt)) != DIST_OK) return WFAIL("dist_dist_optim_sgd: %s: %s", dist_result_name(res), MSG);
+    if ((res = dist_remote_optim_sgd(1, &rr, LR, 0.0f, 0.0f, &opt)) != DIST_OK) return WFAIL("dist_remote_optim_sgd: %s: %s", dist_result_name(res), MSG);
     for (int s = 0; s < STEPS; s++) {
         dist_future_t *fs[4];
         dist_tensor_t *x = ones14(), *y, *loss;
@@ -579,7 +579,7 @@ static int fn_params(int rank) {
         loss = dist_tensor_sum(y);
         if ((res = dist_autograd_backward(ctx, loss)) != DIST_OK) return WFAIL("step %d: dist_autograd_backward: %s: %s", s, dist_result_name(res), MSG);
         t0 = now_ns();
-        if ((res = dist_dist_optim_step(opt, ctx)) != DIST_OK) return WFAIL("step %d: dist_dist_optim_step: %s after %.2f s: %s", s, dist_result_name(res), secs_since(t0), MSG);
+        if ((res = dist_remote_optim_step(opt, ctx)) != DIST_OK) return WFAIL("step %d: dist_remote_optim_step: %s after %.2f s: %s", s, dist_result_name(res), secs_since(t0), MSG);
         if (secs_since(t0) > slowest) slowest = secs_since(t0);
         __atomic_store_n(&sh->steps, s + 1, __ATOMIC_SEQ_CST);
         if ((res = dist_autograd_context_end(ctx)) != DIST_OK) return WFAIL("step %d: context_end: %s: %s", s, dist_result_name(res), MSG);
@@ -595,7 +595,7 @@ static int fn_params(int rank) {
     }
     if (slowest > scaled_s(5.0)) return WFAIL("an optimizer step took %.2f s (more than 5 s)", slowest);
     snprintf(sh->note[2], sizeof sh->note[2], "slowest step %.0f ms", slowest * 1e3);
-    dist_dist_optim_free(opt);
+    dist_remote_optim_free(opt);
     dist_rref_free(rr);
     return 0;
 }
