@@ -32,6 +32,8 @@
 #   DIST_TEST_TRANSPORTS  the transports of the tests that declare them
 #                         (default: every one they declare; a test that
 #                         declares none of these runs on its first)
+#   DIST_TEST_TRANSPORTS_OF  the same for named tests, overriding it:
+#                         "test_flood=auto,tcp test_collectives=auto"
 #
 # A source with a line `// TRANSPORTS: auto tcp mixed` runs once per
 # transport, as NAME[TRANSPORT], with DIST_TRANSPORT set to it: auto (same-
@@ -114,9 +116,12 @@ for src in tests/test_*.c tests/test_*.sh; do
              if [ -z "$declared" ]; then
                  add "$name" "$src" "$build_dir/tests/$name"
              else
-                 picked=0
+                 picked=0 wanted=${DIST_TEST_TRANSPORTS:-$declared}
+                 for o in ${DIST_TEST_TRANSPORTS_OF:-}; do
+                     [ "${o%%=*}" = "$name" ] && wanted=${o#*=} && wanted=${wanted//,/ }
+                 done
                  for t in $declared; do
-                     case " ${DIST_TEST_TRANSPORTS:-$declared} " in *" $t "*) ;; *) continue ;; esac
+                     case " $wanted " in *" $t "*) ;; *) continue ;; esac
                      add "$name[$t]" "$src" "env DIST_TRANSPORT=$t $build_dir/tests/$name"
                      picked=1
                  done
