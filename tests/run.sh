@@ -8,7 +8,10 @@
 #                    dist_cuda.h) built alone with gcc, clang, g++, with
 #                    DIST_STATIC and across several translation units
 #                    (tests/compile/check.sh); then the CMake package
-#                    (tests/compile/cmake.sh).  Off with DIST_COMPILE_CHECKS=0.
+#                    (tests/compile/cmake.sh); then every header, example
+#                    and the launcher cross-compiled and linked for macOS,
+#                    arm64 and x86_64 (tests/compile/macos.sh, with zig cc).
+#                    Off with DIST_COMPILE_CHECKS=0.
 #   programs         tests/test_NAME.c, built by make as BUILD_DIR/tests/test_NAME
 #                    (a source whose program is missing counts as a failure)
 #   scripts          tests/test_NAME.sh, run with bash
@@ -107,6 +110,9 @@ if [ "$compile_checks" != 0 ]; then
         done
     done
     add "compile/cmake-package" "" "bash tests/compile/cmake.sh $build_dir/compile/cmake"
+    for t in aarch64-macos x86_64-macos; do
+        add "compile/$t" "tests/compile/macos.sh" "bash tests/compile/macos.sh $t $build_dir/compile/$t"
+    done
 fi
 for src in tests/test_*.c tests/test_*.sh; do
     [ -f "$src" ] || continue

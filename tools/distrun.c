@@ -40,11 +40,11 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #  include <sys/prctl.h>
+#  include <sys/syscall.h>                 /* close_range */
 #endif
 
 #define MAX_NPROC      4096
@@ -306,10 +306,39 @@ static void caught_set(sigset_t *set) {
     for (int i = 0; i < NCAUGHT; i++) sigaddset(set, caught_signals[i]);
 }
 
+/* pipe2(O_CLOEXEC) and SOCK_CLOEXEC where they exist (one step, no window
+   for a fork to inherit the descriptor); pipe/socket + fcntl elsewhere
+   (macOS).  distrun is single-threaded, so the window does not matter. */
+#if !(defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || defined(__OpenBSD__)) || !defined(SOCK_CLOEXEC)
+static int cloexec(int fd) {
+    if (fd >= 0) fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    return fd;
+}
+#endif
+
+static int cloexec_pipe(int p[2]) {
+#if defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || defined(__OpenBSD__)
+    return pipe2(p, O_CLOEXEC);
+#else
+    if (pipe(p) != 0) return -1;
+    cloexec(p[0]); cloexec(p[1]);
+    return 0;
+#endif
+}
+
+static int cloexec_socket(int family) {
+#ifdef SOCK_CLOEXEC
+    return socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+#else
+    return cloexec(socket(family, SOCK_STREAM, 0));
+#endif
+}
+
 static int setup_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    if (cloexec_pipe(wake_pipe) != 0) return -1;
+    for (int i = 0; i < 2; i++) fcntl(wake_pipe[i], F_SETFL, fcntl(wake_pipe[i], F_GETFL) | O_NONBLOCK);
     sa.sa_handler = on_signal;
     caught_set(&sa.sa_mask);
     for (int i = 0; i < NCAUGHT; i++) {
@@ -435,7 +464,7 @@ static int open_store_socket(const char *addr, int *port) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         int one = 1;
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        fd = cloexec_socket(ai->ai_family);
         if (fd < 0) { err = errno; continue; }
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
             bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0 ||
@@ -545,7 +574,7 @@ static void exec_rank(const job *j, int local, const int out[2], const int err[2
 }
 
 static int make_pipe(int p[2]) {
-    if (pipe2(p, O_CLOEXEC) != 0) return -1;
+    if (cloexec_pipe(p) != 0) return -1;
     /* only distrun's end is non-blocking; the rank writes as usual */
     fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
     return 0;
