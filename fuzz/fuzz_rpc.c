@@ -51,7 +51,7 @@ static void walk(const dist_value_t *v, int depth) {
 static uint32_t marked(const dist_value_t *v, uint32_t n) {
     if (dist_value_kind(v) == DIST_VALUE_LIST)
         for (size_t k = 0; k < dist_value_len(v); k++) n = marked(dist_value_item(v, k), n);
-    else if (dist_value_kind(v) == DIST_VALUE_TENSOR && v->u.t.ag_ctx) {
+    else if (dist_value_kind(v) == DIST_VALUE_TENSOR && v->u.t.mark) {
         dist_tensor_t *t = dist_tensor_from_value(v);
         if (!t || !dist_tensor_requires_grad(t) || (v->dtype != DIST_FLOAT32 && v->dtype != DIST_FLOAT64)) __builtin_trap();
         dist_tensor_release(t);
@@ -62,9 +62,9 @@ static uint32_t marked(const dist_value_t *v, uint32_t n) {
 
 static void body(const uint8_t *b, size_t n, int flags) {
     dist_value_t *v = NULL;
-    dist_rpc__agin ag;
+    dist_rpc__ctxin ag;
     memset(&ag, 0, sizeof ag);
-    if ((flags & DIST_RPC__FLAG_AUTOGRAD)) {
+    if ((flags & DIST_RPC__FLAG_CONTEXT)) {
         const uint8_t *b0 = b;
         if (dist_rpc__ag_strip(&b, &n, 1, &ag) != 0) return;
         if (b < b0 || ag.ord < b0 || ag.ord + 4 * (size_t)ag.n > b) __builtin_trap();
@@ -78,7 +78,7 @@ static void body(const uint8_t *b, size_t n, int flags) {
         uint32_t ord = 0, k = 0;
         size_t *numel = (size_t *)malloc(ag.n * sizeof *numel);
         if (!numel) __builtin_trap();
-        if (dist_rpc__ag_mark(v, &ag, &ord, &k, numel) == 0 && k == ag.n && marked(v, 0) != ag.n) __builtin_trap();
+        if (dist_rpc__ag_mark(v, v, &ag, &ord, &k, numel) == 0 && k == ag.n && marked(v, 0) != ag.n) __builtin_trap();
         free(numel);
     }
     dist_value_free(v);
