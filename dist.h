@@ -82,6 +82,15 @@ COMPILE-TIME OPTIONS
    DIST_SHM_SPIN_US          Microseconds a rank waiting in a shared-memory
                              collective polls before it sleeps (default
                              5000; never less than DIST_SPIN_US).
+   DIST_PORTABLE_POSIX       where: every file that implements dist.h,
+                             dist_rpc.h or dist_cuda.h.  On Linux, use
+                             only what POSIX offers, as on macOS and the
+                             BSDs (where it is the only path): a pipe for
+                             wake-ups, shm_open for the shared segments,
+                             payloads through the rings (no cross-memory
+                             attach), no membarrier, no TCP_CONGESTION, the
+                             host known by name, user and host id.  For
+                             testing that path on Linux.
 
 RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    MASTER_ADDR, MASTER_PORT  where rank 0 hosts the store (env://)
@@ -267,6 +276,11 @@ LICENSE
 #if (defined(DIST_IMPLEMENTATION) || defined(DIST_RPC_IMPLEMENTATION) || defined(DIST_CUDA_IMPLEMENTATION)) && \
     defined(__linux__) && !defined(_GNU_SOURCE)
 #  define _GNU_SOURCE
+#endif
+/* mingw-w64: C99's printf (%zu, %lld), not the system's older one. */
+#if (defined(DIST_IMPLEMENTATION) || defined(DIST_RPC_IMPLEMENTATION) || defined(DIST_CUDA_IMPLEMENTATION)) && \
+    defined(__MINGW32__) && !defined(__USE_MINGW_ANSI_STDIO)
+#  define __USE_MINGW_ANSI_STDIO 1
 #endif
 
 #ifndef DIST_H
@@ -783,13 +797,130 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #  define DIST__PLATFORM static
 #endif
 
+/* Which operating system: Windows (64-bit), Linux with its extensions
+   (DIST__LINUX), or any other POSIX system through POSIX alone (macOS, the
+   BSDs, and Linux built with DIST_PORTABLE_POSIX, which is how the suite
+   tests that path). */
+#if defined(__linux__) && !defined(DIST_PORTABLE_POSIX)
+#  define DIST__LINUX 1
+#endif
+#if defined(_WIN32) && !defined(_WIN64)
+#  error "dist.h: 32-bit Windows is not supported (build for x64)"
+#elif !defined(_WIN32) && !defined(__unix__) && !defined(__APPLE__)
+#  error "dist.h: no platform layer for this system: port the two [SECTION] platform parts of dist.h (threads, time, atomics, host, libraries; sockets, files, processes, shared memory)"
+#endif
+
+#if defined(_WIN32)
+/* Windows (64-bit): Win32 threads, SRW locks and condition variables, the
+   performance counter; Winsock 2 (link ws2_32: -lws2_32 with mingw-w64,
+   a #pragma with MSVC).  <winsock2.h> must come before <windows.h>: in a
+   file that includes <windows.h> itself, include dist.h first or define
+   WIN32_LEAN_AND_MEAN. */
+#ifndef WIN32_LEAN_AND_MEAN
+#  define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#  define NOMINMAX
+#endif
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#include <windows.h>
+#ifdef _MSC_VER
+#  pragma comment(lib, "ws2_32.lib")
+#endif
+
+DIST__PLATFORM int64_t dist__now_ns(void) {
+    static LARGE_INTEGER freq;       /* the same value whoever sets it first */
+    LARGE_INTEGER c;
+    if (!freq.QuadPart) QueryPerformanceFrequency(&freq);
+    QueryPerformanceCounter(&c);
+    return (int64_t)(c.QuadPart / freq.QuadPart) * 1000000000 + (int64_t)(c.QuadPart % freq.QuadPart) * 1000000000 / freq.QuadPart;
+}
+
+typedef SRWLOCK dist__mutex;
+typedef CONDITION_VARIABLE dist__cond;
+typedef HANDLE dist__thread;
+#define DIST__THREAD_RETURN DWORD
+#define DIST__THREAD_RETURN_VALUE 0
+typedef DIST__THREAD_RETURN (*dist__thread_fn)(void *);
+#define DIST__MUTEX_INITIALIZER SRWLOCK_INIT
+#define DIST__COND_INITIALIZER  CONDITION_VARIABLE_INIT
+
+DIST__PLATFORM void dist__mutex_init(dist__mutex *m) { InitializeSRWLock(m); }
+DIST__PLATFORM void dist__mutex_destroy(dist__mutex *m) { DIST__UNUSED(m); }
+DIST__PLATFORM void dist__mutex_lock(dist__mutex *m) { AcquireSRWLockExclusive(m); }
+DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { ReleaseSRWLockExclusive(m); }
+DIST__PLATFORM void dist__cond_init(dist__cond *c) { InitializeConditionVariable(c); }
+DIST__PLATFORM void dist__cond_destroy(dist__cond *c) { DIST__UNUSED(c); }
+DIST__PLATFORM void dist__cond_signal(dist__cond *c) { WakeConditionVariable(c); }
+DIST__PLATFORM void dist__cond_broadcast(dist__cond *c) { WakeAllConditionVariable(c); }
+DIST__PLATFORM void dist__cond_wait(dist__cond *c, dist__mutex *m) { SleepConditionVariableSRW(c, m, INFINITE, 0); }
+DIST__PLATFORM void dist__cond_wait_ms(dist__cond *c, dist__mutex *m, int ms) { SleepConditionVariableSRW(c, m, ms < 0 ? 0 : (DWORD)ms, 0); }
+
+/* A thread runs fn(arg) through this trampoline (Win32's start routine has
+   its own calling convention). */
+typedef struct dist__thread_start_arg { dist__thread_fn fn; void *arg; } dist__thread_start_arg;
+static DWORD WINAPI dist__thread_trampoline(LPVOID p) {
+    dist__thread_start_arg a = *(dist__thread_start_arg *)p;
+    free(p);
+    return a.fn(a.arg);
+}
+DIST__PLATFORM int dist__thread_start(dist__thread *t, dist__thread_fn fn, void *arg) {
+    dist__thread_start_arg *a = (dist__thread_start_arg *)malloc(sizeof *a);
+    if (!a) return -1;
+    a->fn = fn; a->arg = arg;
+    *t = CreateThread(NULL, 0, dist__thread_trampoline, a, 0, NULL);
+    if (!*t) { free(a); return -1; }
+    return 0;
+}
+DIST__PLATFORM void dist__thread_join(dist__thread t) { WaitForSingleObject(t, INFINITE); CloseHandle(t); }
+DIST__PLATFORM void dist__yield(void) { if (!SwitchToThread()) Sleep(0); }
+
+DIST__PLATFORM int dist__getpid(void) { return (int)GetCurrentProcessId(); }
+
+/* Who shares this host's memory with us: the same computer and session
+   (a named mapping lives in its session's Local\ namespace). */
+DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
+    char host[MAX_COMPUTERNAME_LENGTH + 1];
+    DWORD n = sizeof host, session = 0;
+    if (!GetComputerNameA(host, &n)) host[0] = 0;
+    ProcessIdToSessionId(GetCurrentProcessId(), &session);
+    snprintf(buf, cap, "windows|%s|%lu", host, (unsigned long)session);
+}
+
+/* The text of a Win32 error code. */
+DIST__PLATFORM const char *dist__win_error_text(DWORD code, char *buf, size_t cap) {
+    DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, code, 0, buf, (DWORD)cap, NULL);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == '.' || buf[n - 1] == ' ')) buf[--n] = 0;
+    if (n == 0) snprintf(buf, cap, "Windows error %lu", (unsigned long)code);
+    return buf;
+}
+
+DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
+    HMODULE h = LoadLibraryA(name);
+    if (!h && why && cap) dist__win_error_text(GetLastError(), why, cap);
+    return (void *)h;
+}
+DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) {
+    FARPROC f = GetProcAddress((HMODULE)lib, name);
+    void *p;
+    memcpy(&p, &f, sizeof p);           /* a function's address as data, without a cast between the two */
+    return p;
+}
+
+#else /* POSIX */
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/types.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <dlfcn.h>
+#if defined(__APPLE__)
+#  include <sys/time.h>
+#  include <sys/sysctl.h>
+#endif
 
 /* Time.  A monotonic clock where the system declares one here (in a file
    that included system headers before asking for POSIX, only C11's
@@ -805,15 +936,6 @@ DIST__PLATFORM int64_t dist__now_ns(void) {
     timespec_get(&ts, TIME_UTC);
 #endif
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-DIST__PLATFORM int64_t dist__now_ms(void) { return dist__now_ns() / 1000000; }
-
-/* Milliseconds left until `deadline_ms`, clamped to [0, cap]. */
-DIST__PLATFORM int dist__ms_left(int64_t deadline_ms, int cap) {
-    int64_t left = deadline_ms - dist__now_ms();
-    if (left < 0) left = 0;
-    if (left > cap) left = cap;
-    return (int)left;
 }
 
 
@@ -838,7 +960,7 @@ DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { pthread_mutex_unlock(m)
 DIST__PLATFORM void dist__cond_init(dist__cond *c) {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
-#if defined(__linux__) && defined(DIST__MONOTONIC)
+#if defined(DIST__LINUX) && defined(DIST__MONOTONIC)
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);    /* dist__cond_wait_ms reads the same clock */
 #endif
     pthread_cond_init(c, &a);
@@ -851,7 +973,7 @@ DIST__PLATFORM void dist__cond_wait(dist__cond *c, dist__mutex *m) { pthread_con
 
 DIST__PLATFORM void dist__cond_wait_ms(dist__cond *c, dist__mutex *m, int ms) {
     struct timespec ts;
-#if defined(__linux__) && defined(DIST__MONOTONIC)
+#if defined(DIST__LINUX) && defined(DIST__MONOTONIC)
     clock_gettime(CLOCK_MONOTONIC, &ts);
 #else
     timespec_get(&ts, TIME_UTC);                        /* the condition's default clock */
@@ -868,8 +990,117 @@ DIST__PLATFORM void dist__thread_join(dist__thread t) { pthread_join(t, NULL); }
 /* Gives the CPU to another runnable thread or process. */
 DIST__PLATFORM void dist__yield(void) { sched_yield(); }
 
+/* This process's id. */
+DIST__PLATFORM int dist__getpid(void) { return (int)getpid(); }
+
+/* Who shares this host's memory with us.  On Linux: processes with the
+   same boot, host name, user, and IPC, PID and network namespaces.
+   Elsewhere: the same host name and user (and, on macOS, boot time); a
+   match that is wrong (two hosts of one name) costs nothing but a failed
+   attempt to map a segment, after which the pair uses TCP. */
+#ifdef DIST__LINUX
+DIST__PLATFORM void dist__host_line(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    buf[0] = 0;
+    if (f) {
+        if (!fgets(buf, (int)cap, f)) buf[0] = 0;
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = 0;
+}
+DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
+    char boot[64], host[128];
+    struct stat ipc, pidns, net;
+    dist__host_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+    dist__host_line("/proc/sys/kernel/hostname", host, sizeof host);    /* gethostname's, on Linux */
+    if (stat("/proc/self/ns/ipc", &ipc) != 0) memset(&ipc, 0, sizeof ipc);
+    if (stat("/proc/self/ns/pid", &pidns) != 0) memset(&pidns, 0, sizeof pidns);
+    if (stat("/proc/self/ns/net", &net) != 0) memset(&net, 0, sizeof net);
+    snprintf(buf, cap, "%s|%s|%lu|%lu|%lu|%lu", boot, host, (unsigned long)getuid(), (unsigned long)ipc.st_ino,
+             (unsigned long)pidns.st_ino, (unsigned long)net.st_ino);
+}
+#else
+DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
+    struct utsname u;
+    long long boot = 0;
+#if defined(__APPLE__)
+    struct timeval tv;
+    size_t len = sizeof tv;
+    if (sysctlbyname("kern.boottime", &tv, &len, NULL, 0) == 0) boot = (long long)tv.tv_sec;
+#endif
+    if (uname(&u) != 0) memset(&u, 0, sizeof u);
+    snprintf(buf, cap, "posix|%s|%s|%lld|%lu", u.sysname, u.nodename, boot, (unsigned long)getuid());
+}
+#endif
+
+/* Shared libraries opened at run time (dist_cuda.h: the driver, NVRTC,
+   NCCL).  NULL on failure, with the loader's reason in why. */
+DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!h && why && cap) snprintf(why, cap, "%s", dlerror());
+    return h;
+}
+DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
+
+#endif /* POSIX */
+
+DIST__PLATFORM int64_t dist__now_ms(void) { return dist__now_ns() / 1000000; }
+
+/* Milliseconds left until `deadline_ms`, clamped to [0, cap]. */
+DIST__PLATFORM int dist__ms_left(int64_t deadline_ms, int cap) {
+    int64_t left = deadline_ms - dist__now_ms();
+    if (left < 0) left = 0;
+    if (left > cap) left = cap;
+    return (int)left;
+}
+
 /* Atomics on plain integers, also in memory shared between processes
-   (gcc/clang builtins work in C and C++ alike). */
+   (gcc/clang builtins work in C and C++ alike; MSVC below). */
+#if (defined(_MSC_VER) && !defined(__clang__)) || defined(DIST__MSC_ATOMICS)
+/* MSVC, x64 only: an aligned load or store of up to 8 bytes is atomic, and
+   the CPU orders a load as an acquire and a store as a release, so only
+   the compiler needs holding back (_ReadWriteBarrier); read-modify-writes
+   are Interlocked*.  C11's _Generic picks the function by the type of *p
+   (its qualifiers dropped).  (DIST__MSC_ATOMICS takes this branch with
+   another compiler, for the compile checks.) */
+#ifndef DIST__MSC_ATOMICS
+#  include <intrin.h>
+#endif
+#define DIST__MSC_ATOMIC(T, N, W)                                                                              \
+    static __inline T dist__ld_##N(const volatile T *p) { T v = *p; _ReadWriteBarrier(); return v; }          \
+    static __inline void dist__st_##N(volatile T *p, T v) { _ReadWriteBarrier(); *p = v; _ReadWriteBarrier(); } \
+    static __inline T dist__add_##N(volatile T *p, T v) { return (T)W##Add((volatile W##_t *)p, (W##_t)v); }  \
+    static __inline int dist__cas_##N(volatile T *p, T *expected, T v) {                                      \
+        T old = *expected, seen = (T)W##Cas((volatile W##_t *)p, (W##_t)v, (W##_t)old);                        \
+        if (seen == old) return 1;                                                                            \
+        *expected = seen;                                                                                     \
+        return 0;                                                                                             \
+    }
+typedef long dist__msc32_t;
+typedef __int64 dist__msc64_t;
+#define dist__msc32Add _InterlockedExchangeAdd
+#define dist__msc64Add _InterlockedExchangeAdd64
+#define dist__msc32Cas _InterlockedCompareExchange
+#define dist__msc64Cas _InterlockedCompareExchange64
+DIST__MSC_ATOMIC(int, i32, dist__msc32)
+DIST__MSC_ATOMIC(unsigned, u32, dist__msc32)
+DIST__MSC_ATOMIC(long, l32, dist__msc32)
+DIST__MSC_ATOMIC(unsigned long, ul32, dist__msc32)
+DIST__MSC_ATOMIC(long long, i64, dist__msc64)
+DIST__MSC_ATOMIC(unsigned long long, u64, dist__msc64)
+#define DIST__MSC_PICK(x, op) _Generic((x), int: dist__##op##_i32, unsigned: dist__##op##_u32, long: dist__##op##_l32, \
+    unsigned long: dist__##op##_ul32, long long: dist__##op##_i64, unsigned long long: dist__##op##_u64)
+#define DIST__LOAD_ACQ(p)         DIST__MSC_PICK(*(p), ld)(p)
+#define DIST__STORE_REL(p, v)     DIST__MSC_PICK(*(p), st)((p), (v))
+#define DIST__LOAD_RELAXED(p)     DIST__MSC_PICK(*(p), ld)(p)
+#define DIST__STORE_RELAXED(p, v) DIST__MSC_PICK(*(p), st)((p), (v))
+#define DIST__FETCH_ADD(p, v)     DIST__MSC_PICK(*(p), add)((p), (v))
+#define DIST__CAS(p, expected, v) DIST__MSC_PICK(*(p), cas)((p), (expected), (v))
+#define DIST__FENCE()             MemoryBarrier()
+#define DIST__FENCE_ACQ_REL()     _ReadWriteBarrier()
+#define DIST__COMPILER_FENCE()    _ReadWriteBarrier()
+#define DIST__CPU_RELAX()         _mm_pause()
+#else
 #define DIST__LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define DIST__STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define DIST__LOAD_RELAXED(p)  __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -906,41 +1137,7 @@ DIST__PLATFORM volatile int dist__fence_word;
 #else
 #  define DIST__CPU_RELAX()    ((void)0)
 #endif
-
-/* This process's id. */
-DIST__PLATFORM int dist__getpid(void) { return (int)getpid(); }
-
-/* Who shares this host's memory with us: processes with the same boot,
-   host name, user, and IPC, PID and network namespaces. */
-DIST__PLATFORM void dist__host_line(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "r");
-    buf[0] = 0;
-    if (f) {
-        if (!fgets(buf, (int)cap, f)) buf[0] = 0;
-        fclose(f);
-    }
-    buf[strcspn(buf, "\n")] = 0;
-}
-DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
-    char boot[64], host[128];
-    struct stat ipc, pidns, net;
-    dist__host_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
-    dist__host_line("/proc/sys/kernel/hostname", host, sizeof host);    /* gethostname's, on Linux */
-    if (stat("/proc/self/ns/ipc", &ipc) != 0) memset(&ipc, 0, sizeof ipc);
-    if (stat("/proc/self/ns/pid", &pidns) != 0) memset(&pidns, 0, sizeof pidns);
-    if (stat("/proc/self/ns/net", &net) != 0) memset(&net, 0, sizeof net);
-    snprintf(buf, cap, "%s|%s|%lu|%lu|%lu|%lu", boot, host, (unsigned long)getuid(), (unsigned long)ipc.st_ino,
-             (unsigned long)pidns.st_ino, (unsigned long)net.st_ino);
-}
-
-/* Shared libraries opened at run time (dist_cuda.h: the driver, NVRTC,
-   NCCL).  NULL on failure, with the loader's reason in why. */
-DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
-    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!h && why && cap) snprintf(why, cap, "%s", dlerror());
-    return h;
-}
-DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
+#endif /* gcc, clang */
 
 DIST__PLATFORM const char *dist__getenv(const char *name) {
     const char *v = getenv(name);
@@ -970,6 +1167,580 @@ DIST__PLATFORM const char *dist__getenv(const char *name) {
      processes    dist__process_* (dist_spawn's children: fork semantics)
      host         dist__cpu_count
      randomness   dist__random_fill, dist__random_u64 */
+#if defined(_WIN32)
+/* Windows: Winsock 2 (WSAPoll; a loopback connection for wake-ups), named
+   file mappings, LockFileEx, CreateProcess. */
+#include <iphlpapi.h>          /* (its types: the library is loaded when needed) */
+typedef SOCKET dist__socket;
+#define DIST__NO_SOCKET INVALID_SOCKET
+typedef long long dist__ssize;
+
+/* Winsock is started once per process, before its first use here (and
+   never stopped: the process's end cleans up). */
+static BOOL CALLBACK dist__wsa_start_once(PINIT_ONCE once, PVOID arg, PVOID *ctx) {
+    WSADATA w;
+    DIST__UNUSED(once); DIST__UNUSED(arg); DIST__UNUSED(ctx);
+    return WSAStartup(MAKEWORD(2, 2), &w) == 0;
+}
+DIST__PLATFORM void dist__net_start(void) {
+    static INIT_ONCE once = INIT_ONCE_STATIC_INIT;
+    InitOnceExecuteOnce(&once, dist__wsa_start_once, NULL, NULL);
+}
+
+DIST__PLATFORM void dist__sleep_ms(int ms) { Sleep(ms < 0 ? 0 : (DWORD)ms); }
+
+/* Errors: Winsock's and Win32's codes (one per thread, WSAGetLastError is
+   GetLastError). */
+DIST__PLATFORM int dist__errno(void) { return (int)GetLastError(); }
+DIST__PLATFORM void dist__set_errno_would_block(void) { SetLastError(WSAEWOULDBLOCK); }
+DIST__PLATFORM int dist__err_interrupted(int e) { return e == WSAEINTR; }
+DIST__PLATFORM int dist__err_would_block(int e) { return e == WSAEWOULDBLOCK || e == WSAEINPROGRESS; }
+DIST__PLATFORM int dist__err_reset(int e) { return e == WSAECONNRESET || e == WSAECONNABORTED; }
+DIST__PLATFORM const char *dist__err_text(int e) {
+    static DIST__TLS char buf[200];
+    return dist__win_error_text((DWORD)e, buf, sizeof buf);
+}
+DIST__PLATFORM int dist__err_no_fds(int e) { return e == WSAEMFILE || e == WSAENOBUFS || e == ERROR_NOT_ENOUGH_MEMORY; }
+DIST__PLATFORM int dist__err_no_fds_kind(int e) { return e == WSAEMFILE ? 1 : 3; }
+DIST__PLATFORM long dist__fd_limit(void) { return -1; }
+DIST__PLATFORM int dist__err_addr_in_use(int e) { return e == WSAEADDRINUSE || e == WSAEACCES; }
+DIST__PLATFORM int dist__err_no_process(int e) { DIST__UNUSED(e); return 0; }
+
+DIST__PLATFORM int dist__set_nonblocking(dist__socket s, int on) {
+    u_long m = on ? 1 : 0;
+    return ioctlsocket(s, FIONBIO, &m) == 0 ? 0 : -1;
+}
+DIST__PLATFORM void dist__close(dist__socket s) { if (s != INVALID_SOCKET) closesocket(s); }
+
+typedef WSABUF dist__iov;
+#define DIST__IOV_BASE(v) ((v).buf)
+#define DIST__IOV_LEN(v)  ((size_t)(v).len)
+DIST__PLATFORM void dist__iov_set(dist__iov *v, const void *p, size_t n) { v->buf = (CHAR *)p; v->len = (ULONG)n; }
+
+#define DIST__IO_MAX ((size_t)1 << 30)   /* the most one call moves (Winsock counts in int) */
+DIST__PLATFORM dist__ssize dist__sock_recv(dist__socket s, void *buf, size_t len) {
+    int n = recv(s, (char *)buf, (int)DIST__MIN(len, DIST__IO_MAX), 0);
+    return n == SOCKET_ERROR ? -1 : n;
+}
+DIST__PLATFORM dist__ssize dist__sock_send(dist__socket s, const void *buf, size_t len) {
+    int n = send(s, (const char *)buf, (int)DIST__MIN(len, DIST__IO_MAX), 0);
+    return n == SOCKET_ERROR ? -1 : n;
+}
+/* (every socket that takes this is non-blocking already) */
+DIST__PLATFORM dist__ssize dist__sock_send_nowait(dist__socket s, const void *buf, size_t len) { return dist__sock_send(s, buf, len); }
+DIST__PLATFORM dist__ssize dist__sock_sendv(dist__socket s, const dist__iov *iov, int n) {
+    DWORD sent = 0;
+    return WSASend(s, (LPWSABUF)iov, (DWORD)n, &sent, 0, NULL, NULL) == 0 ? (dist__ssize)sent : -1;
+}
+DIST__PLATFORM int dist__sock_gone(dist__socket s) {
+    fd_set rs;
+    struct timeval tv = { 0, 0 };
+    char c;
+    int r, e;
+    FD_ZERO(&rs);
+    FD_SET(s, &rs);
+    r = select(0, &rs, NULL, NULL, &tv);
+    if (r <= 0) return r < 0;
+    r = recv(s, &c, 1, MSG_PEEK);
+    e = r < 0 ? WSAGetLastError() : 0;
+    return r == 0 || (r < 0 && e != WSAEWOULDBLOCK && e != WSAEINTR);
+}
+DIST__PLATFORM void dist__sock_shutdown(dist__socket s) { shutdown(s, SD_BOTH); }
+
+typedef WSAPOLLFD dist__pollfd;
+DIST__PLATFORM void dist__pollfd_set(dist__pollfd *p, dist__socket s, int in, int out) {
+    p->fd = s; p->events = (SHORT)((in ? POLLRDNORM : 0) | (out ? POLLWRNORM : 0)); p->revents = 0;
+}
+DIST__PLATFORM dist__socket dist__pollfd_fd(const dist__pollfd *p) { return p->fd; }
+DIST__PLATFORM int dist__pollfd_ready(const dist__pollfd *p, int *rd, int *wr) {
+    *rd = (p->revents & (POLLRDNORM | POLLRDBAND | POLLERR | POLLHUP)) != 0;
+    *wr = (p->revents & (POLLWRNORM | POLLERR | POLLHUP)) != 0;
+    return p->revents != 0;
+}
+/* WSAPoll skips entries whose socket is INVALID_SOCKET, but refuses a set
+   with none to wait on: that is a sleep. */
+DIST__PLATFORM int dist__poll(dist__pollfd *p, int n, int ms) {
+    int any = 0;
+    for (int i = 0; i < n; i++) { p[i].revents = 0; any |= p[i].fd != INVALID_SOCKET; }
+    if (!any) { if (ms > 0) Sleep((DWORD)ms); return 0; }
+    return WSAPoll(p, (ULONG)n, ms);
+}
+
+DIST__PLATFORM void dist__tune_socket(dist__socket s) {
+    BOOL one = TRUE;
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
+    setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, (const char *)&one, sizeof one);
+}
+
+/* A socket no child process inherits. */
+DIST__PLATFORM dist__socket dist__socket_open(int family, int type, int proto) {
+    dist__net_start();
+    return WSASocketW(family, type, proto, NULL, 0, WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
+}
+
+/* The first address of interface `ifname` (its friendly name, as
+   ipconfig shows it, or its GUID), as numeric text (iphlpapi, loaded when
+   asked). */
+typedef ULONG (WINAPI *dist__get_adapters_fn)(ULONG, ULONG, PVOID, PIP_ADAPTER_ADDRESSES, PULONG);
+DIST__PLATFORM int dist__ifname_address(const char *ifname, char *host, size_t cap) {
+    HMODULE lib = LoadLibraryA("iphlpapi.dll");
+    FARPROC f = lib ? GetProcAddress(lib, "GetAdaptersAddresses") : NULL;
+    dist__get_adapters_fn get;
+    ULONG len = 32768;
+    IP_ADAPTER_ADDRESSES *list = NULL, *a;
+    int found = -1;
+    wchar_t wname[256];
+    if (!f) { if (lib) FreeLibrary(lib); return -1; }
+    memcpy(&get, &f, sizeof get);
+    dist__net_start();
+    if (!MultiByteToWideChar(CP_UTF8, 0, ifname, -1, wname, 256)) wname[0] = 0;
+    for (int tries = 0; tries < 3; tries++) {
+        ULONG r;
+        free(list);
+        if (!(list = (IP_ADAPTER_ADDRESSES *)malloc(len))) break;
+        r = get(AF_UNSPEC, GAA_FLAG_SKIP_ANYCAST | GAA_FLAG_SKIP_MULTICAST | GAA_FLAG_SKIP_DNS_SERVER, NULL, list, &len);
+        if (r == ERROR_SUCCESS) break;
+        free(list); list = NULL;
+        if (r != ERROR_BUFFER_OVERFLOW) break;
+    }
+    for (int pass = 0; pass < 2 && found != 0 && list; pass++) {     /* IPv4 first, then IPv6 */
+        for (a = list; a && found != 0; a = a->Next) {
+            if (strcmp(a->AdapterName, ifname) != 0 && (!a->FriendlyName || wcscmp(a->FriendlyName, wname) != 0)) continue;
+            for (IP_ADAPTER_UNICAST_ADDRESS *u = a->FirstUnicastAddress; u && found != 0; u = u->Next) {
+                int fam = u->Address.lpSockaddr->sa_family;
+                if ((pass == 0 && fam != AF_INET) || (pass == 1 && fam != AF_INET6)) continue;
+                if (getnameinfo(u->Address.lpSockaddr, u->Address.iSockaddrLength, host, (DWORD)cap, NULL, 0, NI_NUMERICHOST) == 0) found = 0;
+            }
+        }
+    }
+    free(list);
+    FreeLibrary(lib);
+    return found;
+}
+
+/* The first non-loopback IPv4 address of this host's name, else 127.0.0.1. */
+DIST__PLATFORM void dist__default_address(char *host, size_t cap) {
+    char name[256];
+    struct addrinfo hints, *res = NULL, *ai;
+    snprintf(host, cap, "127.0.0.1");
+    dist__net_start();
+    if (gethostname(name, sizeof name) != 0) return;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(name, NULL, &hints, &res) != 0) return;
+    for (ai = res; ai; ai = ai->ai_next) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ai->ai_addr;
+        if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) continue;
+        if (getnameinfo(ai->ai_addr, (socklen_t)ai->ai_addrlen, host, (DWORD)cap, NULL, 0, NI_NUMERICHOST) == 0) break;
+    }
+    freeaddrinfo(res);
+}
+
+enum { DIST__IP_ANY = 0, DIST__IPV4 = 4 };
+
+/* As on POSIX; the port is this socket's alone (SO_EXCLUSIVEADDRUSE: on
+   Windows SO_REUSEADDR would let another process bind it too). */
+DIST__PLATFORM dist__socket dist__sock_listen(const char *host, int family, int port, char *why, size_t cap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    char ports[16];
+    dist__socket s = DIST__NO_SOCKET;
+    int err = 0, gai;
+    BOOL one = TRUE;
+    dist__net_start();
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = family == DIST__IPV4 ? AF_INET : AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    snprintf(ports, sizeof ports, "%d", port);
+    if ((gai = getaddrinfo(host, ports, &hints, &res)) != 0) {
+        snprintf(why, cap, "cannot resolve %s: %s", host ? host : "*", gai_strerrorA(gai));
+        return DIST__NO_SOCKET;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        s = dist__socket_open(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (s == INVALID_SOCKET) { err = WSAGetLastError(); continue; }
+        setsockopt(s, SOL_SOCKET, SO_EXCLUSIVEADDRUSE, (const char *)&one, sizeof one);
+        if (bind(s, ai->ai_addr, (int)ai->ai_addrlen) == 0 && listen(s, SOMAXCONN) == 0) break;
+        err = WSAGetLastError();
+        closesocket(s);
+        s = DIST__NO_SOCKET;
+    }
+    freeaddrinfo(res);
+    if (s == DIST__NO_SOCKET) {
+        snprintf(why, cap, "cannot listen on %s port %d: %s", host ? host : "*", port, dist__err_text(err));
+        SetLastError((DWORD)err);
+    } else {
+        dist__set_nonblocking(s, 1);
+    }
+    return s;
+}
+
+/* (Wine answers SO_ACCEPTCONN on an inherited socket with an error: then
+   a bound socket without a peer passes, and accept would say the rest.) */
+DIST__PLATFORM int dist__sock_is_listening(dist__socket s) {
+    struct sockaddr_storage a;
+    BOOL acc = FALSE;
+    int len = sizeof acc, alen = sizeof a;
+    dist__net_start();
+    if (getsockopt(s, SOL_SOCKET, SO_ACCEPTCONN, (char *)&acc, &len) == 0) return acc != 0;
+    if (getsockname(s, (struct sockaddr *)&a, &alen) != 0) return 0;
+    alen = sizeof a;
+    return getpeername(s, (struct sockaddr *)&a, &alen) != 0 && WSAGetLastError() == WSAENOTCONN;
+}
+
+DIST__PLATFORM dist__socket dist__sock_accept(dist__socket ls) {
+    dist__socket s = accept(ls, NULL, NULL);
+    if (s == INVALID_SOCKET) return DIST__NO_SOCKET;
+    SetHandleInformation((HANDLE)s, HANDLE_FLAG_INHERIT, 0);
+    dist__set_nonblocking(s, 1);
+    dist__tune_socket(s);
+    return s;
+}
+
+DIST__PLATFORM dist__socket dist__connect_once(const struct addrinfo *ai, int ms) {
+    dist__socket s = dist__socket_open(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    int err = 0, elen = sizeof err;
+    if (s == INVALID_SOCKET) return DIST__NO_SOCKET;
+    dist__set_nonblocking(s, 1);
+    if (connect(s, ai->ai_addr, (int)ai->ai_addrlen) != 0) {
+        fd_set ws, es;
+        struct timeval tv;
+        if ((err = WSAGetLastError()) != WSAEWOULDBLOCK) { closesocket(s); SetLastError((DWORD)err); return DIST__NO_SOCKET; }
+        FD_ZERO(&ws); FD_SET(s, &ws); FD_ZERO(&es); FD_SET(s, &es);
+        tv.tv_sec = ms / 1000; tv.tv_usec = (ms % 1000) * 1000;
+        /* (a refused connection shows in the exception set) */
+        if (select(0, NULL, &ws, &es, &tv) <= 0) { closesocket(s); SetLastError(WSAETIMEDOUT); return DIST__NO_SOCKET; }
+        if (getsockopt(s, SOL_SOCKET, SO_ERROR, (char *)&err, &elen) != 0 || err != 0 || FD_ISSET(s, &es)) {
+            closesocket(s); SetLastError(err ? (DWORD)err : WSAECONNREFUSED); return DIST__NO_SOCKET;
+        }
+    }
+    dist__tune_socket(s);
+    return s;
+}
+
+/* A wake-up channel: a loopback connection to ourselves (Windows has no
+   pipe that WSAPoll waits on). */
+typedef struct dist__wakeup { dist__socket rfd, wfd; } dist__wakeup;
+
+DIST__PLATFORM int dist__wakeup_open(dist__wakeup *w) {
+    struct sockaddr_in a, b, c;
+    int len = sizeof a;
+    dist__socket ls = dist__socket_open(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+    w->rfd = w->wfd = INVALID_SOCKET;
+    if (ls == INVALID_SOCKET) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 1) != 0 || getsockname(ls, (struct sockaddr *)&a, &len) != 0 ||
+        (w->wfd = dist__socket_open(AF_INET, SOCK_STREAM, IPPROTO_TCP)) == INVALID_SOCKET ||
+        connect(w->wfd, (struct sockaddr *)&a, sizeof a) != 0)
+        goto fail;
+    len = sizeof b;
+    if (getsockname(w->wfd, (struct sockaddr *)&b, &len) != 0) goto fail;
+    for (int tries = 0; tries < 8; tries++) {          /* ours, not a stranger's that got there first */
+        len = sizeof c;
+        w->rfd = accept(ls, (struct sockaddr *)&c, &len);
+        if (w->rfd == INVALID_SOCKET) goto fail;
+        if (c.sin_port == b.sin_port && c.sin_addr.s_addr == b.sin_addr.s_addr) break;
+        closesocket(w->rfd);
+        w->rfd = INVALID_SOCKET;
+    }
+    if (w->rfd == INVALID_SOCKET) goto fail;
+    SetHandleInformation((HANDLE)w->rfd, HANDLE_FLAG_INHERIT, 0);
+    closesocket(ls);
+    dist__set_nonblocking(w->rfd, 1);
+    dist__set_nonblocking(w->wfd, 1);
+    dist__tune_socket(w->wfd);
+    return 0;
+fail:
+    closesocket(ls);
+    dist__close(w->wfd);
+    dist__close(w->rfd);
+    w->rfd = w->wfd = INVALID_SOCKET;
+    return -1;
+}
+DIST__PLATFORM void dist__wakeup_signal(dist__wakeup *w) { send(w->wfd, "w", 1, 0); }   /* full: a wake-up is pending anyway */
+DIST__PLATFORM void dist__wakeup_drain(dist__wakeup *w) {
+    char buf[64];
+    while (recv(w->rfd, buf, sizeof buf, 0) > 0) {}
+}
+DIST__PLATFORM void dist__wakeup_close(dist__wakeup *w) {
+    dist__close(w->rfd);
+    dist__close(w->wfd);
+    w->rfd = w->wfd = INVALID_SOCKET;
+}
+
+/* Shared memory: a named file mapping in this session's Local\ namespace,
+   backed by the paging file; the name goes with the last handle, the
+   memory with the last view, so nothing outlives the processes. */
+#define DIST__SHM_NAME 48
+typedef struct dist__shm_file { HANDLE h; char name[DIST__SHM_NAME]; } dist__shm_file;
+DIST__PLATFORM void dist__shm_file_clear(dist__shm_file *f) { f->h = NULL; f->name[0] = 0; }
+
+DIST__PLATFORM void *dist__shm_create(dist__shm_file *f, size_t size) {
+    void *m = NULL;
+    dist__shm_file_clear(f);
+    for (int tries = 0; tries < 8 && !f->h; tries++) {
+        uint32_t rnd = (uint32_t)dist__now_ns() ^ (uint32_t)((uintptr_t)f >> 4) ^ (uint32_t)tries * 0x9e3779b9u;
+        snprintf(f->name, sizeof f->name, "Local\\dist.%lu.%08x", (unsigned long)GetCurrentProcessId(), (unsigned)rnd);
+        f->h = CreateFileMappingA(INVALID_HANDLE_VALUE, NULL, PAGE_READWRITE, (DWORD)((uint64_t)size >> 32), (DWORD)size, f->name);
+        if (f->h && GetLastError() == ERROR_ALREADY_EXISTS) { CloseHandle(f->h); f->h = NULL; }
+        else if (!f->h) break;
+    }
+    if (f->h && !(m = MapViewOfFile(f->h, FILE_MAP_ALL_ACCESS, 0, 0, size))) {
+        DWORD err = GetLastError();
+        CloseHandle(f->h);
+        SetLastError(err);
+    }
+    if (!m) dist__shm_file_clear(f);
+    return m;
+}
+DIST__PLATFORM void dist__shm_unname(dist__shm_file *f) {
+    if (f->h) CloseHandle(f->h);
+    dist__shm_file_clear(f);
+}
+DIST__PLATFORM void *dist__shm_attach(const char *name, size_t size) {
+    MEMORY_BASIC_INFORMATION mi;
+    HANDLE h;
+    void *m;
+    if (!memchr(name, 0, DIST__SHM_NAME) || strncmp(name, "Local\\dist.", 11) != 0) return NULL;
+    if (!(h = OpenFileMappingA(FILE_MAP_ALL_ACCESS, FALSE, name))) return NULL;
+    m = MapViewOfFile(h, FILE_MAP_ALL_ACCESS, 0, 0, size);        /* fails when the mapping is shorter */
+    CloseHandle(h);
+    if (m && (VirtualQuery(m, &mi, sizeof mi) != sizeof mi || mi.RegionSize < size)) { UnmapViewOfFile(m); m = NULL; }
+    return m;
+}
+DIST__PLATFORM void dist__shm_unmap(void *p, size_t size) { DIST__UNUSED(size); UnmapViewOfFile(p); }
+
+/* No cross-process heavy fence, no reading another process's memory
+   here: both sides fence, and payloads stream through the rings. */
+DIST__PLATFORM int dist__heavy_fence_init(void) { return 0; }
+DIST__PLATFORM int dist__heavy_fence(void) { return 0; }
+DIST__PLATFORM dist__ssize dist__peer_memory_copy(int pid, void *local, uint64_t addr, size_t len, int write) {
+    DIST__UNUSED(pid); DIST__UNUSED(local); DIST__UNUSED(addr); DIST__UNUSED(len); DIST__UNUSED(write);
+    SetLastError(ERROR_NOT_SUPPORTED);
+    return -1;
+}
+
+/* Small files under a whole-file lock (LockFileEx), for file://. */
+DIST__PLATFORM HANDLE dist__file_open_locked(const char *path, int write, int64_t deadline_ms) {
+    HANDLE h = CreateFileA(path, write ? GENERIC_READ | GENERIC_WRITE : GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                           NULL, write ? OPEN_ALWAYS : OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    OVERLAPPED ov;
+    if (h == INVALID_HANDLE_VALUE) return NULL;
+    for (;;) {
+        memset(&ov, 0, sizeof ov);
+        if (LockFileEx(h, (write ? LOCKFILE_EXCLUSIVE_LOCK : 0) | LOCKFILE_FAIL_IMMEDIATELY, 0, MAXDWORD, MAXDWORD, &ov)) return h;
+        if (GetLastError() != ERROR_LOCK_VIOLATION || dist__now_ms() >= deadline_ms) { CloseHandle(h); return INVALID_HANDLE_VALUE; }
+        Sleep(5);
+    }
+}
+DIST__PLATFORM int dist__file_replace_locked(const char *path, const void *data, size_t n, int64_t deadline_ms,
+                                             int (*keep)(const char *old, size_t len, void *arg), void *arg) {
+    char old[512];
+    DWORD got = 0, put = 0;
+    HANDLE h = dist__file_open_locked(path, 1, deadline_ms);
+    if (!h) return -1;
+    if (h == INVALID_HANDLE_VALUE) return -2;
+    if (keep && ReadFile(h, old, sizeof old - 1, &got, NULL) && got > 0) {
+        old[got] = 0;
+        if (keep(old, (size_t)got, arg)) { CloseHandle(h); return -3; }
+    }
+    if (SetFilePointer(h, 0, NULL, FILE_BEGIN) == INVALID_SET_FILE_POINTER || !SetEndOfFile(h) ||
+        !WriteFile(h, data, (DWORD)n, &put, NULL) || put != n) {
+        DWORD err = GetLastError();
+        CloseHandle(h);
+        SetLastError(err);
+        return -2;
+    }
+    FlushFileBuffers(h);
+    CloseHandle(h);           /* releases the lock */
+    return 0;
+}
+DIST__PLATFORM dist__ssize dist__file_read_locked(const char *path, void *buf, size_t cap, int64_t deadline_ms) {
+    DWORD got = 0;
+    HANDLE h = dist__file_open_locked(path, 0, deadline_ms);
+    dist__ssize n = -1;
+    if (!h || h == INVALID_HANDLE_VALUE) return -1;
+    if (ReadFile(h, buf, (DWORD)DIST__MIN(cap, DIST__IO_MAX), &got, NULL)) n = (dist__ssize)got;
+    CloseHandle(h);
+    return n;
+}
+DIST__PLATFORM void dist__file_remove(const char *path) { DeleteFileA(path); }
+
+/* Child processes (dist_spawn).  Windows cannot fork: a child is this
+   program started again (the same executable and command line), told by
+   an environment variable which rank it is, as Python's multiprocessing
+   "spawn" start method does (see dist_spawn).  Every child is in a job
+   object that kills it when the parent ends.  Its report pipe's writing
+   end is inherited and named in that variable. */
+typedef HANDLE dist__fd;
+#define DIST__NO_FD NULL
+typedef struct dist__process { HANDLE h; dist__fd report; int stopped; } dist__process;   /* h NULL: none, or reaped */
+#define DIST__SPAWN_REEXEC 1
+
+DIST__PLATFORM void dist__process_clear(dist__process *p) { p->h = NULL; p->report = NULL; p->stopped = 0; }
+
+/* Starts this program again with `var`=`value` " report=N" added to its
+   environment (N: the inherited writing end of its report pipe, for
+   dist__fd_parse) and socket `keep` (if any) inherited.  1, with `p` set;
+   -1 when it could not start. */
+DIST__PLATFORM int dist__process_start_self(dist__process *p, const char *var, const char *value, dist__socket keep) {
+    static HANDLE job;                   /* every child of this process's dist_spawn calls: they die with it */
+    SECURITY_ATTRIBUTES sa;
+    STARTUPINFOEXA si;
+    PROCESS_INFORMATION pi;
+    HANDLE rd = NULL, wr = NULL, inherit[4];
+    char exe[MAX_PATH * 2], text[600], *cmd = NULL;
+    SIZE_T attr_len = 0;
+    DWORD ninherit = 0;
+    int ok = 0;
+    dist__process_clear(p);
+    if (!job && (job = CreateJobObjectA(NULL, NULL)) != NULL) {
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
+        memset(&li, 0, sizeof li);
+        li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+        SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, sizeof li);
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.nLength = sizeof sa;
+    sa.bInheritHandle = TRUE;
+    if (!GetModuleFileNameA(NULL, exe, sizeof exe) || !CreatePipe(&rd, &wr, &sa, 0)) goto done;
+    SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
+    snprintf(text, sizeof text, "%s report=%llu", value, (unsigned long long)(uintptr_t)wr);
+    if (!SetEnvironmentVariableA(var, text)) goto done;       /* (the child's copy of our environment has it) */
+    if (!(cmd = _strdup(GetCommandLineA()))) goto done;
+    memset(&si, 0, sizeof si);
+    si.StartupInfo.cb = sizeof si;
+    si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+    si.StartupInfo.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+    si.StartupInfo.hStdOutput = GetStdHandle(STD_OUTPUT_HANDLE);
+    si.StartupInfo.hStdError = GetStdHandle(STD_ERROR_HANDLE);
+    inherit[ninherit++] = wr;
+    if (keep != DIST__NO_SOCKET) { SetHandleInformation((HANDLE)keep, HANDLE_FLAG_INHERIT, HANDLE_FLAG_INHERIT); inherit[ninherit++] = (HANDLE)keep; }
+    for (int i = 0; i < 2; i++) {      /* the standard handles, where they are real and inheritable */
+        HANDLE s = i ? si.StartupInfo.hStdError : si.StartupInfo.hStdOutput;
+        DWORD fl;
+        if (s && s != INVALID_HANDLE_VALUE && GetHandleInformation(s, &fl) && (fl & HANDLE_FLAG_INHERIT) && (i == 0 || s != inherit[ninherit - 1]))
+            inherit[ninherit++] = s;
+    }
+    /* Only these handles go to the child (not a sibling's report pipe). */
+    InitializeProcThreadAttributeList(NULL, 1, 0, &attr_len);
+    si.lpAttributeList = (LPPROC_THREAD_ATTRIBUTE_LIST)malloc(attr_len);
+    if (si.lpAttributeList && InitializeProcThreadAttributeList(si.lpAttributeList, 1, 0, &attr_len)) {
+        if (!UpdateProcThreadAttribute(si.lpAttributeList, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit, ninherit * sizeof(HANDLE), NULL, NULL)) {
+            DeleteProcThreadAttributeList(si.lpAttributeList);
+            free(si.lpAttributeList);
+            si.lpAttributeList = NULL;
+        }
+    } else {
+        free(si.lpAttributeList);
+        si.lpAttributeList = NULL;
+    }
+    ok = CreateProcessA(exe, cmd, NULL, NULL, TRUE, CREATE_SUSPENDED | (si.lpAttributeList ? EXTENDED_STARTUPINFO_PRESENT : 0), NULL, NULL,
+                        &si.StartupInfo, &pi) != 0;
+    if (si.lpAttributeList) { DeleteProcThreadAttributeList(si.lpAttributeList); free(si.lpAttributeList); }
+    if (keep != DIST__NO_SOCKET) SetHandleInformation((HANDLE)keep, HANDLE_FLAG_INHERIT, 0);
+    if (ok) {
+        if (job) AssignProcessToJobObject(job, pi.hProcess);
+        ResumeThread(pi.hThread);
+        CloseHandle(pi.hThread);
+        p->h = pi.hProcess;
+        p->report = rd;
+        rd = NULL;
+    }
+done:
+    SetEnvironmentVariableA(var, NULL);
+    free(cmd);
+    if (wr) CloseHandle(wr);
+    if (rd) CloseHandle(rd);
+    return ok ? 1 : -1;
+}
+
+/* Removes a variable from this process's environment (both copies). */
+DIST__PLATFORM void dist__unsetenv(const char *name) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s=", name);
+    _putenv(buf);
+    SetEnvironmentVariableA(name, NULL);
+}
+
+/* The handle a parent named in text (" report=N"). */
+DIST__PLATFORM dist__fd dist__fd_parse(const char *text) {
+    const char *r = strstr(text, " report=");
+    return r ? (dist__fd)(uintptr_t)strtoull(r + 8, NULL, 10) : DIST__NO_FD;
+}
+
+DIST__PLATFORM void dist__process_release(dist__process *p) {
+    if (p->report) CloseHandle(p->report);
+    p->report = NULL;
+}
+/* (the job object ends a child with its parent) */
+DIST__PLATFORM void dist__process_die_with_parent(void) {}
+DIST__PLATFORM void dist__process_report(dist__fd report, const char *text) {
+    DWORD put;
+    if (report) WriteFile(report, text, (DWORD)strlen(text), &put, NULL);
+}
+DIST__PLATFORM void dist__process_exit(dist__fd report, int code) {
+    if (report) CloseHandle(report);
+    fflush(NULL);
+    _Exit(code & 0xff);
+}
+DIST__PLATFORM int dist__process_running(const dist__process *p) { return p->h != NULL; }
+DIST__PLATFORM int dist__process_reap(dist__process *p, int *code, int *killed) {
+    DWORD c = 0;
+    if (!p->h || WaitForSingleObject(p->h, 0) != WAIT_OBJECT_0) return 0;
+    GetExitCodeProcess(p->h, &c);
+    CloseHandle(p->h);
+    p->h = NULL;
+    *killed = p->stopped;
+    *code = p->stopped ? 128 + 9 : (int)(c & 0xff);
+    return 1;
+}
+DIST__PLATFORM void dist__process_read_report(const dist__process *p, char *buf, size_t cap) {
+    DWORD avail = 0, got = 0;
+    buf[0] = 0;
+    if (p->report && PeekNamedPipe(p->report, NULL, 0, NULL, &avail, NULL) && avail > 0 &&
+        ReadFile(p->report, buf, (DWORD)DIST__MIN((size_t)avail, cap - 1), &got, NULL))
+        buf[got] = 0;
+}
+/* Windows has no polite request to end: both ways end it. */
+DIST__PLATFORM void dist__process_stop(dist__process *p, int hard) {
+    DIST__UNUSED(hard);
+    if (p->h && WaitForSingleObject(p->h, 0) == WAIT_TIMEOUT && TerminateProcess(p->h, 128 + 9)) p->stopped = 1;
+}
+DIST__PLATFORM void dist__process_wait(const dist__process *procs, int n, int ms) {
+    HANDLE hs[MAXIMUM_WAIT_OBJECTS];
+    DWORD nh = 0;
+    for (int i = 0; i < n && nh < MAXIMUM_WAIT_OBJECTS; i++) if (procs[i].h) hs[nh++] = procs[i].h;
+    if (nh) WaitForMultipleObjects(nh, hs, FALSE, (DWORD)(ms < 0 ? 0 : ms));
+    else Sleep((DWORD)(ms < 0 ? 0 : ms));
+}
+
+DIST__PLATFORM int dist__cpu_count(void) {
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
+}
+
+/* The system's random source (RtlGenRandom, advapi32's SystemFunction036,
+   loaded when first asked). */
+typedef BOOLEAN (WINAPI *dist__gen_random_fn)(PVOID, ULONG);
+DIST__PLATFORM size_t dist__random_fill(uint8_t *out, size_t n) {
+    HMODULE lib = LoadLibraryA("advapi32.dll");
+    FARPROC f = lib ? GetProcAddress(lib, "SystemFunction036") : NULL;
+    dist__gen_random_fn gen;
+    size_t got = 0;
+    if (f) {
+        memcpy(&gen, &f, sizeof gen);
+        if (gen(out, (ULONG)n)) got = n;
+    }
+    if (lib) FreeLibrary(lib);
+    return got;
+}
+
+#else /* POSIX */
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -984,7 +1755,7 @@ DIST__PLATFORM const char *dist__getenv(const char *name) {
 #include <sys/resource.h>
 #include <net/if.h>
 #include <sys/mman.h>
-#ifdef __linux__
+#ifdef DIST__LINUX
 #  include <sys/eventfd.h>
 #  include <sys/prctl.h>
 #  include <sys/syscall.h>
@@ -997,6 +1768,7 @@ typedef int dist__socket;
 #define DIST__NO_SOCKET (-1)
 /* A byte count or -1 (the result of a read or a write). */
 typedef ssize_t dist__ssize;
+DIST__PLATFORM int dist__same_host_socket(dist__socket s);
 
 DIST__PLATFORM void dist__sleep_ms(int ms) {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -1022,6 +1794,8 @@ DIST__PLATFORM long dist__fd_limit(void) {
     return (long)rl.rlim_cur;
 }
 DIST__PLATFORM int dist__err_addr_in_use(int e) { return e == EADDRINUSE; }
+/* The process named in a call is gone (reading its memory). */
+DIST__PLATFORM int dist__err_no_process(int e) { return e == ESRCH; }
 
 DIST__PLATFORM int dist__set_nonblocking(dist__socket s, int on) {
     int fl = fcntl(s, F_GETFL, 0);
@@ -1078,25 +1852,6 @@ DIST__PLATFORM int dist__pollfd_ready(const dist__pollfd *p, int *rd, int *wr) {
 }
 DIST__PLATFORM int dist__poll(dist__pollfd *p, int n, int ms) { return poll(p, (nfds_t)n, ms); }
 
-/* Does the connected socket `s` stay on this host: a loopback address, or
-   its peer's address is its own? */
-DIST__PLATFORM int dist__same_host_socket(dist__socket s) {
-    struct sockaddr_storage a, b;
-    socklen_t la = sizeof a, lb = sizeof b;
-    if (getsockname(s, (struct sockaddr *)&a, &la) != 0 || getpeername(s, (struct sockaddr *)&b, &lb) != 0) return 0;
-    if (a.ss_family != b.ss_family) return 0;
-    if (b.ss_family == AF_INET) {
-        const struct sockaddr_in *x = (const struct sockaddr_in *)&a, *y = (const struct sockaddr_in *)&b;
-        return (ntohl(y->sin_addr.s_addr) >> 24) == 127 || x->sin_addr.s_addr == y->sin_addr.s_addr;
-    }
-    if (b.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)&a, *y = (const struct sockaddr_in6 *)&b;
-        return IN6_IS_ADDR_LOOPBACK(&y->sin6_addr) || memcmp(&x->sin6_addr, &y->sin6_addr, sizeof y->sin6_addr) == 0 ||
-               (IN6_IS_ADDR_V4MAPPED(&y->sin6_addr) && y->sin6_addr.s6_addr[12] == 127);
-    }
-    return 0;
-}
-
 DIST__PLATFORM void dist__tune_socket(dist__socket s) {
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -1104,7 +1859,7 @@ DIST__PLATFORM void dist__tune_socket(dist__socket s) {
 #ifdef SO_NOSIGPIPE
     setsockopt(s, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
 #endif
-#ifdef TCP_CONGESTION
+#if defined(DIST__LINUX) && defined(TCP_CONGESTION)
     /* A connection that never leaves this host has no network to share, so
        congestion control only costs it.  Under BBR (a common server
        default) the kernel paces such a connection with a timer every few
@@ -1117,19 +1872,6 @@ DIST__PLATFORM void dist__tune_socket(dist__socket s) {
 
 /* Addresses, listening, accepting, connecting.  Hosts are numeric text or
    names, ports ints; `why` gets a sentence when something fails. */
-
-/* The numeric host and port of a socket's local or remote end. */
-DIST__PLATFORM int dist__sock_name(dist__socket s, int peer, char *host, size_t cap, int *port) {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    char serv[16];
-    int r = peer ? getpeername(s, (struct sockaddr *)&ss, &len) : getsockname(s, (struct sockaddr *)&ss, &len);
-    if (r != 0) return -1;
-    if (getnameinfo((struct sockaddr *)&ss, len, host, (socklen_t)cap, serv, sizeof serv,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) return -1;
-    if (port) *port = atoi(serv);
-    return 0;
-}
 
 /* The first address of interface `ifname`, as numeric text. */
 DIST__PLATFORM int dist__ifname_address(const char *ifname, char *host, size_t cap) {
@@ -1243,40 +1985,11 @@ DIST__PLATFORM dist__socket dist__connect_once(const struct addrinfo *ai, int ms
     return s;
 }
 
-/* One round of connecting to host:port: each address it resolves to in
-   turn, each attempt bounded by the time left until `deadline_ms` (at most
-   2 s, at least 1 ms).  The connected socket (non-blocking, tuned), or
-   DIST__NO_SOCKET with `why` set (dist__connect_retry retries). */
-/* Connects to host:port before `deadline_ms`, each address tried for at
-   most `attempt_ms`. */
-DIST__PLATFORM dist__socket dist__sock_connect(const char *host, int port, int64_t deadline_ms, int attempt_ms, char *why, size_t cap) {
-    struct addrinfo hints, *res = NULL, *ai;
-    char ports[16];
-    int gai, last_err = ETIMEDOUT;
-    snprintf(ports, sizeof ports, "%d", port);
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    gai = getaddrinfo(host, ports, &hints, &res);
-    if (gai != 0) {
-        snprintf(why, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
-        return DIST__NO_SOCKET;
-    }
-    for (ai = res; ai; ai = ai->ai_next) {
-        dist__socket s = dist__connect_once(ai, DIST__MAX(dist__ms_left(deadline_ms, attempt_ms), 1));
-        if (s != DIST__NO_SOCKET) { freeaddrinfo(res); return s; }
-        last_err = errno;
-    }
-    freeaddrinfo(res);
-    snprintf(why, cap, "cannot connect to %s port %d: %s", host, port, strerror(last_err));
-    return DIST__NO_SOCKET;
-}
-
 /* A wake-up channel that makes a thread blocked in poll() return. */
 typedef struct dist__wakeup { int rfd, wfd; } dist__wakeup;
 
 DIST__PLATFORM int dist__wakeup_open(dist__wakeup *w) {
-#ifdef __linux__
+#ifdef DIST__LINUX
     w->rfd = w->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     return w->rfd < 0 ? -1 : 0;
 #else
@@ -1303,19 +2016,85 @@ DIST__PLATFORM void dist__wakeup_close(dist__wakeup *w) {
     w->rfd = w->wfd = -1;
 }
 
-/* Shared memory between processes: an anonymous file to map, and reading
-   another process's memory (Linux cross-memory attach).
-   An anonymous shared file: nothing in /dev/shm, gone with its last
-   mapping.  Returns an fd or -1. */
-DIST__PLATFORM int dist__shm_create(size_t size) {
-    int fd = -1;
-#if defined(__linux__) && defined(SYS_memfd_create)
-    fd = (int)syscall(SYS_memfd_create, "dist-shm", 1u /* MFD_CLOEXEC */);
+/* Shared memory between the processes of one host: a segment one process
+   creates, maps and names, and the others map by that name until its
+   creator takes the name away (dist__shm_unname; the memory lives on as
+   long as any mapping).  A name is text of at most DIST__SHM_NAME - 1
+   bytes.  Linux: an anonymous file (memfd: nothing in /dev/shm, nothing
+   left behind by a killed process), named by its /proc path.  Elsewhere: a
+   POSIX shm_open object, /dist.PID.RANDOM, unlinked once the peers mapped
+   it (a process killed in between leaves it in the system's shared-memory
+   directory).  Windows would use a named file mapping. */
+#define DIST__SHM_NAME 48
+typedef struct dist__shm_file { int fd; char name[DIST__SHM_NAME]; } dist__shm_file;
+DIST__PLATFORM void dist__shm_file_clear(dist__shm_file *f) { f->fd = -1; f->name[0] = 0; }
+
+/* Creates and maps a segment of `size` bytes into f; its base, or NULL
+   (the error in dist__errno()). */
+DIST__PLATFORM void *dist__shm_create(dist__shm_file *f, size_t size) {
+    void *m;
+    f->fd = -1;
+    f->name[0] = 0;
+#if defined(DIST__LINUX) && defined(SYS_memfd_create)
+    f->fd = (int)syscall(SYS_memfd_create, "dist-shm", 1u /* MFD_CLOEXEC */);
+    if (f->fd >= 0) snprintf(f->name, sizeof f->name, "/proc/%d/fd/%d", (int)getpid(), f->fd);
+#elif !defined(DIST__LINUX)
+    for (int tries = 0; tries < 8 && f->fd < 0; tries++) {
+        uint32_t rnd = (uint32_t)dist__now_ns() ^ (uint32_t)((uintptr_t)f >> 4) ^ (uint32_t)tries * 0x9e3779b9u;
+        snprintf(f->name, sizeof f->name, "/dist.%d.%08x", (int)getpid(), (unsigned)rnd);
+        f->fd = shm_open(f->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (f->fd < 0 && errno != EEXIST) break;
+    }
+    if (f->fd >= 0) dist__set_cloexec(f->fd);
+#else
+    errno = ENOSYS;
 #endif
-    if (fd < 0) return -1;
-    if (ftruncate(fd, (off_t)size) != 0) { close(fd); return -1; }
-    return fd;
+    if (f->fd < 0) { f->name[0] = 0; return NULL; }
+    if (ftruncate(f->fd, (off_t)size) != 0 ||
+        (m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0)) == MAP_FAILED) {
+        int err = errno;
+#ifndef DIST__LINUX
+        shm_unlink(f->name);
+#endif
+        close(f->fd);
+        f->fd = -1; f->name[0] = 0;
+        errno = err;
+        return NULL;
+    }
+    return m;
 }
+
+/* Takes f's name away: nobody maps it from now on. */
+DIST__PLATFORM void dist__shm_unname(dist__shm_file *f) {
+#ifndef DIST__LINUX
+    if (f->name[0]) shm_unlink(f->name);
+#endif
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1; f->name[0] = 0;
+}
+
+/* Maps another process's segment, by the name it gave: NULL unless the
+   name is one this platform makes and the segment has at least `size`
+   bytes (pages past its end would fault when touched). */
+DIST__PLATFORM void *dist__shm_attach(const char *name, size_t size) {
+    struct stat st;
+    void *m = NULL;
+    int fd = -1;
+    if (!memchr(name, 0, DIST__SHM_NAME)) return NULL;
+#ifdef DIST__LINUX
+    if (strncmp(name, "/proc/", 6) == 0) fd = open(name, O_RDWR | O_CLOEXEC);
+#else
+    if (strncmp(name, "/dist.", 6) == 0 && !strchr(name + 1, '/')) fd = shm_open(name, O_RDWR, 0600);
+#endif
+    if (fd < 0) return NULL;
+    if (fstat(fd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= (uint64_t)size) {
+        m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) m = NULL;
+    }
+    close(fd);
+    return m;
+}
+DIST__PLATFORM void dist__shm_unmap(void *p, size_t size) { munmap(p, size); }
 
 /* Heavy fences (Linux's membarrier): dist__heavy_fence makes every running
    thread of each process that called dist__heavy_fence_init pass a full
@@ -1323,7 +2102,7 @@ DIST__PLATFORM int dist__shm_create(size_t size) {
    sleepers need no fence of their own between their store and their look
    at the sleeper's flag (the fast path).  dist__heavy_fence_init returns 1
    when this works here; elsewhere both sides fence. */
-#if defined(__linux__) && defined(SYS_membarrier)
+#if defined(DIST__LINUX) && defined(SYS_membarrier)
 DIST__PLATFORM int dist__heavy_fence_init(void) {
     long q = syscall(SYS_membarrier, 0 /* QUERY */, 0, 0);
     if (q < 0 || !(q & 2) || !(q & 4)) return 0;        /* GLOBAL_EXPEDITED and its registration */
@@ -1335,32 +2114,11 @@ DIST__PLATFORM int dist__heavy_fence_init(void) { return 0; }
 DIST__PLATFORM int dist__heavy_fence(void) { return 0; }
 #endif
 
-/* Another process's shared file, by its pid and fd number. */
-DIST__PLATFORM int dist__shm_open_peer(int pid, int fd) {
-    char path[64];
-    int r;
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
-    r = open(path, O_RDWR | O_CLOEXEC);
-    return r;
-}
-
-/* Maps `size` bytes of shared file fd, read-write; NULL on failure. */
-DIST__PLATFORM void *dist__shm_map(int fd, size_t size) {
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    return m == MAP_FAILED ? NULL : m;
-}
-DIST__PLATFORM void dist__shm_unmap(void *p, size_t size) { munmap(p, size); }
-DIST__PLATFORM int64_t dist__shm_file_size(int fd) {
-    struct stat st;
-    return fstat(fd, &st) == 0 ? (int64_t)st.st_size : -1;
-}
-DIST__PLATFORM void dist__shm_close_fd(int fd) { if (fd >= 0) close(fd); }
-
 /* Copies len bytes between `local` here and `addr` in process `pid`: from
    there to here, or (write) from here to there.  Returns the bytes copied
    or -1 (errno). */
 DIST__PLATFORM dist__ssize dist__peer_memory_copy(int pid, void *local, uint64_t addr, size_t len, int write) {
-#ifdef __linux__
+#ifdef DIST__LINUX
     struct iovec here, there;
     here.iov_base = local; here.iov_len = len;
     there.iov_base = (void *)(uintptr_t)addr; there.iov_len = len;
@@ -1370,10 +2128,6 @@ DIST__PLATFORM dist__ssize dist__peer_memory_copy(int pid, void *local, uint64_t
     errno = ENOSYS;
     return -1;
 #endif
-}
-DIST__PLATFORM dist__ssize dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t len) { return dist__peer_memory_copy(pid, dst, addr, len, 0); }
-DIST__PLATFORM dist__ssize dist__peer_memory_write(int pid, uint64_t addr, const void *src, size_t len) {
-    return dist__peer_memory_copy(pid, (void *)(uintptr_t)src, addr, len, 1);
 }
 
 /* Small files shared between processes under a whole-file lock (the
@@ -1440,6 +2194,7 @@ DIST__PLATFORM void dist__file_remove(const char *path) { unlink(path); }
    in `report`, which hangs up when the child ends. */
 typedef pid_t dist__pid;
 typedef int dist__fd;                  /* a pipe's end */
+#define DIST__NO_FD (-1)
 typedef struct dist__process { dist__pid pid; dist__fd report; } dist__process;   /* pid 0: none, or reaped */
 
 DIST__PLATFORM void dist__process_clear(dist__process *p) { p->pid = 0; p->report = -1; }
@@ -1470,7 +2225,7 @@ DIST__PLATFORM void dist__process_release(dist__process *p) {
 /* In a child: the kernel ends it when its parent dies (Linux; elsewhere
    nothing). */
 DIST__PLATFORM void dist__process_die_with_parent(void) {
-#ifdef __linux__
+#ifdef DIST__LINUX
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
 }
@@ -1511,7 +2266,7 @@ DIST__PLATFORM void dist__process_read_report(const dist__process *p, char *buf,
 }
 
 /* Asks a running child to end (SIGTERM), or (hard) ends it (SIGKILL). */
-DIST__PLATFORM void dist__process_stop(const dist__process *p, int hard) {
+DIST__PLATFORM void dist__process_stop(dist__process *p, int hard) {
     if (p->pid > 0) kill(p->pid, hard ? SIGKILL : SIGTERM);
 }
 
@@ -1527,7 +2282,7 @@ DIST__PLATFORM void dist__process_wait(const dist__process *procs, int n, int ms
 
 /* CPUs this process may run on. */
 DIST__PLATFORM int dist__cpu_count(void) {
-#if defined(__linux__) && defined(CPU_COUNT)
+#if defined(DIST__LINUX) && defined(CPU_COUNT)
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
 #endif
@@ -1552,12 +2307,82 @@ DIST__PLATFORM size_t dist__random_fill(uint8_t *out, size_t n) {
     return got;
 }
 
+#endif /* POSIX */
+
+/* Both: */
+/* Does the connected socket `s` stay on this host: a loopback address, or
+   its peer's address is its own? */
+DIST__PLATFORM int dist__same_host_socket(dist__socket s) {
+    struct sockaddr_storage a, b;
+    socklen_t la = sizeof a, lb = sizeof b;
+    if (getsockname(s, (struct sockaddr *)&a, &la) != 0 || getpeername(s, (struct sockaddr *)&b, &lb) != 0) return 0;
+    if (a.ss_family != b.ss_family) return 0;
+    if (b.ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const struct sockaddr_in *)&a, *y = (const struct sockaddr_in *)&b;
+        return (ntohl(y->sin_addr.s_addr) >> 24) == 127 || x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (b.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)&a, *y = (const struct sockaddr_in6 *)&b;
+        return IN6_IS_ADDR_LOOPBACK(&y->sin6_addr) || memcmp(&x->sin6_addr, &y->sin6_addr, sizeof y->sin6_addr) == 0 ||
+               (IN6_IS_ADDR_V4MAPPED(&y->sin6_addr) && y->sin6_addr.s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+/* The numeric host and port of a socket's local or remote end. */
+DIST__PLATFORM int dist__sock_name(dist__socket s, int peer, char *host, size_t cap, int *port) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char serv[16];
+    int r = peer ? getpeername(s, (struct sockaddr *)&ss, &len) : getsockname(s, (struct sockaddr *)&ss, &len);
+    if (r != 0) return -1;
+    if (getnameinfo((struct sockaddr *)&ss, len, host, (socklen_t)cap, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) return -1;
+    if (port) *port = atoi(serv);
+    return 0;
+}
+
+/* One round of connecting to host:port: each address it resolves to in
+   turn, each attempt bounded by the time left until `deadline_ms` (at most
+   2 s, at least 1 ms).  The connected socket (non-blocking, tuned), or
+   DIST__NO_SOCKET with `why` set (dist__connect_retry retries). */
+/* Connects to host:port before `deadline_ms`, each address tried for at
+   most `attempt_ms`. */
+DIST__PLATFORM dist__socket dist__sock_connect(const char *host, int port, int64_t deadline_ms, int attempt_ms, char *why, size_t cap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    char ports[16];
+    int gai, last_err = 0;
+    snprintf(ports, sizeof ports, "%d", port);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    gai = getaddrinfo(host, ports, &hints, &res);
+    if (gai != 0) {
+        snprintf(why, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
+        return DIST__NO_SOCKET;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        dist__socket s = dist__connect_once(ai, DIST__MAX(dist__ms_left(deadline_ms, attempt_ms), 1));
+        if (s != DIST__NO_SOCKET) { freeaddrinfo(res); return s; }
+        last_err = dist__errno();
+    }
+    freeaddrinfo(res);
+    snprintf(why, cap, "cannot connect to %s port %d: %s", host, port, last_err ? dist__err_text(last_err) : "timed out");
+    return DIST__NO_SOCKET;
+}
+
+DIST__PLATFORM dist__ssize dist__peer_memory_read(int pid, void *dst, uint64_t addr, size_t len) { return dist__peer_memory_copy(pid, dst, addr, len, 0); }
+DIST__PLATFORM dist__ssize dist__peer_memory_write(int pid, uint64_t addr, const void *src, size_t len) {
+    return dist__peer_memory_copy(pid, (void *)(uintptr_t)src, addr, len, 1);
+}
+
 DIST__PLATFORM uint64_t dist__random_u64(void) {
     uint64_t v = 0;
     if (dist__random_fill((uint8_t *)&v, sizeof v) == sizeof v && v != 0) return v;
     v = (uint64_t)dist__now_ns() ^ ((uint64_t)dist__getpid() << 32) ^ (uint64_t)(uintptr_t)&v;
     return v ? v : 1;
 }
+
 
 
 /* [SECTION] results, dtypes, errors and logging */
@@ -3346,7 +4171,7 @@ typedef struct dist__shm_world {
     uint8_t *fast_area;              /* our slots of small collectives */
     uint64_t fast_used[DIST__FAST_SLOTS];   /* the collective that last wrote each of our slots */
     uint64_t fast_min_done;          /* the least fast_done of the others, as last read */
-    void *seg; size_t seg_size; int seg_fd;
+    void *seg; size_t seg_size; dist__shm_file seg_file;
     dist__shm_hdr *hdr;
     unsigned spins;                  /* progress rounds without poll() */
     unsigned yield_mask;             /* spinning on rings yields the CPU when (spins & mask) == 0 */
@@ -4200,7 +5025,7 @@ static void dist__peer_write(dist__engine *e, dist__peer *p);
 
 static void dist__send_ctl(dist__engine *e, dist__peer *p, int kind, int64_t tag, uint64_t count, int32_t root) {
     dist__frame f;
-    if (p->fd < 0 || p->bye_sent) return;
+    if (p->fd == DIST__NO_SOCKET || p->bye_sent) return;
     memset(&f, 0, sizeof f);
     f.kind = (uint8_t)kind; f.tag = tag; f.count = count; f.root = root;
     if (dist__ctl_push(e, p, &f, NULL) != 0) dist__peer_fail(e, p, "out of memory for a control frame to rank %d", p->rank);
@@ -5796,7 +6621,7 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
         if (o >= 0) {
             n = dist__peer_memory_read(s->pid, r->rbuf + o, r->ref + (uint64_t)o, (size_t)len);
             if (n != (dist__ssize)len) {
-                if (n < 0 && dist__errno() == ESRCH) s->peer_ended = 1;   /* its process is gone: it writes no more */
+                if (n < 0 && dist__err_no_process(dist__errno())) s->peer_ended = 1;   /* its process is gone: it writes no more */
                 dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank,
                                 n < 0 ? dist__err_text(dist__errno()) : "short read");
                 return 0;
@@ -5819,7 +6644,7 @@ static int dist__shm_pull(dist__engine *e, dist__peer *p, dist_req_t *r) {
         n = dist__peer_memory_read(s->pid, r->rbuf + off, r->ref + off, chunk);
     }
     if (n != (dist__ssize)chunk) {
-        if (n < 0 && dist__errno() == ESRCH) s->peer_ended = 1;
+        if (n < 0 && dist__err_no_process(dist__errno())) s->peer_ended = 1;
         dist__peer_fail(e, p, "reading a message from rank %d's memory failed (%s)", p->rank,
                         n < 0 ? dist__err_text(dist__errno()) : "short read");
         return 0;
@@ -5905,14 +6730,14 @@ static void dist__shm_link_free(dist__peer *p) {
 static void dist__shm_world_free(dist__engine *e) {
     for (int i = 0; e->peers && i < e->world; i++) dist__shm_link_free(&e->peers[i]);
     if (e->shm.seg) dist__shm_unmap(e->shm.seg, e->shm.seg_size);
-    if (e->shm.seg_fd >= 0) dist__shm_close_fd(e->shm.seg_fd);
-    e->shm.seg = NULL; e->shm.seg_fd = -1;
+    dist__shm_unname(&e->shm.seg_file);
+    e->shm.seg = NULL;
 }
 
 /* Setting up: shared memory with the ranks on this host, agreed pairwise
    over the mesh connections in rounds of fixed-size records:
      A  host identity: same host, same user and namespaces -> candidates
-     B  this rank's segment (pid, fd, the ring slot kept for the peer)
+     B  this rank's segment (pid, its name, the ring slot kept for the peer)
      C  whether the peer's segment could be mapped, and its memory read
      D  whether every pair of the world uses shared memory
    A pair uses shared memory only when both sides mapped the other's
@@ -5942,22 +6767,20 @@ static dist_result dist__shm_exchange(dist_t *d, const uint8_t *out, uint8_t *in
 /* Maps peer p's segment as described by its B record into a new link
    (p->shm); 1 on success. */
 static int dist__shm_map_peer(dist__engine *e, dist__peer *p, const uint8_t *rec) {
-    int pid = (int32_t)dist__get32(rec + 4), fd = (int32_t)dist__get32(rec + 8), slot = (int32_t)dist__get32(rec + 12);
+    int pid = (int32_t)dist__get32(rec + 4), slot = (int32_t)dist__get32(rec + 12);
     uint64_t ring = dist__get64(rec + 16), size = dist__get64(rec + 24), probe = dist__get64(rec + 32), magic = 0;
     dist__shm_hdr *h;
     dist__shm_link *s;
-    int lfd;
+    char name[DIST__SHM_NAME];
     void *m;
     DIST__UNUSED(e);
-    if (slot < 0 || pid <= 0 || fd < 0 || ring < 4096 || (ring & (ring - 1)) || size < DIST__SHM_HDR || size > ((uint64_t)1 << 32) ||
-        (uint64_t)slot >= (size - DIST__SHM_HDR) / (sizeof(dist__ring) + ring))
+    memcpy(name, rec + 64, sizeof name);
+    if (slot < 0 || pid <= 0 || !memchr(name, 0, sizeof name) || !name[0] || ring < 4096 || (ring & (ring - 1)) ||
+        size < DIST__SHM_HDR || size > ((uint64_t)1 << 32) || (uint64_t)slot >= (size - DIST__SHM_HDR) / (sizeof(dist__ring) + ring))
         return 0;
-    if ((lfd = dist__shm_open_peer(pid, fd)) < 0) return 0;
-    /* pages past the file's end fault (SIGBUS) when touched: the file must
-       be as long as the record says */
-    m = dist__shm_file_size(lfd) >= (int64_t)size ? dist__shm_map(lfd, (size_t)size) : NULL;
-    dist__shm_close_fd(lfd);
-    if (!m) return 0;
+    /* (it checks the segment is as long as the record says: pages past its
+       end fault when touched) */
+    if (!(m = dist__shm_attach(name, (size_t)size))) return 0;
     h = (dist__shm_hdr *)m;
     if (h->magic != DIST__SHM_MAGIC || h->owner_rank != p->rank || h->owner_pid != pid || h->ring_size != ring || h->seg_size != size ||
         h->coll_bytes != DIST_SHM_COLL_BYTES || h->coll_off < DIST__SHM_HDR || h->coll_off > size ||
@@ -5989,9 +6812,7 @@ static int dist__shm_make_segment(dist__engine *e, int me, int ncand, uint64_t r
     dist__shm_world *w = &e->shm;
     w->seg_size = DIST__SHM_HDR + (size_t)ncand * (sizeof(dist__ring) + (size_t)ring) + 4 * (size_t)DIST_SHM_COLL_BYTES +
                   DIST__FAST_AREA;
-    w->seg_fd = dist__shm_create(w->seg_size);
-    w->seg = w->seg_fd >= 0 ? dist__shm_map(w->seg_fd, w->seg_size) : NULL;
-    if (!w->seg) return -1;
+    if (!(w->seg = dist__shm_create(&w->seg_file, w->seg_size))) return -1;
     w->hdr = (dist__shm_hdr *)w->seg;
     w->hdr->magic = DIST__SHM_MAGIC;
     w->hdr->owner_rank = me;
@@ -6054,7 +6875,7 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
         memset(o, 0, DIST__SHM_REC);
         dist__put32(o, 0x42736873u);
         dist__put32(o + 4, (uint32_t)dist__getpid());
-        dist__put32(o + 8, (uint32_t)w->seg_fd);
+        memcpy(o + 64, w->seg_file.name, DIST__SHM_NAME);     /* "" when it has none */
         dist__put32(o + 12, (uint32_t)slots[j]);
         dist__put64(o + 16, ring);
         dist__put64(o + 24, w->seg_size);
@@ -6091,7 +6912,7 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     }
     /* Every peer has mapped our segment or given up: the last name of it
        goes; the memory lives as long as the mappings. */
-    if (w->seg_fd >= 0) { dist__shm_close_fd(w->seg_fd); w->seg_fd = -1; }
+    dist__shm_unname(&w->seg_file);
     /* D: does every rank talk to every other over shared memory?  Then the
        world's collectives may work in the segments directly.  And can they
        all fence heavily before they sleep in one? */
@@ -6166,7 +6987,7 @@ static dist__engine *dist__engine_new(int rank, int world, const dist__log *log)
     memset(e, 0, sizeof *e);
     e->rank = rank; e->world = world; e->log = *log;
     e->wake.rfd = e->wake.wfd = DIST__NO_SOCKET;
-    e->shm.seg_fd = -1;
+    dist__shm_file_clear(&e->shm.seg_file);
     e->budget = DIST_EAGER_BYTES;
     dist__mutex_init(&e->lock);
     dist__cond_init(&e->cond); dist__cond_init(&e->bg_cond);
@@ -9449,7 +10270,7 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
     c.world_size = nprocs;
     c.rank = rank;
     if (!c.run_id) c.run_id = run_id;       /* this spawn is one launch */
-    c.store_listen_fd = (rank == 0 && ls != DIST__NO_SOCKET) ? ls + 1 : 0;
+    c.store_listen_fd = (rank == 0 && ls != DIST__NO_SOCKET) ? (int)ls + 1 : 0;
     if (rank != 0) dist__close(ls);
     if (dist_init(&w, &c) != DIST_OK) {
         dist__process_report(report, dist__thread_error);
@@ -9465,12 +10286,51 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
     dist__process_exit(report, code);
 }
 
+#ifdef DIST__SPAWN_REEXEC
+/* Without fork a rank is the program started again, with this variable
+   saying which call of dist_spawn started it, its rank, the world's size,
+   the store's port and the launch's run id (and, added by the platform,
+   its report pipe).  The rank's program runs from main to that call of
+   dist_spawn, which becomes the rank.  Rank 0 listens on the port itself:
+   the parent picked it and closed its socket just before (an inherited
+   socket cannot be waited on under Wine). */
+#define DIST__SPAWN_VAR "DIST_SPAWN_CHILD"
+#define DIST__SPAWN_FMT "call=%d rank=%d n=%d port=%d run=%s"
+
+static void dist__spawn_reexec_child(int call, int nprocs, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
+    const char *v = dist__getenv(DIST__SPAWN_VAR);
+    char text[600], run_id[40];
+    int k, rank, n, port;
+    dist__fd report;
+    if (!v) return;
+    snprintf(text, sizeof text, "%s", v);
+    dist__unsetenv(DIST__SPAWN_VAR);             /* a dist_spawn inside the rank starts ranks of its own */
+    report = dist__fd_parse(text);
+    if (sscanf(text, "call=%d rank=%d n=%d port=%d run=%39s", &k, &rank, &n, &port, run_id) != 5 || rank < 0 || rank >= n)
+        return;
+    if (k != call || n != nprocs) {
+        char msg[DIST__ERRLEN];
+        snprintf(msg, sizeof msg,
+                 "spawn: rank %d was started by call %d of dist_spawn with %d processes, but the program it runs made call %d with %d: "
+                 "on Windows each rank runs the program again from main, which must reach the same dist_spawn call",
+                 rank, k, n, call, nprocs);
+        dist__process_report(report, msg);
+        dist__process_exit(report, 2);
+    }
+    dist__spawn_child(rank, n, fn, arg, cfg, DIST__NO_SOCKET, port, report, run_id);
+}
+#endif
+
 DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *arg, const dist_config *cfg) {
+    static int calls;                /* this process's calls of dist_spawn (numbered for re-executed ranks) */
     dist__process *procs;
-    int port = 0, failed = 0, result = 0, alive;
+    int port = 0, failed = 0, result = 0, alive, call = ++calls;
     dist__socket ls = DIST__NO_SOCKET;
     char why[300], run_id[40];
     int64_t kill_at = 0;
+#ifdef DIST__SPAWN_REEXEC
+    dist__spawn_reexec_child(call, nprocs, fn, arg, cfg);     /* returns only in the parent */
+#endif
     dist__format(run_id, sizeof run_id, "spawn-%016llx", (unsigned long long)dist__random_u64());
     if (nprocs < 1 || nprocs > DIST__MAX_WORLD || !fn) {
         dist__fail(NULL, DIST_ERR_INVALID, "spawn: %d processes and fn %s", nprocs, fn ? "set" : "NULL");
@@ -9486,8 +10346,16 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
     for (int i = 0; i < nprocs; i++) dist__process_clear(&procs[i]);
     fflush(NULL);   /* or the children would print the parent's buffered output again */
     for (int i = 0; i < nprocs; i++) {
-        dist__fd report = -1;
+        dist__fd report = DIST__NO_FD;
+#ifdef DIST__SPAWN_REEXEC
+        char v[200];
+        if (i == 0) { dist__close(ls); ls = DIST__NO_SOCKET; }
+        snprintf(v, sizeof v, DIST__SPAWN_FMT, call, i, nprocs, port, run_id);
+        int started = dist__process_start_self(&procs[i], DIST__SPAWN_VAR, v, DIST__NO_SOCKET);
+#else
         int started = dist__process_fork(&procs[i], &report);
+        DIST__UNUSED(call);
+#endif
         if (started == 0) {
             for (int j = 0; j < i; j++) dist__process_release(&procs[j]);
             DIST_FREE(procs);                           /* the parent's, not the rank's */

@@ -449,12 +449,23 @@ static void dist_cuda__set(void *field, void *p) { memcpy(field, &p, sizeof p); 
         dist__mutex_unlock(&dist_cuda__load_lock);                                                     \
         return t->state;                                                                                 \
     }
+#ifdef _WIN32
+/* (NCCL has no Windows build: there the NCCL backend reports it cannot load
+   it, and the staged one runs.) */
+DIST_CUDA__LOADER(dist_cuda__load_driver, dist_cuda__driver_table, dist_cuda__cu, DIST_CUDA__DRIVER_FUNCS, "DIST_CUDA_LIBCUDA", "nvcuda.dll")
+DIST_CUDA__LOADER(dist_cuda__load_nvrtc, dist_cuda__nvrtc_table, dist_cuda__rtc, DIST_CUDA__NVRTC_FUNCS, "DIST_CUDA_LIBNVRTC", "nvrtc64_130_0.dll",
+                  "nvrtc64_120_0.dll", "nvrtc64_112_0.dll")
+#ifndef DIST_CUDA_NO_NCCL
+DIST_CUDA__LOADER(dist_cuda__load_nccl, dist_cuda__nccl_table, dist_cuda__nccl, DIST_CUDA__NCCL_FUNCS, "DIST_CUDA_LIBNCCL", "nccl.dll")
+#endif
+#else
 DIST_CUDA__LOADER(dist_cuda__load_driver, dist_cuda__driver_table, dist_cuda__cu, DIST_CUDA__DRIVER_FUNCS, "DIST_CUDA_LIBCUDA", "libcuda.so.1")
 DIST_CUDA__LOADER(dist_cuda__load_nvrtc, dist_cuda__nvrtc_table, dist_cuda__rtc, DIST_CUDA__NVRTC_FUNCS, "DIST_CUDA_LIBNVRTC", "libnvrtc.so.13", "libnvrtc.so.12",
                   "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so")
 #ifndef DIST_CUDA_NO_NCCL
 DIST_CUDA__LOADER(dist_cuda__load_nccl, dist_cuda__nccl_table, dist_cuda__nccl, DIST_CUDA__NCCL_FUNCS, "DIST_CUDA_LIBNCCL", "libnccl.so.2", "libnccl.so",
                   "/usr/local/cuda/lib64/libnccl.so.2")
+#endif
 #endif
 #undef DIST_CUDA__LOAD
 
@@ -1590,7 +1601,7 @@ static dist_result dist_cuda__choose(dist_cuda_t *c, dist_cuda_backend asked) {
     static const char *const names[] = { "auto", "staged", "nccl", "ipc" };
     const int n = c->world;
     dist_cuda__init_record mine, *all = (dist_cuda__init_record *)DIST_MALLOC(sizeof *all * (size_t)n);
-    int ipc_asker = -1, other_asker = -1, far = -1, twin = -1, no_rtc = -1;
+    int ipc_asker = -1, other_asker = -1, remote = -1, twin = -1, no_rtc = -1;
     dist_result res = DIST_OK;
     c->backend = DIST_CUDA_STAGED;
     if (!all) return dist_cuda__fail(DIST_ERR_NOMEM, "dist_cuda_init on rank %d: out of memory", c->rank);
@@ -1609,7 +1620,7 @@ static dist_result dist_cuda__choose(dist_cuda_t *c, dist_cuda_backend asked) {
         all[k].host[sizeof all[k].host - 1] = 0;
         if (all[k].backend == DIST_CUDA_IPC && ipc_asker < 0) ipc_asker = k;
         if ((all[k].backend == DIST_CUDA_STAGED || all[k].backend == DIST_CUDA_NCCL) && other_asker < 0) other_asker = k;
-        if (strcmp(all[k].host, all[0].host) != 0 && far < 0) far = k;
+        if (strcmp(all[k].host, all[0].host) != 0 && remote < 0) remote = k;
         if (!all[k].nvrtc && no_rtc < 0) no_rtc = k;
         for (int m = 0; m < k && twin < 0; m++)
             if (all[m].pid == all[k].pid && !strcmp(all[m].host, all[k].host)) twin = m * n + k;
@@ -1618,19 +1629,19 @@ static dist_result dist_cuda__choose(dist_cuda_t *c, dist_cuda_backend asked) {
         if (other_asker >= 0) {
             res = dist_cuda__fail(DIST_ERR_MISMATCH, "dist_cuda_init on rank %d: rank %d asked for backend ipc, rank %d for %s (ask alike, or auto)", c->rank,
                                   ipc_asker, other_asker, names[all[other_asker].backend]);
-        } else if (far >= 0) {
-            const int l0 = (int)strcspn(all[0].host, "|"), lf = (int)strcspn(all[far].host, "|");
-            const int same_name = l0 == lf && !strncmp(all[0].host, all[far].host, (size_t)l0);
+        } else if (remote >= 0) {
+            const int l0 = (int)strcspn(all[0].host, "|"), lf = (int)strcspn(all[remote].host, "|");
+            const int same_name = l0 == lf && !strncmp(all[0].host, all[remote].host, (size_t)l0);
             res = dist_cuda__fail(DIST_ERR_INVALID,
                                   "dist_cuda_init on rank %d: backend ipc needs every rank on one host, but rank 0 is on %.*s and rank %d on %.*s%s",
-                                  c->rank, l0, all[0].host, far, lf, all[far].host, same_name ? " (another boot or PID namespace)" : "");
+                                  c->rank, l0, all[0].host, remote, lf, all[remote].host, same_name ? " (another boot or PID namespace)" : "");
         } else if (twin >= 0) {
             res = dist_cuda__fail(DIST_ERR_INVALID, "dist_cuda_init on rank %d: backend ipc needs one process per rank, but ranks %d and %d are one process",
                                   c->rank, twin / n, twin % n);
         } else {
             c->backend = DIST_CUDA_IPC;
         }
-    } else if (other_asker < 0 && n > 1 && far < 0 && twin < 0 && no_rtc < 0) {
+    } else if (other_asker < 0 && n > 1 && remote < 0 && twin < 0 && no_rtc < 0) {
         c->backend = DIST_CUDA_IPC;
     }
     DIST_FREE(all);

@@ -370,7 +370,9 @@ DIST_API void dist_future_free(dist_future_t *f);                         /* pen
 DIST_API int dist_rpc_call_caller(const dist_rpc_call_t *call);            /* the caller's rank */
 DIST_API const char *dist_rpc_call_function(const dist_rpc_call_t *call);
 DIST_API void dist_rpc_call_fail(dist_rpc_call_t *call, const char *fmt, ...)
-#if defined(__GNUC__)
+#if defined(__MINGW32__) && !defined(__clang__)
+    __attribute__((format(gnu_printf, 2, 3)))      /* (formatted by C99's printf: see dist.h) */
+#elif defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
@@ -671,7 +673,9 @@ DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params);
 #else
 #  define DIST_RPC__TLS _Thread_local
 #endif
-#if defined(__GNUC__)
+#if defined(__MINGW32__) && !defined(__clang__)
+#  define DIST_RPC__PRINTF(a, b) __attribute__((format(gnu_printf, a, b)))
+#elif defined(__GNUC__)
 #  define DIST_RPC__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #  define DIST_RPC__PRINTF(a, b)

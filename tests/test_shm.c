@@ -151,6 +151,15 @@ static dist_config base_cfg(const char *transport, int timeout_ms) {
 
 /* ---- /proc helpers -------------------------------------------------------- */
 /* 1 if /proc/self/maps has a line containing `what`, 0 if not, -1 on error. */
+/* How a shared segment shows in /proc/self/maps and /proc/self/fd: a memfd
+   named dist-shm, or (DIST_PORTABLE_POSIX) a shm_open object /dist.PID.N,
+   which Linux keeps under /dev/shm. */
+#ifdef DIST_PORTABLE_POSIX
+#  define SHM_SEGMENT "/dev/shm/dist."
+#else
+#  define SHM_SEGMENT "dist-shm"
+#endif
+
 static int maps_count(const char *what) {
     FILE *f = fopen("/proc/self/maps", "r");
     char line[1024];
@@ -315,7 +324,7 @@ static int fn_select(dist_t *w, void *p) {
     (void)p;
     alarm(alarm_s(60));
     take_log(rank);
-    sh->r[rank].maps_shm = maps_count("dist-shm");
+    sh->r[rank].maps_shm = maps_count(SHM_SEGMENT);
     if (do_all_reduce(w, ((size_t)1 << 20) + 3, 1)) return 1;
     if (do_ring(w, (size_t)3 << 20, 5)) return 1;
     sh->r[rank].reported = 1;
@@ -652,8 +661,8 @@ static int leftover_child(int rank, int port, int lfd, void *arg) {
     dist_result res = dist_init(&w, &cfg);
     if (res != DIST_OK) return fail_at(rank, __LINE__, "dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
     take_log(rank);
-    int fd = fd_scan(after, 256, &nafter, "dist-shm", link, sizeof link);
-    int maps = maps_count("dist-shm");
+    int fd = fd_scan(after, 256, &nafter, SHM_SEGMENT, link, sizeof link);
+    int maps = maps_count(SHM_SEGMENT);
     sh->r[rank].maps_shm = maps;
     if (fd >= 0) fail_at(rank, __LINE__, "after dist_init fd %d is still open on \"%s\"", fd, link);
     if (maps <= 0) fail_at(rank, __LINE__, "after dist_init /proc/self/maps has no dist-shm mapping (shared memory not in use?)");
@@ -662,11 +671,11 @@ static int leftover_child(int rank, int port, int lfd, void *arg) {
         dist_destroy(w);
         return 1;
     }
-    if ((fd = fd_scan(after, 256, &nafter, "dist-shm", link, sizeof link)) >= 0)
+    if ((fd = fd_scan(after, 256, &nafter, SHM_SEGMENT, link, sizeof link)) >= 0)
         fail_at(rank, __LINE__, "after traffic fd %d is open on \"%s\"", fd, link);
     res = dist_destroy(w);
     if (res != DIST_OK) fail_at(rank, __LINE__, "dist_destroy: %s: %s", dist_result_name(res), dist_error_message(NULL));
-    if ((maps = maps_count("dist-shm")) != 0)
+    if ((maps = maps_count(SHM_SEGMENT)) != 0)
         fail_at(rank, __LINE__, "after dist_destroy /proc/self/maps still has %d dist-shm mapping(s)", maps);
     fd_scan(after, 256, &nafter, NULL, NULL, 0);
     for (int i = 0; i < nafter && i < 256; i++) {
@@ -717,7 +726,7 @@ static int fn_all_die(dist_t *w, void *p) {
     signal(SIGTERM, SIG_IGN);      /* every rank dies by its own SIGKILL */
     alarm(alarm_s(60));
     take_log(rank);
-    sh->r[rank].maps_shm = maps_count("dist-shm");
+    sh->r[rank].maps_shm = maps_count(SHM_SEGMENT);
     uint8_t *out = (uint8_t *)malloc(big), *in = (uint8_t *)malloc(big * (size_t)n);
     float *f = (float *)malloc(cnt * sizeof *f);
     if (!out || !in || !f) return FAIL("out of memory");
