@@ -113,13 +113,16 @@ $(BUILD) $(BUILD)/tests $(BUILD)/lib $(BUILD)/bench $(BUILD)/examples $(BUILD)/d
 -include $(wildcard $(BUILD)/tests/*.d $(BUILD)/lib/*.d $(BUILD)/bench/*.d $(BUILD)/examples/*.d $(BUILD)/*.d)
 
 # Tools the compile checks want (clang, g++; zig from the npm registry for
-# macOS), and iproute2 for tests/test_netns.c (`ip`, `tc`).  When one is missing and we
+# macOS; mingw-w64 for Windows), Wine for the Windows tests
+# (tests/windows/*.sh), and iproute2 for tests/test_netns.c (`ip`, `tc`).  When one is missing and we
 # are root on a Debian-like system, install it; otherwise those checks skip.
 deps:
 	@missing=""; \
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || missing="$$missing gcc-mingw-w64-x86-64"; \
+	command -v wine >/dev/null 2>&1 || command -v wine64 >/dev/null 2>&1 || missing="$$missing wine64"; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	        echo "installing:$$missing"; \

@@ -1062,7 +1062,8 @@ DIST__PLATFORM int dist__ms_left(int64_t deadline_ms, int cap) {
    the compiler needs holding back (_ReadWriteBarrier); read-modify-writes
    are Interlocked*.  C11's _Generic picks the function by the type of *p
    (its qualifiers dropped).  (DIST__MSC_ATOMICS takes this branch with
-   another compiler, for the compile checks.) */
+   another compiler and stand-ins for the intrinsics, for the compile
+   checks: tests/compile/msc_atomics.h.) */
 #ifndef DIST__MSC_ATOMICS
 #  include <intrin.h>
 #endif
@@ -1076,20 +1077,39 @@ DIST__PLATFORM int dist__ms_left(int64_t deadline_ms, int cap) {
         *expected = seen;                                                                                     \
         return 0;                                                                                             \
     }
+#ifdef DIST__MSC_LONG64          /* (the compile checks' stand-ins, where long has 64 bits) */
+typedef int dist__msc32_t;
+#  define DIST__MSC_LONG dist__msc64
+#else                              /* Windows: long has 32 bits */
 typedef long dist__msc32_t;
+#  define DIST__MSC_LONG dist__msc32
+#endif
 typedef __int64 dist__msc64_t;
+typedef char dist__msc8_t;
+typedef short dist__msc16_t;
+#define dist__msc8Add _InterlockedExchangeAdd8
+#define dist__msc16Add _InterlockedExchangeAdd16
+#define dist__msc8Cas _InterlockedCompareExchange8
+#define dist__msc16Cas _InterlockedCompareExchange16
 #define dist__msc32Add _InterlockedExchangeAdd
 #define dist__msc64Add _InterlockedExchangeAdd64
 #define dist__msc32Cas _InterlockedCompareExchange
 #define dist__msc64Cas _InterlockedCompareExchange64
-DIST__MSC_ATOMIC(int, i32, dist__msc32)
-DIST__MSC_ATOMIC(unsigned, u32, dist__msc32)
-DIST__MSC_ATOMIC(long, l32, dist__msc32)
-DIST__MSC_ATOMIC(unsigned long, ul32, dist__msc32)
-DIST__MSC_ATOMIC(long long, i64, dist__msc64)
-DIST__MSC_ATOMIC(unsigned long long, u64, dist__msc64)
-#define DIST__MSC_PICK(x, op) _Generic((x), int: dist__##op##_i32, unsigned: dist__##op##_u32, long: dist__##op##_l32, \
-    unsigned long: dist__##op##_ul32, long long: dist__##op##_i64, unsigned long long: dist__##op##_u64)
+DIST__MSC_ATOMIC(signed char, c, dist__msc8)
+DIST__MSC_ATOMIC(unsigned char, uc, dist__msc8)
+DIST__MSC_ATOMIC(char, ch, dist__msc8)
+DIST__MSC_ATOMIC(short, s, dist__msc16)
+DIST__MSC_ATOMIC(unsigned short, us, dist__msc16)
+DIST__MSC_ATOMIC(int, i, dist__msc32)
+DIST__MSC_ATOMIC(unsigned, u, dist__msc32)
+#define DIST__MSC_ATOMIC_X(T, N, W) DIST__MSC_ATOMIC(T, N, W)      /* (W expanded first) */
+DIST__MSC_ATOMIC_X(long, l, DIST__MSC_LONG)
+DIST__MSC_ATOMIC_X(unsigned long, ul, DIST__MSC_LONG)
+DIST__MSC_ATOMIC(long long, ll, dist__msc64)
+DIST__MSC_ATOMIC(unsigned long long, ull, dist__msc64)
+#define DIST__MSC_PICK(x, op) _Generic((x), signed char: dist__##op##_c, unsigned char: dist__##op##_uc, char: dist__##op##_ch, \
+    short: dist__##op##_s, unsigned short: dist__##op##_us, int: dist__##op##_i, unsigned: dist__##op##_u, long: dist__##op##_l, \
+    unsigned long: dist__##op##_ul, long long: dist__##op##_ll, unsigned long long: dist__##op##_ull)
 #define DIST__LOAD_ACQ(p)         DIST__MSC_PICK(*(p), ld)(p)
 #define DIST__STORE_REL(p, v)     DIST__MSC_PICK(*(p), st)((p), (v))
 #define DIST__LOAD_RELAXED(p)     DIST__MSC_PICK(*(p), ld)(p)

@@ -10,11 +10,16 @@
 #                    (tests/compile/check.sh); then the CMake package
 #                    (tests/compile/cmake.sh); then every header, example
 #                    and the launcher cross-compiled and linked for macOS,
-#                    arm64 and x86_64 (tests/compile/macos.sh, with zig cc).
+#                    arm64 and x86_64 (tests/compile/macos.sh, with zig cc);
+#                    and built for Windows with mingw-w64, and MSVC's
+#                    atomics with stand-ins (tests/compile/windows.sh).
 #                    Off with DIST_COMPILE_CHECKS=0.
 #   programs         tests/test_NAME.c, built by make as BUILD_DIR/tests/test_NAME
 #                    (a source whose program is missing counts as a failure)
 #   scripts          tests/test_NAME.sh, run with bash
+#   Windows          tests/windows/NAME.sh BUILD_DIR/windows, as windows/NAME:
+#                    programs built with mingw-w64 and run under Wine
+#                    (WINEPREFIX: BUILD_DIR/wine unless set)
 # FILTER keeps the tests whose name contains it.
 #
 # The compile checks run first, as many at a time as there are CPUs.
@@ -113,6 +118,7 @@ if [ "$compile_checks" != 0 ]; then
     for t in aarch64-macos x86_64-macos; do
         add "compile/$t" "tests/compile/macos.sh" "bash tests/compile/macos.sh $t $build_dir/compile/$t"
     done
+    add "compile/windows" "tests/compile/windows.sh" "bash tests/compile/windows.sh $build_dir/compile/windows"
 fi
 for src in tests/test_*.c tests/test_*.sh; do
     [ -f "$src" ] || continue
@@ -140,6 +146,14 @@ for src in tests/test_*.c tests/test_*.sh; do
         *.sh) name=$(basename "$src"); add "$name" "$src" "bash $src" ;;
     esac
 done
+# Windows: programs built with mingw-w64 and run under Wine (one Wine
+# prefix per build directory: its first start takes ~20 s)
+for src in tests/windows/*.sh; do
+    [ -f "$src" ] || continue
+    name=windows/$(basename "$src" .sh)
+    add "$name" "$src" "bash $src $build_dir/windows"
+done
+export WINEPREFIX=${WINEPREFIX:-$build_dir/wine} WINEDEBUG=${WINEDEBUG:--all}
 
 # ---- run ------------------------------------------------------------------
 passed=0 failed=0 skipped=0
