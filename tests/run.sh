@@ -147,11 +147,19 @@ for src in tests/test_*.c tests/test_*.sh; do
     esac
 done
 # Windows: programs built with mingw-w64 and run under Wine (one Wine
-# prefix per build directory: its first start takes ~20 s)
+# prefix per build directory: its first start takes ~20 s): the scripts in
+# tests/windows, then each test program (tests/windows/wine_test.sh: those
+# whose source does not say "// WINDOWS: yes" are skips that say why)
 for src in tests/windows/*.sh; do
     [ -f "$src" ] || continue
+    case $src in */wine_test.sh) continue ;; esac
     name=windows/$(basename "$src" .sh)
     add "$name" "$src" "bash $src $build_dir/windows"
+done
+for src in tests/test_*.c; do
+    [ -f "$src" ] || continue
+    name=$(basename "$src" .c)
+    add "windows/$name" "$src" "bash tests/windows/wine_test.sh $name $build_dir/windows/tests"
 done
 export WINEPREFIX=${WINEPREFIX:-$build_dir/wine} WINEDEBUG=${WINEDEBUG:--all}
 

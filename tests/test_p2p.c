@@ -1,5 +1,6 @@
 // TIMEOUT: 240
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_p2p.c - point-to-point semantics of dist.h, for world sizes 2,3,4,5,8.
 
    Every check runs in its own dist_spawn (so a failing check cannot leave
@@ -774,7 +775,7 @@ int main(int argc, char **argv) {
             cfg.timeout_ms = (int)(20000 * scale);
             memset(sh, 0, sizeof *sh);
             double t0 = now_s();
-            int rc = dist_spawn(n, run_check, (void *)&checks[c], &cfg);
+            int rc = spawn_job(n, run_check, (void *)&checks[c], &cfg);
             double el = now_s() - t0;
             int bad = rc != 0;
             for (int r = 0; r < n; r++) bad |= atomic_load(&sh->claimed[r]) != 0;

@@ -58,6 +58,9 @@
                start_ranks: the same on a new listen_loopback socket;
                reap_poll / reap_all: reap with a now_ns() deadline, killing
                what outlives it (reaped[r]: 1 ended, 2 killed)
+   Spawn       spawn_job(n, fn, arg, cfg): dist_spawn, for a test that
+               calls it once a case; on Windows each case in a process of
+               its own (see there)
    Jobs        run_pool(&pool): cases run as jobs side by side, in order,
                up to maxjobs at once and one heavy one at a time, a name
                filter, start / poll / finish callbacks on slot numbers
@@ -80,11 +83,31 @@
 #ifndef DIST_TESTUTIL_H
 #define DIST_TESTUTIL_H
 
-#include <arpa/inet.h>
+#ifndef _WIN32
+#  include <arpa/inet.h>
+#  include <netinet/in.h>
+#  include <poll.h>
+#  include <sys/socket.h>
+#  include <sys/wait.h>
+#else
+/* Windows (mingw-w64, under Wine here): pthreads, clock_gettime and
+   nanosleep from winpthreads; mmap of a shared table from
+   tests/compat/windows; no fork, so the helpers for forked ranks are left
+   out, and spawn_job runs dist_spawn's cases (see "cases in processes of
+   their own").  The tests that build there say so: // WINDOWS: yes. */
+#  include <io.h>
+#  include <fcntl.h>
+#  include <sys/mman.h>
+#  define unsetenv(name) testutil_unsetenv(name)
+#  define getppid() ((int)testutil_root(NULL))      /* one run id for a test's processes */
+static __inline __attribute__((unused)) int testutil_unsetenv(const char *name) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s=", name);
+    return _putenv(buf);
+}
+#endif
 #include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -94,9 +117,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -279,6 +300,7 @@ typedef void (*bad_fn)(const char *fmt, ...);
    died by signal N") (" (its alarm: it hung)" after SIGALRM) or "rank R
    exited with N" followed by exit_note (may be ""); nothing when it
    exited 0.  Returns 1 when it reported a problem. */
+#ifndef _WIN32
 static inline __attribute__((unused)) int status_bad(bad_fn bad, int rank, int st, const char *exit_note) {
     if (WIFSIGNALED(st)) {
         bad("rank %d died by signal %d%s", rank, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
@@ -295,6 +317,7 @@ static inline __attribute__((unused)) int status_bad(bad_fn bad, int rank, int s
 static inline __attribute__((unused)) int case_bad_status(int rank, int st, const char *exit_note) {
     return status_bad(case_bad, rank, st, exit_note);
 }
+#endif
 
 /* The end of the current case: counted in g_failed if anything was bad,
    else "ok   case (secs s)" and `extra` (may be NULL). */
@@ -450,6 +473,7 @@ static inline __attribute__((unused)) size_t check_bytes(const void *p, size_t n
     return SIZE_MAX;
 }
 
+#ifndef _WIN32
 /* ---- sockets ------------------------------------------------------------ */
 
 /* A loopback port (127.0.0.1 or ::1, by family) nobody listens on right
@@ -761,6 +785,8 @@ out:
     return res;
 }
 
+#endif /* !_WIN32: sockets, forked ranks, jobs side by side */
+
 /* ---- dist.h: a job over tcp://127.0.0.1 --------------------------------- */
 
 #ifdef DIST_H
@@ -804,7 +830,7 @@ static inline __attribute__((unused)) dist_result rpc_worker_init(int rank, int 
 }
 #endif
 
-#ifdef DIST_CUDA_IMPLEMENTATION_DONE
+#if defined(DIST_CUDA_IMPLEMENTATION_DONE) && !defined(_WIN32)
 /* Whether a CUDA device can be used, asked in a child so this process (and
    the ranks it forks) load the driver afresh, each with its own
    DIST_CUDA_LIBCUDA. */
@@ -819,7 +845,7 @@ static inline __attribute__((unused)) int cuda_have_device(void) {
 }
 #endif
 
-#ifdef DIST_IMPLEMENTATION
+#if defined(DIST_IMPLEMENTATION) && !defined(_WIN32)
 /* Reads a refusal (a hello with status 1, a u32 length, the reason) before
    the deadline (a now_ms() time).  1: refused, reason in `reason`; 0:
    closed without a word; -1: no answer in time; -2: something else (what
@@ -843,6 +869,78 @@ static inline __attribute__((unused)) int read_refusal(int fd, long deadline, ch
     return 1;
 }
 #endif /* DIST_IMPLEMENTATION */
+#endif /* DIST_H */
+
+/* ---- cases in processes of their own -------------------------------------
+
+   spawn_job(n, fn, arg, cfg) is dist_spawn for the tests that call it once
+   a case, from a loop in main.  With fork (POSIX) it is dist_spawn.  On
+   Windows a rank is the program started again, which must reach the same
+   call of dist_spawn as its parent (see dist_spawn): so each case runs in
+   a process of its own, this program started again with TESTUTIL_CASE=k
+   (the k-th call), whose main runs up to its k-th spawn_job silently
+   (earlier calls return 0 at once, output goes nowhere), then calls
+   dist_spawn with the output back and exits with what it returned (-1 as
+   255); its ranks do the same and become ranks there.  What main does
+   before a case runs again in that case's processes: a shared table it
+   clears is cleared again by each rank before dist_init, which no rank
+   leaves before every rank has come to it, so before any rank writes.
+   dist_error_message(NULL) in the first process does not have the case's
+   message: the case process prints it ("spawn_job: ..."). */
+#ifdef DIST_H
+#ifdef _WIN32
+static int g_case_out = -1, g_case_err = -1;
+__attribute__((constructor)) static void testutil_case_start(void) {
+    const char *v = getenv("TESTUTIL_CASE");
+    int nul;
+    if (!v || !*v || (nul = _open("NUL", _O_WRONLY)) < 0) return;
+    g_case_out = _dup(1);
+    g_case_err = _dup(2);
+    _dup2(nul, 1);
+    _dup2(nul, 2);
+    _close(nul);
+}
+static inline __attribute__((unused)) int spawn_job(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
+    static int calls;
+    const char *v = getenv("TESTUTIL_CASE");
+    int k = ++calls, target = v && *v ? atoi(v) : 0;
+    if (target) {
+        int rc;
+        if (k < target) return 0;
+        fflush(NULL);
+        if (g_case_out >= 0) { _dup2(g_case_out, 1); _dup2(g_case_err, 2); }
+        rc = dist_spawn(n, fn, arg, cfg);                  /* (a rank does not return) */
+        if (rc != 0) fprintf(stderr, "spawn_job: case %d: %s\n", k, dist_error_message(NULL));
+        fflush(NULL);
+        _exit(rc < 0 ? 255 : rc & 0xff);
+    }
+    {
+        char env[32];
+        STARTUPINFOA si;
+        PROCESS_INFORMATION pi;
+        DWORD code = 255;
+        char *cmd = _strdup(GetCommandLineA());
+        fflush(NULL);
+        snprintf(env, sizeof env, "TESTUTIL_CASE=%d", k);
+        _putenv(env);
+        memset(&si, 0, sizeof si);
+        si.cb = sizeof si;
+        if (cmd && CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
+            WaitForSingleObject(pi.hProcess, INFINITE);
+            GetExitCodeProcess(pi.hProcess, &code);
+            CloseHandle(pi.hProcess);
+            CloseHandle(pi.hThread);
+        }
+        free(cmd);
+        _putenv("TESTUTIL_CASE=");
+        return code == 255 ? -1 : (int)code;
+    }
+}
+#else
+static inline __attribute__((unused)) int spawn_job(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
+    return dist_spawn(n, fn, arg, cfg);
+}
+#endif
 #endif /* DIST_H */
 
 /* ---- dist_init's "shared memory with N rank(s)" line -------------------- */
