@@ -7,7 +7,8 @@
       #define DIST_IMPLEMENTATION
       #include "dist.h"
    in ONE C or C++ file; include "dist.h" without the define everywhere else.
-   Link with -lpthread.
+   Link with -lpthread (Linux, macOS, the BSDs) or ws2_32 (Windows:
+   -lws2_32 with mingw-w64; MSVC links it by itself).  See PLATFORMS.
 
 QUICK START
    A program that runs on every rank (start four with `distrun -n 4 ./prog`,
@@ -210,7 +211,7 @@ ERRORS AND LOGGING
        rank 6"
    Logging goes to cfg.logger; DIST_DEBUG=info|detail logs to stderr.  The
    library never prints on its own, never calls exit() or abort(): it ends
-   no process but the children dist_spawn forks, with _exit() once their
+   no process but the children dist_spawn starts, with _Exit() once their
    function has returned.
 
 FLOW CONTROL
@@ -266,6 +267,18 @@ WHAT IT DOES NOT DO (yet)
      run their ring and tree algorithms over whichever transport a pair
      uses)
    - receive with a wildcard tag, or into a larger buffer than was sent
+
+PLATFORMS
+   Linux: everything.  macOS and the BSDs: POSIX alone (DIST_PORTABLE_POSIX
+   forces that path on Linux): shared segments by shm_open, large messages
+   stream through the rings (no cross-memory attach), wake-ups by pipe.
+   Windows (x64; mingw-w64 or MSVC): Winsock 2, Win32 threads, named file
+   mappings for shared memory (streaming through the rings as on macOS),
+   dist_spawn by starting the program again (see dist_spawn).  Include
+   dist.h before <windows.h> in the implementation file, or define
+   WIN32_LEAN_AND_MEAN before it (winsock2.h must come first).  The wire
+   protocol is the same everywhere: ranks of different systems form one
+   job, over TCP where they cannot map each other's memory.
 
 LICENSE
    See end of file.
@@ -603,13 +616,27 @@ DIST_API dist_result dist_barrier_async       (dist_t *d, dist_req_t **req);
 DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dist_t **group);
 
 /* ---- local launch (torch.multiprocessing.spawn) ----
-   Forks nprocs ranks of this program on this host.  Each runs
+   Starts nprocs ranks of this program on this host.  Each runs
    fn(world, arg) with a communicator already initialised (over loopback on
    a port the parent picks, unless cfg names an init method); the child's
    process ends with fn's return value once dist_destroy has run.  Returns
    0 when every fn returned 0; otherwise stops the others (SIGTERM, then
    SIGKILL after 2 s) and returns the first failing rank's exit code (or
-   128 + signal).  Returns -1 if it could not start. */
+   128 + signal).  Returns -1 if it could not start.
+   POSIX: the ranks are forks of the caller ("fork" start method): fn and
+   arg are the caller's, as they were at the call.
+   Windows cannot fork ("spawn" start method, as Python's multiprocessing
+   on Windows): each rank is the program started again, with the same
+   command line and an environment variable naming the rank.  Its main
+   runs from the start up to the same dist_spawn call, which then becomes
+   the rank (it does not return there).  So what main does before the call
+   happens in every rank too (print after dist_spawn returns, or in fn);
+   arg must be made the same way by each process's main (a pointer into
+   the parent's memory means nothing in a rank); and a program that calls
+   dist_spawn more than once must make the same calls in the same order
+   in every process (a rank that reaches another call first exits with 2,
+   saying so).  Stopping is TerminateProcess; a job object ends the ranks
+   when the parent ends. */
 DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *arg, const dist_config *cfg);
 
 #ifdef __cplusplus
