@@ -156,10 +156,10 @@ define RUN_SUITE
 @$(3) tests/run.sh -b '$(1)' $(if $(T),'$(T)')
 endef
 
-# The two longest tests (test_flood, test_collectives: 7 of make test's
-# 19 minutes) run here on shared memory and TCP; their mixed jobs run in
-# the sanitizer passes, which run every test mixed.
-TEST_ENV := DIST_TEST_TRANSPORTS_OF="test_flood=auto,tcp test_collectives=auto,tcp"
+# Tests run here on shared memory and TCP; their mixed jobs (shared memory
+# and TCP side by side) run in the sanitizer and valgrind passes, which run
+# every test mixed.
+TEST_ENV := DIST_TEST_TRANSPORTS="auto tcp"
 
 test: deps
 	$(call RUN_SUITE,$(BUILD),$(SANFLAGS),$(TEST_ENV))
