@@ -335,7 +335,6 @@ static void ops(size_t k) {
 int main(int argc, char **argv) {
     int smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
     verbose = !smoke;
-    setvbuf(stdout, NULL, _IOLBF, 0);   /* each line out as soon as printed */
 
     /* Setup: join the job started by distrun (see examples/p2p.c). */
     if (dist_init(&world, NULL) != DIST_OK) {
@@ -351,17 +350,26 @@ int main(int argc, char **argv) {
     size_t sizes[] = { 2, 20001 };
     int nsizes = smoke ? 2 : 1;
     for (int s = 0; s < nsizes; s++) {
-        if (verbose && rank == 0) printf("%d ranks, %zu elements per rank (block)\n", n, sizes[s]);
         /* The barriers between sections only keep the printed lines of one
-           section together; the collectives do not need them. */
+           section together; the collectives do not need them.  Each rank
+           flushes its lines before the barrier, so they reach the launcher
+           then, not at exit (stdout is a pipe under distrun; setvbuf's
+           line buffering would do on POSIX systems, but Windows buffers
+           fully when asked for it). */
+        if (verbose && rank == 0) printf("%d ranks, %zu elements per rank (block)\n", n, sizes[s]);
+        fflush(stdout);
         one_to_all_and_back(sizes[s] * 2);
+        fflush(stdout);
         CHECK(dist_barrier(world));
         blocks(sizes[s]);
+        fflush(stdout);
         CHECK(dist_barrier(world));
         barrier(s);
         groups();
+        fflush(stdout);
         CHECK(dist_barrier(world));
         ops(sizes[s] * 2);
+        fflush(stdout);
     }
 
     /* Everyone's verdict: the sum of the ranks' failed checks. */

@@ -2,11 +2,21 @@
 
    Run it with `make demo`, or build it and start it yourself:
       cc -std=c11 -O2 -I. examples/demo.c -o demo -pthread && ./demo
+   or, for Windows (MinGW-w64; the same with MSVC's cl and ws2_32.lib):
+      x86_64-w64-mingw32-gcc -std=c11 -O2 -I. examples/demo.c -o demo.exe -lws2_32
 
-   dist_spawn() forks four copies of this program, connects them (rank 0
+   dist_spawn() starts four copies of this program, connects them (rank 0
    hosts the job's key-value store on a free loopback port) and runs
    `demo` in each.  Everything a rank prints goes through one printf per
-   line, so the lines of different ranks do not mix. */
+   line, so the lines of different ranks do not mix.
+
+   On POSIX systems the copies are forks of this process, made inside
+   dist_spawn.  Windows has no fork: each copy is this program started
+   again (as Python's multiprocessing "spawn"), which runs main() from the
+   top until its dist_spawn call turns it into its rank.  So whatever
+   main() does before dist_spawn happens in every rank too: print nothing
+   there (the banner is rank 0's job), and rebuild `arg` the same way in
+   each process (here there is none). */
 #define DIST_IMPLEMENTATION
 #include "dist.h"
 
@@ -27,6 +37,13 @@ static int demo(dist_t *world, void *arg) {
     int rank = dist_rank(world), n = dist_world_size(world);
     int right = (rank + 1) % n, left = (rank + n - 1) % n;
     (void)arg;
+
+    if (rank == 0) {
+        /* Once, before any rank can print: the others' first lines wait
+           for rank 0's first message. */
+        printf("dist %s demo: %d ranks on this machine\n", dist_version(), n);
+        fflush(stdout);
+    }
 
     /* 1. Blocking send/recv: a token travels once around the ring, each
           rank adding its rank to it. */
@@ -70,8 +87,6 @@ static int demo(dist_t *world, void *arg) {
 }
 
 int main(void) {
-    printf("dist %s demo: 4 ranks on this machine\n", dist_version());
-    fflush(stdout);
     int rc = dist_spawn(4, demo, NULL, NULL);
     if (rc != 0) {
         fprintf(stderr, "demo failed: %s\n", dist_error_message(NULL));

@@ -37,7 +37,8 @@
 
    Options:
       --epochs N    passes over the training set (3)
-      --data DIR    a directory of MNIST-format IDX files (build/data)
+      --data DIR    a directory of MNIST-format IDX files (build/data from
+                    the repository root, else ../data beside the program)
       --lr X        the learning rate to start with (0.05); it falls to 0
                     along half a cosine (SGD with momentum 0.9).  0.1
                     overshoots in the first steps: the loss of the smoke
@@ -45,6 +46,7 @@
       --seed N      the seed of the parameters and the shuffles (1234)
       --per-tensor  one all_reduce per parameter's gradient instead of one
                     over a flat buffer of all of them (to compare the time)
+      --progress    rank 0 draws a progress bar on stderr (for a terminal)
       --smoke       one epoch on 2,048 training and 512 test images (well
                     under a second) that checks its own result: it exits
                     with 1 unless the training loss fell, the parameters
@@ -58,10 +60,11 @@
    train-labels-idx1-ubyte (Fashion-MNIST's or MNIST's 60,000-image
    training split), it trains on those and tests on all 10,000.
 
-   Rank 0 prints the loss and the test accuracy after each epoch.  It draws
-   a progress bar on stderr when stderr is a terminal, which under distrun
-   means with --no-prefix (distrun relays prefixed lines through a pipe):
-      build/distrun --no-prefix -n 4 build/examples/dist_sgd
+   Rank 0 prints the loss and the test accuracy after each epoch.  With
+   --progress it draws a progress bar on stderr too, meant for a terminal,
+   so under distrun with --no-prefix (distrun relays prefixed lines through
+   a pipe, where a bar's carriage returns make a mess):
+      build/distrun --no-prefix -n 4 build/examples/dist_sgd --progress
 
    The same program runs with any number of ranks, and 1, 2, 3 or 4 ranks
    train on the same global batches (see "who trains on what"): they
@@ -79,7 +82,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>          /* isatty, access */
 
 #define GLOBAL_BATCH 128     /* images per step, summed over all ranks */
 #define PIXELS       784     /* 28 x 28 */
@@ -103,12 +105,33 @@ typedef struct options {
     const char *data_dir;
     float lr;
     int per_tensor;
+    int progress;
     int smoke;
     uint64_t seed;
 } options;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: distrun -n N dist_sgd [--epochs N] [--data DIR] [--lr X] [--seed N] [--per-tensor] [--smoke]\n");
+    fprintf(f, "usage: distrun -n N dist_sgd [--epochs N] [--data DIR] [--lr X] [--seed N] [--per-tensor] [--progress] [--smoke]\n");
+}
+
+static int file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* The default --data: build/data, where `make` unpacks the built-in data,
+   seen from the repository root; started from elsewhere, ../data beside
+   the program (build/examples/NAME, build\windows\NAME.exe: build/data). */
+static const char *default_data_dir(const char *argv0) {
+    static char dir[4096];
+    const char *sep = NULL;
+    snprintf(dir, sizeof dir, "build/data");
+    if (file_exists("build/data/t10k-images-idx3-ubyte") || !argv0) return dir;
+    for (const char *p = argv0; *p; p++)
+        if (*p == '/' || *p == '\\') sep = p;
+    if (sep) snprintf(dir, sizeof dir, "%.*s/../data", (int)(sep - argv0), argv0);
+    return dir;
 }
 
 /* 0 to go on; 2 after a message about the arguments; -1 after --help.
@@ -118,9 +141,10 @@ static int parse_args(int argc, char **argv, options *o) {
     int rank = 0, world = 1;
     int quiet = dist_env_rank(&rank, &world) == DIST_OK && rank != 0;
     o->epochs = 3;
-    o->data_dir = "build/data";
+    o->data_dir = default_data_dir(argv[0]);
     o->lr = 0.05f;
     o->per_tensor = 0;
+    o->progress = 0;
     o->smoke = 0;
     o->seed = SEED;
     for (int i = 1; i < argc; i++) {
@@ -129,6 +153,7 @@ static int parse_args(int argc, char **argv, options *o) {
         int bad = 0;
         if (strcmp(a, "--smoke") == 0) { o->smoke = 1; continue; }
         if (strcmp(a, "--per-tensor") == 0) { o->per_tensor = 1; continue; }
+        if (strcmp(a, "--progress") == 0) { o->progress = 1; continue; }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { if (!quiet) usage(stdout); return -1; }
         if (strcmp(a, "--epochs") != 0 && strcmp(a, "--data") != 0 && strcmp(a, "--lr") != 0 && strcmp(a, "--seed") != 0) {
             if (!quiet) { fprintf(stderr, "dist_sgd: unknown option %s\n", a); usage(stderr); }
@@ -192,7 +217,7 @@ static uint8_t *read_file(const char *path, size_t *len, char *err, size_t cap) 
         int e = errno;
         char gz[4200];
         snprintf(gz, sizeof gz, "%s.gz", path);
-        if (e == ENOENT && access(gz, R_OK) == 0)
+        if (e == ENOENT && file_exists(gz))
             snprintf(err, cap, "%s: no such file, but %s.gz is there: unpack it (gunzip -k)", path, path);
         else if (e == ENOENT)
             snprintf(err, cap, "%s: no such file (make build/data/t10k-images-idx3-ubyte build/data/t10k-labels-idx1-ubyte "
@@ -274,9 +299,9 @@ static int load_data(const char *dir, int smoke, dataset *d, char *err, size_t c
     char probe[4096];
     int have_train;
     snprintf(probe, sizeof probe, "%s/train-images-idx3-ubyte", dir);
-    have_train = access(probe, F_OK) == 0;
+    have_train = file_exists(probe);
     snprintf(probe, sizeof probe, "%s/train-labels-idx1-ubyte", dir);
-    have_train |= access(probe, F_OK) == 0;  /* one of the two: load both, and say which is missing */
+    have_train |= file_exists(probe);       /* one of the two: load both, and say which is missing */
     if (load_split(dir, "t10k", &d->files[0], &d->test, err, cap) != 0) return -1;
     if (have_train) {
         if (load_split(dir, "train", &d->files[2], &d->train, err, cap) != 0) return -1;
@@ -593,7 +618,7 @@ static int evaluate(dist_t *world, mlp *m, const split *test, double *loss, doub
     return 0;
 }
 
-/* A bar on stderr, only for rank 0 and only on a terminal. */
+/* A bar on stderr (--progress), only for rank 0. */
 static void progress(int epoch, int epochs, int step, int steps, float loss) {
     static const char bar[] = "##############################";
     int width = (int)sizeof bar - 1, done = step * width / steps;
@@ -640,7 +665,7 @@ static float lr_factor(int step, int total_steps) {
    every step. */
 static int train_epoch(state *s, int epoch) {
     dist_t *world = s->world;
-    int rank = dist_rank(world), bar = rank == 0 && isatty(STDERR_FILENO);
+    int rank = dist_rank(world), bar = rank == 0 && s->opt->progress;
     const plan *p = &s->p;
     for (int row = p->first_row; row < p->first_row + p->batch; row++)
         shuffle(s->order + row_start(p, row), row_length(p, row),

@@ -57,9 +57,12 @@ static void expect_int(const char *what, long long got, long long want) {
 
 int main(int argc, char **argv) {
     int smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
-    /* Line-buffered stdout: each line reaches the launcher as soon as it is
-       printed (a pipe would otherwise hold everything until exit). */
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* Every printf below is followed by fflush(stdout): each line reaches
+       the launcher as soon as it is printed, so the lines of the ranks come
+       out in the order they print them (stdout is a pipe under distrun,
+       which would hold everything until exit).  Line buffering, setvbuf's
+       _IOLBF, would do it on POSIX systems, but not on Windows, where it
+       means full buffering. */
 
     /* ---- Setup --------------------------------------------------------
        dist_init joins the job.  With a NULL config it reads RANK,
@@ -77,6 +80,7 @@ int main(int argc, char **argv) {
     int right = (rank + 1) % n;         /* neighbours on a ring */
     int left = (rank - 1 + n) % n;
     if (!smoke && rank == 0) printf("%d ranks; rank r sends to rank (r+1) %% %d\n", n, n);
+    fflush(stdout);
 
     /* ---- 1. Blocking point-to-point ------------------------------------
        dist_send(world, buf, count, dtype, dst, tag) sends `count` elements
@@ -102,12 +106,14 @@ int main(int argc, char **argv) {
         CHECK(dist_send(world, &token, 1, DIST_INT32, right, 0));
         CHECK(dist_recv(world, &token, 1, DIST_INT32, left, 0));
         if (!smoke) printf("1. blocking: the token came back from rank %d as %d (= 0+1+...+%d)\n", left, token, n - 1);
+        fflush(stdout);
         expect_int("the token back at rank 0", token, (long long)n * (n - 1) / 2);
     } else {
         CHECK(dist_recv(world, &token, 1, DIST_INT32, left, 0));
         /* Independent reference: ranks 0..rank-1 have added themselves. */
         expect_int("the token received", token, (long long)rank * (rank - 1) / 2);
         if (!smoke) printf("1. blocking: got token %d from rank %d, passing %d to rank %d\n", token, left, token + rank, right);
+        fflush(stdout);
         token += rank;
         CHECK(dist_send(world, &token, 1, DIST_INT32, right, 0));
     }
@@ -149,6 +155,7 @@ int main(int argc, char **argv) {
                mine[0], mine[1], mine[2], mine[3], right,
                theirs[0], theirs[1], theirs[2], theirs[3], left,
                done ? " (it had already arrived when we first asked)" : "");
+    fflush(stdout);
     for (int i = 0; i < ARRAY_LEN; i++) {
         /* Small integers are exact in float, so == is the right test. */
         if (theirs[i] != expected[i]) {

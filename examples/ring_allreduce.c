@@ -243,7 +243,6 @@ static double time_it(int method, const float *send, float *recv, size_t count, 
 int main(int argc, char **argv) {
     int smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
     double mib = argc > 1 && !smoke ? atof(argv[1]) : 4.0;
-    setvbuf(stdout, NULL, _IOLBF, 0);   /* each line out as soon as printed */
     if (mib <= 0) { fprintf(stderr, "usage: %s [--smoke | MiB]\n", argv[0]); return 2; }
 
     if (dist_init(&world, NULL) != DIST_OK) {
@@ -284,6 +283,7 @@ int main(int argc, char **argv) {
             double bytes = (double)big * sizeof(float);
             double algbw = bytes / secs / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
             if (rank == 0) printf("%-22s %12.1f %12.3f %12.3f\n", method_name[m], secs * 1e6, algbw, busbw);
+            fflush(stdout);         /* each row as soon as it is measured */
         }
         free(send); free(recv);
     }

@@ -62,12 +62,10 @@
 #include "dist_rpc.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MSG dist_rpc_error_message()
 
@@ -76,11 +74,7 @@ static struct {
     int episodes, log_interval, smoke;
 } opt = { 1, 3000, 10, 0 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now_s(void) { return (double)dist_time_ns() * 1e-9; }   /* dist.h's monotonic clock */
 
 /* A small random number generator (splitmix64): the same numbers from the
    same seed on every machine. */
@@ -111,7 +105,8 @@ typedef struct {
 #define CP_POLEMASS_LENGTH (CP_MASSPOLE * CP_LENGTH)
 #define CP_FORCE_MAG 10.0
 #define CP_TAU 0.02
-#define CP_THETA_THRESHOLD (12 * 2 * M_PI / 360)
+#define CP_PI 3.14159265358979323846    /* (M_PI is POSIX, not C) */
+#define CP_THETA_THRESHOLD (12 * 2 * CP_PI / 360)
 #define CP_X_THRESHOLD 2.4
 #define CP_MAX_STEPS 500
 
@@ -194,9 +189,14 @@ static dist_tensor_t *param[4];          /* W1 [128,4], b1 [128], W2 [2,128], b2
 static dist_optim_t *adam;
 static episode *eps_of;                  /* [1..observers] */
 static int observers;
-/* The handler threads run several observers' calls at once; the policy,
-   the episodes and the optimizer are touched only under this lock. */
-static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
+/* No lock, as in the tutorial.  The handler threads run several
+   observers' calls at once, but each observer's calls come one at a time
+   (its episode makes them in order, each waiting for the last) and touch
+   only its own record, eps_of[ob] (the handlers check that observer ob is
+   rank ob); the policy's parameters are only read during a round (the
+   graphs keep references to them, which count atomically) and written by
+   finish_episode, on the main thread, once every observer's episode is
+   over (dist_future_wait_all). */
 
 static int make_policy(void) {
     /* torch's nn.Linear initialisation: uniform in +-1/sqrt(inputs) */
@@ -219,12 +219,11 @@ static int make_policy(void) {
 static dist_value_t *h_select_action(dist_rpc_call_t *call, const dist_value_t *args) {
     int ob = 0;
     dist_tensor_view sv;
-    if (dist_value_unpack(args, "[it]", &ob, &sv) != DIST_OK || ob < 1 || ob > observers || sv.dtype != DIST_FLOAT32 || sv.ndim != 1 ||
-        sv.shape[0] != 4) {
-        dist_rpc_call_fail(call, "select_action: want [observer 1..%d, 4 float32s]", observers);
+    if (dist_value_unpack(args, "[it]", &ob, &sv) != DIST_OK || ob < 1 || ob > observers || ob != dist_rpc_call_caller(call) ||
+        sv.dtype != DIST_FLOAT32 || sv.ndim != 1 || sv.shape[0] != 4) {
+        dist_rpc_call_fail(call, "select_action: want [observer 1..%d (the caller's rank), 4 float32s]", observers);
         return NULL;
     }
-    pthread_mutex_lock(&agent_lock);
     episode *e = &eps_of[ob];
     int64_t action = -1;
     if (e->nsteps < CP_MAX_STEPS) {
@@ -244,7 +243,6 @@ static dist_value_t *h_select_action(dist_rpc_call_t *call, const dist_value_t *
         dist_tensor_release(x); dist_tensor_release(h); dist_tensor_release(d);
         dist_tensor_release(r); dist_tensor_release(scores); dist_tensor_release(logp);
     }
-    pthread_mutex_unlock(&agent_lock);
     if (action < 0) {
         dist_rpc_call_fail(call, "select_action for observer%d: %s", ob, e->nsteps >= CP_MAX_STEPS ? "more than 500 steps in an episode" : MSG);
         return NULL;
@@ -256,15 +254,13 @@ static dist_value_t *h_select_action(dist_rpc_call_t *call, const dist_value_t *
 static dist_value_t *h_report_reward(dist_rpc_call_t *call, const dist_value_t *args) {
     int ob = 0, bad;
     double reward = 0;
-    if (dist_value_unpack(args, "[if]", &ob, &reward) != DIST_OK || ob < 1 || ob > observers) {
-        dist_rpc_call_fail(call, "report_reward: want [observer 1..%d, reward]", observers);
+    if (dist_value_unpack(args, "[if]", &ob, &reward) != DIST_OK || ob < 1 || ob > observers || ob != dist_rpc_call_caller(call)) {
+        dist_rpc_call_fail(call, "report_reward: want [observer 1..%d (the caller's rank), reward]", observers);
         return NULL;
     }
-    pthread_mutex_lock(&agent_lock);
     episode *e = &eps_of[ob];
     bad = e->nrewards >= e->nsteps;      /* a reward for each action, after it */
     if (!bad) e->reward[e->nrewards++] = (float)reward;
-    pthread_mutex_unlock(&agent_lock);
     if (bad) dist_rpc_call_fail(call, "report_reward: observer%d reported more rewards than it took actions", ob);
     return NULL;
 }
@@ -276,7 +272,6 @@ static double returns[CP_MAX_STEPS * 64];
 static double finish_episode(void) {
     int total = 0, min_len = CP_MAX_STEPS + 1, bad = 0;
     double mean = 0, var = 0, sd;
-    pthread_mutex_lock(&agent_lock);
     /* each step's discounted return, within its own episode */
     for (int ob = 1; ob <= observers; ob++) {
         episode *e = &eps_of[ob];
@@ -312,7 +307,6 @@ static double finish_episode(void) {
         e->nsteps = e->nrewards = 0;
     }
     if (!bad && dist_optim_step(adam) != DIST_OK) bad = 1;
-    pthread_mutex_unlock(&agent_lock);
     return bad ? -1 : min_len;
 }
 
