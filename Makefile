@@ -73,7 +73,7 @@ ALL_LDFLAGS  = $(LDFLAGS) $(SANFLAGS) -pthread
 # One step from source to program; -MMD records the headers each includes.
 LINK_PROGRAM = $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -MF $@.d $< -o $@ $(ALL_LDFLAGS) $(LDLIBS)
 
-.PHONY: all test check build-tests run-tests demo portable sanitize tsan valgrind bench clean deps fuzz fuzz-build fuzz-deps
+.PHONY: all test check build-tests run-tests demo demo-windows portable sanitize tsan valgrind bench clean deps fuzz fuzz-build fuzz-deps
 .DELETE_ON_ERROR:
 
 all: build-tests $(DEMO)
@@ -260,6 +260,26 @@ demo: $(BUILD)/demo $(DISTRUN) $(BUILD)/examples/dist_sgd $(BUILD)/examples/rl_c
 	./$(DISTRUN) -n 4 ./$(BUILD)/examples/dist_sgd
 	@echo
 	./$(DISTRUN) -n 4 ./$(BUILD)/examples/rl_cartpole --log-interval 20
+
+# The same demo built for Windows with mingw-w64 and run under Wine
+# (make deps installs both).  On Windows itself: build each program with
+# `x86_64-w64-mingw32-gcc -std=c11 -O2 -I. X.c -o X.exe -lws2_32` (or cl
+# /std:c11 X.c) and run demo.exe, then distrun.exe -n 4 dist_sgd.exe.
+WIN_CC ?= x86_64-w64-mingw32-gcc
+WIN_BUILD := $(BUILD)/windows
+WIN_DEMO := $(WIN_BUILD)/demo.exe $(WIN_BUILD)/distrun.exe $(WIN_BUILD)/dist_sgd.exe $(WIN_BUILD)/rl_cartpole.exe
+$(WIN_BUILD)/%.exe: examples/%.c $(HEADERS) | deps
+	@mkdir -p $(WIN_BUILD)
+	$(WIN_CC) -std=c11 -O2 -Wall -Wextra -Werror -I. $< -o $@ -lws2_32
+$(WIN_BUILD)/distrun.exe: tools/distrun.c | deps
+	@mkdir -p $(WIN_BUILD)
+	$(WIN_CC) -std=c11 -O2 -Wall -Wextra -Werror $< -o $@
+demo-windows: $(WIN_DEMO) $(EXAMPLE_DATA)
+	WINEDEBUG=-all wine $(WIN_BUILD)/demo.exe
+	@echo
+	WINEDEBUG=-all wine $(WIN_BUILD)/distrun.exe -n 4 $(WIN_BUILD)/dist_sgd.exe
+	@echo
+	WINEDEBUG=-all wine $(WIN_BUILD)/distrun.exe -n 4 $(WIN_BUILD)/rl_cartpole.exe --log-interval 20
 
 # bench/run.sh is started from the repository root with BUILD_DIR and
 # BENCH_DIR (where the programs are) in its environment.
