@@ -4,7 +4,8 @@
 #
 #   - tests/compile/impl.c for each header (dist.h, dist_rpc.h, dist_cuda.h),
 #     alone and with DIST_STATIC, linked into a program with mingw-w64
-#     (x86_64-w64-mingw32-gcc, C11, warnings as errors, -Wpedantic); each
+#     (x86_64-w64-mingw32-gcc, C11, warnings as errors, -Wpedantic, -Wvla:
+#     MSVC has no VLAs); each
 #     output is checked to be a PE32+ x86-64 executable.  (The programs
 #     run under Wine in tests/windows/*.sh.)
 #   - MSVC's atomics (plain loads and stores, _ReadWriteBarrier,
@@ -35,7 +36,7 @@ report() {   # name, status, log
 win() {      # name, then the compiler's arguments
     local name=$1 st=0
     shift
-    "$mingw" -std=c11 -O1 -Wall -Wextra -Wpedantic -Werror -I. -isystem /usr/local/cuda/include "$@" \
+    "$mingw" -std=c11 -O1 -Wall -Wextra -Wpedantic -Wvla -Werror -I. -isystem /usr/local/cuda/include "$@" \
         -o "$out/$name.exe" -lws2_32 >"$out/$name.log" 2>&1 || st=$?
     if [ $st = 0 ] && ! file "$out/$name.exe" | grep -q "PE32+ executable.*x86-64"; then
         echo "not a PE32+ x86-64 executable: $(file -b "$out/$name.exe")" >>"$out/$name.log"; st=1
