@@ -176,7 +176,7 @@ run-tests:
 # ThreadSanitizer's "unexpected memory mapping" on kernels with large
 # mmap randomisation.
 sanitize:
-	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=2 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=1)
+	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=2 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=1)
 
 # The POSIX path without Linux's extensions (macOS and the BSDs take it):
 # the suite built with DIST_PORTABLE_POSIX, on shared memory (where the
@@ -187,7 +187,7 @@ sanitize:
 # a host by its name and user only, rightly sees its ranks as one host and
 # connects them over shared memory, where a namespace's link going down
 # cannot reach them.
-PORTABLE_ENV := DIST_COMPILE_CHECKS=0 DIST_TEST_TRANSPORTS=auto FLOOD_SCALE=10 TEST_COLL_QUICK=1 DIST_TEST_SKIP="test_netns"
+PORTABLE_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TEST_TRANSPORTS=auto FLOOD_SCALE=10 TEST_COLL_QUICK=1 DIST_TEST_SKIP="test_netns"
 
 portable:
 	$(call RUN_SUITE,$(BUILD)/portable,-DDIST_PORTABLE_POSIX $(SANFLAGS),$(PORTABLE_ENV))
@@ -195,7 +195,7 @@ portable:
 # ThreadSanitizer looks for races between threads of one process: the
 # tests of network faults (test_netns) and of 1 GiB messages (test_p2p_big)
 # add none of those and a minute of time, so they run in the other passes.
-TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
+TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
     DIST_TEST_SKIP="test_netns test_p2p_big" \
     DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")"
 

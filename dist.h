@@ -632,11 +632,12 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
    the rank (it does not return there).  So what main does before the call
    happens in every rank too (print after dist_spawn returns, or in fn);
    arg must be made the same way by each process's main (a pointer into
-   the parent's memory means nothing in a rank); and a program that calls
-   dist_spawn more than once must make the same calls in the same order
-   in every process (a rank that reaches another call first exits with 2,
-   saying so).  Stopping is TerminateProcess; a job object ends the ranks
-   when the parent ends. */
+   the parent's memory means nothing in a rank).  A program may call
+   dist_spawn more than once: a rank of the k-th call returns 0 at once
+   from the calls before it (its parent ran them), so main must reach
+   the k-th call the same way (a rank that finds other arguments there
+   exits with 2, saying so).  Stopping is TerminateProcess; a job object
+   ends the ranks when the parent ends. */
 DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *arg, const dist_config *cfg);
 
 #ifdef __cplusplus
@@ -10344,27 +10345,32 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
 #define DIST__SPAWN_VAR "DIST_SPAWN_CHILD"
 #define DIST__SPAWN_FMT "call=%d rank=%d n=%d port=%d run=%s"
 
-static void dist__spawn_reexec_child(int call, int nprocs, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
+/* In a rank: 1 when this call is one its parent made before the rank's
+   own (the caller returns 0 at once); otherwise becomes the rank (does not
+   return) or, in no rank, returns 0. */
+static int dist__spawn_reexec_child(int call, int nprocs, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
     const char *v = dist__getenv(DIST__SPAWN_VAR);
     char text[600], run_id[40];
     int k, rank, n, port;
     dist__fd report;
-    if (!v) return;
+    if (!v) return 0;
     snprintf(text, sizeof text, "%s", v);
+    if (sscanf(text, "call=%d rank=%d n=%d port=%d run=%39s", &k, &rank, &n, &port, run_id) != 5 || rank < 0 || rank >= n)
+        return 0;
+    if (call < k) return 1;                      /* the parent ran that one */
     dist__unsetenv(DIST__SPAWN_VAR);             /* a dist_spawn inside the rank starts ranks of its own */
     report = dist__fd_parse(text);
-    if (sscanf(text, "call=%d rank=%d n=%d port=%d run=%39s", &k, &rank, &n, &port, run_id) != 5 || rank < 0 || rank >= n)
-        return;
     if (k != call || n != nprocs) {
         char msg[DIST__ERRLEN];
         snprintf(msg, sizeof msg,
-                 "spawn: rank %d was started by call %d of dist_spawn with %d processes, but the program it runs made call %d with %d: "
-                 "on Windows each rank runs the program again from main, which must reach the same dist_spawn call",
-                 rank, k, n, call, nprocs);
+                 "spawn: rank %d was started by call %d of dist_spawn with %d processes, but the program made that call with %d: "
+                 "on Windows each rank runs main again, which must reach the same call the same way",
+                 rank, k, n, nprocs);
         dist__process_report(report, msg);
         dist__process_exit(report, 2);
     }
     dist__spawn_child(rank, n, fn, arg, cfg, DIST__NO_SOCKET, port, report, run_id);
+    return 0;                                    /* (not reached: the rank ends there) */
 }
 #endif
 
@@ -10376,7 +10382,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
     char why[300], run_id[40];
     int64_t kill_at = 0;
 #ifdef DIST__SPAWN_REEXEC
-    dist__spawn_reexec_child(call, nprocs, fn, arg, cfg);     /* returns only in the parent */
+    if (dist__spawn_reexec_child(call, nprocs, fn, arg, cfg)) return 0;   /* (a rank becomes it there) */
 #endif
     dist__format(run_id, sizeof run_id, "spawn-%016llx", (unsigned long long)dist__random_u64());
     if (nprocs < 1 || nprocs > DIST__MAX_WORLD || !fn) {

@@ -32,6 +32,8 @@
 # Environment:
 #   BUILD_DIR             as -b (default: build)
 #   DIST_COMPILE_CHECKS   0 leaves the compile checks out
+#   DIST_WINDOWS_TESTS    0 leaves the Windows programs out (they do not
+#                         depend on this pass's build: sanitizers, portable)
 #   DIST_TEST_TIMEOUT     default limit in seconds (120)
 #   DIST_TIMEOUT_SCALE    multiplies every limit (sanitizer passes)
 #   DIST_TEST_WRAPPER     command put in front of each test (e.g. setarch)
@@ -79,6 +81,7 @@ default_limit=${DIST_TEST_TIMEOUT:-120}
 scale=${DIST_TIMEOUT_SCALE:-1}
 wrapper=${DIST_TEST_WRAPPER:-}
 compile_checks=${DIST_COMPILE_CHECKS:-1}
+windows_tests=${DIST_WINDOWS_TESTS:-1}
 
 export BUILD_DIR=$build_dir
 export DISTRUN=$build_dir/distrun
@@ -151,13 +154,13 @@ done
 # tests/windows, then each test program (tests/windows/wine_test.sh: those
 # whose source does not say "// WINDOWS: yes" are skips that say why)
 for src in tests/windows/*.sh; do
-    [ -f "$src" ] || continue
+    [ -f "$src" ] && [ "$windows_tests" != 0 ] || continue
     case $src in */wine_test.sh) continue ;; esac
     name=windows/$(basename "$src" .sh)
     add "$name" "$src" "bash $src $build_dir/windows"
 done
 for src in tests/test_*.c; do
-    [ -f "$src" ] || continue
+    [ -f "$src" ] && [ "$windows_tests" != 0 ] || continue
     name=$(basename "$src" .c)
     add "windows/$name" "$src" "bash tests/windows/wine_test.sh $name $build_dir/windows/tests"
 done

@@ -1,5 +1,6 @@
 // TIMEOUT: 180
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_coll_errors.c - collectives whose ranks disagree, bad arguments,
    a rank that dies, a rank that leaves early.
 
@@ -58,18 +59,20 @@
 #endif
 #include "dist.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
+#ifndef _WIN32
+#  include <arpa/inet.h>
+#  include <netinet/in.h>
+#  include <sys/prctl.h>
+#  include <sys/socket.h>
+#  include <sys/wait.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -402,7 +405,17 @@ static void judge(const ecase_t *e, const rres_t *res, int invalid) {
 }
 
 /* dist_spawn in a guard process with a deadline; returns its result, -2
-   on the deadline. */
+   on the deadline.  Windows has no fork: spawn_job runs the job in a
+   process of its own, without the deadline (the runner's time limit still
+   holds). */
+#ifdef _WIN32
+static int guarded_spawn(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg, int deadline_ms, char *msg, size_t cap) {
+    int rc = spawn_job(n, fn, arg, cfg);
+    (void)deadline_ms;
+    snprintf(msg, cap, "%s", spawn_job_error());
+    return rc;
+}
+#else
 static int guarded_spawn(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg, int deadline_ms, char *msg, size_t cap) {
     static int *rc_sh = NULL;
     static char *msg_sh = NULL;
@@ -434,6 +447,7 @@ static int guarded_spawn(int n, int (*fn)(dist_t *, void *), void *arg, const di
     snprintf(msg, cap, "%s", msg_sh);
     return *rc_sh;
 }
+#endif
 
 static void run_cases(jobarg_t *ja, int invalid) {
     dist_config cfg;
@@ -452,6 +466,7 @@ static void run_cases(jobarg_t *ja, int invalid) {
 
 /* ---- a rank killed before an all_reduce --------------------------------------------- */
 
+#ifndef _WIN32
 static int kill_main(dist_t *w, void *arg) {
     int me = dist_rank(w);
     float v[1000];
@@ -474,8 +489,16 @@ static int kill_main(dist_t *w, void *arg) {
     __atomic_store_n(&g->res[0][me].ran, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
+#endif
 
 static void test_kill(void) {
+#ifdef _WIN32
+    /* A Windows dist_spawn ends the others at once (TerminateProcess; no
+       SIGTERM to ignore), before they can record what the all_reduce
+       returned; and there is no SIGKILL to raise. */
+    printf("left out on Windows: the case \"rank 2 is killed (SIGKILL) before an all_reduce\" (no signals; dist_spawn ends the "
+           "survivors at once, before they can record their result)\n");
+#else
     dist_config cfg;
     char msg[1000], name[] = "rank 2 is killed (SIGKILL) before an all_reduce: the others fail with DIST_ERR_PEER_LOST within 2 s naming all_reduce; dist_spawn returns 137";
     int rc;
@@ -500,6 +523,7 @@ static void test_kill(void) {
         if (why[0]) fail(name, "%s", why);
         else ok("%s  [at most %d ms after the kill; \"%s\"; dist_spawn: \"%s\"]", name, worst, g->res[0][0].msg, msg);
     }
+#endif
 }
 
 /* ---- a rank that did its part and left ------------------------------------------------ */
@@ -564,6 +588,10 @@ static void test_left(void) {
 /* Two processes started by hand (dist_spawn would give both the same
    environment): rank 0 with DIST_ALGO=ring, rank 1 with DIST_ALGO=tree. */
 static void test_algo_mismatch(void) {
+#ifdef _WIN32
+    printf("left out on Windows: the case \"DIST_ALGO=ring on rank 0, tree on rank 1\" (it forks two ranks with different "
+           "environments; dist_spawn gives both the same)\n");
+#else
     const char *name = "DIST_ALGO=ring on rank 0, tree on rank 1: all_reduce fails on both with DIST_ERR_MISMATCH naming both algorithms";
     char url[64];
     pid_t pids[2];
@@ -612,6 +640,7 @@ static void test_algo_mismatch(void) {
         if (why[0]) fail(name, "%s", why);
         else ok("%s  [\"%s\"]", name, g->algo_msg[0]);
     }
+#endif
 }
 
 static int never_main(dist_t *w, void *arg) { (void)w; (void)arg; return 0; }
@@ -656,7 +685,7 @@ int main(void) {
     UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
     g = (shared_t *)mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED) { perror("mmap"); return 1; }
-    memset(g, 0, sizeof *g);
+    if (first_process()) memset(g, 0, sizeof *g);      /* (Windows: not again in each job's processes) */
 
     test_local();
     for (int c = 0; c < C_N; c++) {

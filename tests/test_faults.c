@@ -1,5 +1,6 @@
 // TIMEOUT: 120
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_faults.c - failure behaviour of point-to-point and dist_spawn.
 
    Each case runs in its own dist_spawn (world 2..4, short timeouts).  Ranks
@@ -32,9 +33,7 @@
 #endif
 #include "dist.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -42,8 +41,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
+#ifndef _WIN32
+#  include <arpa/inet.h>
+#  include <netinet/in.h>
+#  include <sys/socket.h>
+#  include <sys/wait.h>
+#else
+#  define SIGKILL 9     /* (for the code; the cases that raise it are left out there) */
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -105,7 +110,7 @@ static int fn_death(dist_t *w, void *p) {
     const death_arg *a = (const death_arg *)p;
     int rank = dist_rank(w), n = dist_world_size(w);
     int32_t token = rank, buf[4] = { -1, -1, -1, -1 };
-    alarm(30);
+    rank_alarm(30);
     if (rank == a->dying) {
         for (int s = 0; s < n; s++) {
             if (s == rank) continue;
@@ -137,15 +142,20 @@ static void case_death(int n, int dying, int how, int style) {
     char name[200];
     snprintf(name, sizeof name, "n=%d rank %d %s while the others wait in a %s: DIST_ERR_PEER_LOST within 1 s", n,
              dying, how == DIE_EXIT ? "calls _exit(0)" : "raises SIGKILL", styles[style]);
+#ifdef _WIN32
+    /* no signals; and dist_spawn ends the survivors at once (no SIGTERM
+       to ignore), before they can record what their receive returned */
+    if (how == DIE_KILL) { printf("left out on Windows: the case \"%s\" (no signals)\n", name); return; }
+#endif
     begin(name);
     death_arg a = { dying, how, style };
     dist_config cfg = { 0 };
     cfg.timeout_ms = 4000;
     int64_t t0 = now_ns();
-    int rc = dist_spawn(n, fn_death, &a, &cfg);
+    int rc = spawn_job(n, fn_death, &a, &cfg);
     double el = secs_since(t0);
     int want_rc = how == DIE_EXIT ? 0 : 128 + SIGKILL;
-    if (rc != want_rc) case_bad("dist_spawn returned %d (%s), expected %d", rc, dist_error_message(NULL), want_rc);
+    if (rc != want_rc) case_bad("dist_spawn returned %d (%s), expected %d", rc, spawn_job_error(), want_rc);
     check_rank_failures(n);
     if (!sh->death_ns) case_bad("rank %d never got to its death", dying);
     double worst = 0;
@@ -191,7 +201,7 @@ static int wait_flag(int want, int rank) {
 static int fn_timeout(dist_t *w, void *p) {
     int rank = dist_rank(w);
     (void)p;
-    alarm(40);
+    rank_alarm(40);
     if (rank == 1) {
         int32_t late[TMO_N], v = 0;
         for (int step = 1; step <= 2; step++) {
@@ -254,9 +264,9 @@ static void case_timeout(void) {
     dist_config cfg = { 0 };
     cfg.timeout_ms = TMO_MS;
     int64_t t0 = now_ns();
-    int rc = dist_spawn(2, fn_timeout, NULL, &cfg);
+    int rc = spawn_job(2, fn_timeout, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, spawn_job_error());
     check_rank_failures(2);
     for (int r = 0; r < 2; r++)
         if (!sh->r[r].reported && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
@@ -277,7 +287,7 @@ static int destroy_child(int rank, int port, int lfd, void *arg) {
     dist_config cfg = { 0 };
     (void)arg;
     tcp_config(&cfg, url, sizeof url, port, 2, rank, 5000, lfd);
-    alarm(30);
+    rank_alarm(30);
     dist_result res = dist_init(&w, &cfg);
     if (res != DIST_OK) return fail_at(rank, __LINE__, "dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
     int32_t *buf = malloc(64 * sizeof *buf), one = 1;
@@ -307,9 +317,23 @@ static int destroy_child(int rank, int port, int lfd, void *arg) {
     return 0;
 }
 
+#ifdef _WIN32
+/* Windows has no fork: the two ranks are a job's (spawn_job), and make a
+   communicator of their own, on a port the first process picked. */
+static int g_destroy_port;
+static int destroy_rank(dist_t *w, void *arg) { return destroy_child(dist_rank(w), g_destroy_port, -1, arg); }
+#endif
+
 static void case_destroy_pending(void) {
     begin("n=2 dist_destroy with posted irecvs (named and ANY_SOURCE) never waited on: returns DIST_OK, no crash");
     int64_t t0 = now_ns();
+#ifdef _WIN32
+    dist_config cfg = { 0 };
+    cfg.timeout_ms = 5000;
+    g_destroy_port = first_value("destroy_port", free_port(AF_INET));
+    int rc = spawn_job(2, destroy_rank, NULL, &cfg);
+    if (rc != 0) case_bad("the job: dist_spawn returned %d: %s", rc, spawn_job_error());
+#else
     int port = 0, lfd = listen_loopback(16, &port);
     if (lfd < 0) {
         case_bad("cannot make a listening socket: %s", strerror(errno));
@@ -325,6 +349,7 @@ static void case_destroy_pending(void) {
         if (WIFSIGNALED(st)) case_bad("rank %d died by signal %d", r, WTERMSIG(st));
         else if (WEXITSTATUS(st) != 0) case_bad("rank %d exited with %d", r, WEXITSTATUS(st));
     }
+#endif
     check_rank_failures(2);
     for (int r = 0; r < 2; r++)
         if (!sh->r[r].reported && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
@@ -353,7 +378,7 @@ static int fn_after_loss(dist_t *w, void *p) {
     int rank = dist_rank(w), n = dist_world_size(w), dead = n - 1;
     int32_t x = rank, buf[8];
     (void)p;
-    alarm(30);
+    rank_alarm(30);
     if (rank == dead) {
         for (int s = 0; s < n - 1; s++) OK(dist_recv(w, &x, 1, DIST_INT32, s, 1));
         sleep_ms(100);
@@ -422,9 +447,9 @@ static void case_after_loss(void) {
     dist_config cfg = { 0 };
     cfg.timeout_ms = 4000;
     int64_t t0 = now_ns();
-    int rc = dist_spawn(4, fn_after_loss, NULL, &cfg);
+    int rc = spawn_job(4, fn_after_loss, NULL, &cfg);
     double el = secs_since(t0);
-    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, spawn_job_error());
     check_rank_failures(4);
     for (int r = 0; r < 3; r++)
         if (!sh->r[r].reported && !sh->r[r].fail[0]) case_bad("rank %d did not finish", r);
@@ -443,7 +468,7 @@ static int fn_fail_one(dist_t *w, void *p) {
     const spawn_arg *a = (const spawn_arg *)p;
     int rank = dist_rank(w), n = dist_world_size(w);
     int32_t x = rank;
-    alarm(40);
+    rank_alarm(40);
     /* everyone is connected and past the start before rank `failing` fails */
     if (rank != a->failing) OK(dist_send(w, &x, 1, DIST_INT32, a->failing, 1));
     else {
@@ -473,9 +498,9 @@ static void case_spawn_fail(int n, int failing) {
     dist_config cfg = { 0 };
     cfg.timeout_ms = 10000;
     int64_t t0 = now_ns();
-    int rc = dist_spawn(n, fn_fail_one, &a, &cfg);
+    int rc = spawn_job(n, fn_fail_one, &a, &cfg);
     int64_t t1 = now_ns();
-    if (rc != 3) case_bad("dist_spawn returned %d (%s), expected 3", rc, dist_error_message(NULL));
+    if (rc != 3) case_bad("dist_spawn returned %d (%s), expected 3", rc, spawn_job_error());
     check_rank_failures(n);
     double stop = sh->ret_ns ? (double)(t1 - sh->ret_ns) / 1e9 : -1;
     if (!sh->ret_ns) case_bad("rank %d never got to return 3", failing);
@@ -501,7 +526,7 @@ static int fn_all_zero(dist_t *w, void *p) {
     int rank = dist_rank(w), n = dist_world_size(w);
     int32_t x = rank, y = -1;
     (void)p;
-    alarm(30);
+    rank_alarm(30);
     OK(dist_send(w, &x, 1, DIST_INT32, (rank + 1) % n, 1));
     OK(dist_recv(w, &y, 1, DIST_INT32, (rank + n - 1) % n, 1));
     if (y != (rank + n - 1) % n) return FAIL("ring value %d", y);
@@ -516,8 +541,8 @@ static void case_spawn_zero(int n) {
     dist_config cfg = { 0 };
     cfg.timeout_ms = 5000;
     int64_t t0 = now_ns();
-    int rc = dist_spawn(n, fn_all_zero, NULL, &cfg);
-    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, dist_error_message(NULL));
+    int rc = spawn_job(n, fn_all_zero, NULL, &cfg);
+    if (rc != 0) case_bad("dist_spawn returned %d: %s", rc, spawn_job_error());
     check_rank_failures(n);
     for (int r = 0; r < n; r++) if (!sh->r[r].reported) case_bad("rank %d did not finish", r);
     case_end(secs_since(t0), NULL);

@@ -1,5 +1,6 @@
 // TIMEOUT: 900
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: no, every case bounds its ranks' peak RSS growth (VmHWM from /proc/self/status, reset through /proc/self/clear_refs at the case's start), which Windows cannot reset
 /* test_flood.c - calls back to back, the way benchmark loops and real
    programs make them: no barrier between calls, a root that runs ahead, a
    rank that falls behind, a producer that floods a rank that sleeps.

@@ -1,5 +1,6 @@
 // TIMEOUT: 300
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_groups_async.c - dist_new_group and the _async collectives.
 
    Groups (a 4-rank job): disjoint groups {0,1} and {2,3}; overlapping
@@ -33,14 +34,11 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -760,19 +758,19 @@ int main(void) {
     UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
     g = (shared_t *)mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED) { perror("mmap"); return 1; }
-    memset(g, 0, sizeof *g);
+    if (first_process()) memset(g, 0, sizeof *g);      /* (Windows: not again in each job's processes) */
 
     memset(&cfg, 0, sizeof cfg);
     cfg.timeout_ms = 30000;
     t0 = now_ms();
-    rc1 = dist_spawn(NR, groups_main, NULL, &cfg);
+    rc1 = spawn_job(NR, groups_main, NULL, &cfg);
     printf("       (groups job: dist_spawn returned %d after %.1f s%s%s)\n", rc1, (now_ms() - t0) / 1000.0, rc1 ? ": " : "", rc1 ? dist_error_message(NULL) : "");
     t0 = now_ms();
-    rc2 = dist_spawn(NR, async_main, NULL, &cfg);
+    rc2 = spawn_job(NR, async_main, NULL, &cfg);
     printf("       (async job: dist_spawn returned %d after %.1f s%s%s)\n", rc2, (now_ms() - t0) / 1000.0, rc2 ? ": " : "", rc2 ? dist_error_message(NULL) : "");
     cfg.timeout_ms = scaled(3000);
     t0 = now_ms();
-    rc3 = dist_spawn(NR, lowest_main, NULL, &cfg);
+    rc3 = spawn_job(NR, lowest_main, NULL, &cfg);
     printf("       (lowest-member job, 3 s timeout: dist_spawn returned %d after %.1f s%s%s)\n", rc3, (now_ms() - t0) / 1000.0,
            rc3 ? ": " : "", rc3 ? dist_error_message(NULL) : "");
 

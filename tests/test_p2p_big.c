@@ -1,5 +1,6 @@
 // TIMEOUT: 300
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_p2p_big.c - large point-to-point messages between 2 ranks.
 
    (a) one 1 GiB message (1<<30 x uint8) from rank 0 to rank 1; the receiver
@@ -177,7 +178,7 @@ int main(void) {
         cfg.timeout_ms = parts[i].fn == part_b2 ? 3000 : 60000;   /* generous: sanitizers slow the copies down */
         memset(sh, 0, sizeof *sh);
         double t0 = now_s();
-        int rc = dist_spawn(2, parts[i].fn, NULL, &cfg);
+        int rc = spawn_job(2, parts[i].fn, NULL, &cfg);
         double el = now_s() - t0;
         int bad = rc != 0 || atomic_load(&sh->claimed[0]) || atomic_load(&sh->claimed[1]);
         if (!bad) {

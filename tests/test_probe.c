@@ -1,5 +1,6 @@
 // TIMEOUT: 120
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_probe.c - dist_probe and dist_iprobe: learning the size of a message
    before receiving it.
 
@@ -336,7 +337,16 @@ static int fn_events(dist_t *w, void *arg) {
            onto its CPU once waited 2-4 ms for the spin's time slice */
         double lo = TEST_MIN(wakes[0], TEST_MIN(wakes[1], wakes[2])), hi = TEST_MAX(wakes[0], TEST_MAX(wakes[1], wakes[2]));
         double median = wakes[0] + wakes[1] + wakes[2] - lo - hi;
-        if (median > scaled_s(0.0015)) RFAIL("woken %.2f ms after the send (median of 3): a sleeping waiter should wake within 1.5 ms", median * 1e3);
+#ifndef _WIN32
+        const double bound = 0.0015;
+#else
+        /* Under Wine the doorbell (a byte over loopback TCP) wakes through
+           wineserver: typically 0.3 ms, but 2-13 ms now and then on a
+           busy host. */
+        const double bound = 0.02;
+#endif
+        if (median > scaled_s(bound))
+            RFAIL("woken %.2f ms after the send (median of 3): a sleeping waiter should wake within %.1f ms", median * 1e3, bound * 1e3);
     }
     return 0;
 }
@@ -347,7 +357,7 @@ static int run(const char *name, int n, int timeout_ms, int (*fn)(dist_t *, void
     cfg.timeout_ms = timeout_ms;
     int64_t t0 = now_ns();
     fflush(NULL);
-    int rc = dist_spawn(n, fn, arg, &cfg);
+    int rc = spawn_job(n, fn, arg, &cfg);
     printf("%s %s (%.2f s)\n", rc == 0 ? "ok  " : "FAIL", name, secs_since(t0));
     return rc != 0;
 }

@@ -1,3 +1,4 @@
+// WINDOWS: yes
 /* test_rpc_values.c - dist_rpc.h's values: building, reading, format
    strings, the wire format and its decoder.
 

@@ -1,4 +1,5 @@
 // TIMEOUT: 180
+// WINDOWS: yes
 /* test_shm_ring.c - the shared-memory rings alone: every payload streams
    through them (DIST_SHM_REF_BYTES is set beyond any message, so nothing
    travels by reference: the path used where process_vm_readv is not
@@ -326,7 +327,7 @@ static const struct { const char *name; int (*fn)(dist_t *); } g_parts[] = {
 
 static int fn_part(dist_t *w, void *p) {
     int part = *(const int *)p, rank = dist_rank(w);
-    alarm((unsigned)(90 * g_scale));
+    rank_alarm((unsigned)(90 * g_scale));
     take_log(rank);
     if (g_parts[part].fn(w)) return 1;
     sh->r[rank].reported = 1;
@@ -352,7 +353,7 @@ int main(void) {
             cfg.logger.func = shm_log_fn;
             cfg.log_level = DIST_LOG_INFO;
             int64_t t0 = now_ns();
-            int rc = dist_spawn(n, fn_part, &part, &cfg);
+            int rc = spawn_job(n, fn_part, &part, &cfg);
             double secs = secs_since(t0);
 #define ERR(...) (el < sizeof errs ? (void)(el += (size_t)snprintf(errs + el, sizeof errs - el, "\n     " __VA_ARGS__)) : (void)0)
             if (rc != 0) ERR("dist_spawn returned %d: %s", rc, dist_error_message(NULL));

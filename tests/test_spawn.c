@@ -1,3 +1,4 @@
+// WINDOWS: yes
 // TIMEOUT: 120
 /* test_spawn.c - dist_spawn(nprocs, fn, arg, cfg), the local launcher.
    What the ranks see is recorded in a MAP_SHARED mapping made before each
@@ -9,9 +10,7 @@
 #endif
 #include "dist.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,9 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
+#ifndef _WIN32
+#  include <arpa/inet.h>
+#  include <netinet/in.h>
+#  include <sys/prctl.h>
+#  include <sys/socket.h>
+#  include <sys/wait.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -43,7 +46,11 @@ static int port_listening(int port) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (s < 0) return 0;
     r = connect(s, (struct sockaddr *)&a, sizeof a) == 0;
+#ifdef _WIN32
+    closesocket(s);
+#else
     close(s);
+#endif
     return r;
 }
 
@@ -117,6 +124,7 @@ static int fn_fail5_peer(dist_t *w, void *arg) {
     return 0;
 }
 
+#ifndef _WIN32
 static int fn_sigkill(dist_t *w, void *arg) {
     int me = dist_rank(w), x = 0;
     (void)arg;
@@ -128,6 +136,7 @@ static int fn_sigkill(dist_t *w, void *arg) {
     g_rec->returned[me] = 1;
     return 0;
 }
+#endif
 
 static int fn_port(dist_t *w, void *arg) {
     const spawn_arg *a = (const spawn_arg *)arg;
@@ -143,6 +152,18 @@ static int fn_port(dist_t *w, void *arg) {
 typedef struct guard_out { int result; char msg[TEST_ERRLEN]; } guard_out;
 static guard_out *g_out;
 
+#ifdef _WIN32
+/* Windows has no fork: spawn_job runs the job in a process of its own,
+   without the deadline (the runner's time limit still holds). */
+static int guarded_spawn(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg, int deadline_ms, long *elapsed) {
+    long t0 = now_ms();
+    (void)deadline_ms;
+    g_out->result = spawn_job(n, fn, arg, cfg);
+    snprintf(g_out->msg, sizeof g_out->msg, "%s", spawn_job_error());
+    *elapsed = now_ms() - t0;
+    return g_out->result;
+}
+#else
 static int guarded_spawn(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg, int deadline_ms, long *elapsed) {
     long t0 = now_ms(), deadline;
     pid_t pid;
@@ -174,6 +195,7 @@ static int guarded_spawn(int n, int (*fn)(dist_t *, void *), void *arg, const di
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -3;
     return g_out->result;
 }
+#endif
 
 static void reset(void) {
     memset(g_rec, 0, sizeof *g_rec);
@@ -262,6 +284,9 @@ static void test_fail_code(void) {
 }
 
 static void test_sigkill(void) {
+#ifdef _WIN32
+    printf("left out on Windows: the case \"a rank raises SIGKILL\" (no signals)\n");
+#else
     dist_config cfg;
     long dt = 0;
     int res;
@@ -277,10 +302,14 @@ static void test_sigkill(void) {
     else if (!strstr(g_out->msg, "rank 2") || !strstr(g_out->msg, "signal 9"))
         fail(name, "the message does not say rank 2 was killed by signal 9: \"%s\"", g_out->msg);
     else ok("%s  [%s]", name, g_out->msg);
+#endif
 }
 
 /* Two dist_spawn jobs at the same time from two forked parents. */
 static void test_concurrent_parents(void) {
+#ifdef _WIN32
+    printf("left out on Windows: the case \"two dist_spawn(3) jobs at once from two forked parents\" (no fork)\n");
+#else
     const char *name = "two dist_spawn(3) jobs at once from two forked parents (each picks its own port)";
     pid_t pids[2];
     int res[2] = { -1, -1 };
@@ -323,9 +352,10 @@ static void test_concurrent_parents(void) {
     }
     g_rec = saved;
     munmap(recs, 2 * sizeof(rec_t));
+#endif
 }
 
-#if !UNDER_TSAN
+#if !UNDER_TSAN && !defined(_WIN32)
 typedef struct thr { int res; rec_t rec; } thr_t;
 static thr_t *g_thr;   /* MAP_SHARED: the ranks write their records here */
 static _Thread_local int t_index;
@@ -354,7 +384,11 @@ static void threads_body(void) {
 
 static void test_concurrent_threads(void) {
     const char *name = "two dist_spawn(3) jobs at once from two threads of one process";
-#if UNDER_TSAN
+#if defined(_WIN32)
+    /* a rank runs main again to the same dist_spawn call; with two threads
+       calling it, which call is which is a race */
+    printf("left out on Windows: the case \"%s\" (a rank started again cannot tell which thread's call it is)\n", name);
+#elif UNDER_TSAN
     /* ThreadSanitizer ends a child of a multi-threaded fork that starts
        threads (die_after_fork), which every rank does. */
     printf("skip %s: not under ThreadSanitizer (fork from a threaded process)\n", name);
@@ -420,7 +454,7 @@ static void test_init_method(void) {
     dist_config cfg;
     char url[64], why[200];
     long dt = 0;
-    int res, port = free_port(AF_INET);
+    int res, port = first_value("port", free_port(AF_INET));   /* (Windows: every process of the case on the same port) */
     memset(&cfg, 0, sizeof cfg);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     cfg.init_method = url;
@@ -448,6 +482,9 @@ static int fn_never(dist_t *w, void *arg) { (void)w; (void)arg; return 0; }
 
 static void test_bad_args(void) {
     static const int bad[] = { 0, -1 };
+    /* Windows: not again in a process that runs main again, where these
+       calls of dist_spawn would count before the one it is to make */
+    if (!first_process()) return;
     for (size_t i = 0; i < 2; i++) {
         char name[80];
         int res;

@@ -1,3 +1,4 @@
+// WINDOWS: yes
 /* test_tensor.c - dist_rpc.h's float32 tensors, reverse-mode autograd and
    local optimizers, in one process (no workers).  Every reference below is
    written here, in double precision, from the documented semantics (numpy
@@ -78,7 +79,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+#ifndef _WIN32
+#  include <sys/wait.h>
+#endif
 #include <unistd.h>
 
 #include "testutil.h"
@@ -862,7 +865,21 @@ static void test_dropout_semantics(void) {
 typedef int (*probe_fn)(void);
 
 /* Runs fn in a child; 0 when it returned 0.  A crash or a non-zero return
-   is a failure when `must`, else a note. */
+   is a failure when `must`, else a note.  (Windows: the child is this
+   program started again, run_in_process.) */
+#ifdef _WIN32
+static int probe(const char *what, probe_fn fn, int must) {
+    unsigned long code = run_in_process(fn);
+    if (code == 0) return 0;
+    if (must) g_fails++;
+    if (code > 255)
+        printf("%s %s: the child crashed (exception 0x%08lx)\n", must ? "FAIL" : "note", what, code);
+    else
+        printf("%s %s: the child exited with status %lu%s\n", must ? "FAIL" : "note", what, code,
+               code == 1 ? " (a sanitizer report on stderr?)" : "");
+    return 1;
+}
+#else
 static int probe(const char *what, probe_fn fn, int must) {
     pid_t pid;
     int st = 0;
@@ -884,6 +901,7 @@ static int probe(const char *what, probe_fn fn, int must) {
                WEXITSTATUS(st) == 1 ? " (a sanitizer report on stderr?)" : "");
     return 1;
 }
+#endif
 
 /* A leaf whose requires_grad is turned off after an operation used it:
    backward must not crash (any outcome but a crash is accepted).  One

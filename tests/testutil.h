@@ -7,6 +7,8 @@
 
    Time        now_ms, now_ns, now_s (CLOCK_MONOTONIC), secs_since(now_ns
                start), sleep_ms, sleep_us (nanosleep, resumed after EINTR);
+               rank_alarm(secs): alarm() (Windows: a thread that ends
+               the process with 142);
                await_flag(&flag, value, ms): wait (1 ms polls) until an
                int shared with other processes reaches value; set_flag(&flag)
                sets one to 1; await_flags(&first, stride, mask, ms): one
@@ -52,7 +54,8 @@
                the fork); tcp_connect(port) to 127.0.0.1; send_all;
                recv_n and wait_close, bounded by a now_ms() deadline
                (R_FULL, R_EOF, R_TIMEOUT); listening_ports(pid, ...): the
-               TCP ports a process listens on (from /proc)
+               TCP ports a process listens on (from /proc).  On Windows
+               only free_port(AF_INET)
    Processes   fork_ranks(n, pid, port, lfd, fn, arg): child r runs
                exit(fn(r, port, lfd, arg)), the parent closes lfd;
                start_ranks: the same on a new listen_loopback socket;
@@ -60,7 +63,11 @@
                what outlives it (reaped[r]: 1 ended, 2 killed)
    Spawn       spawn_job(n, fn, arg, cfg): dist_spawn, for a test that
                calls it once a case; on Windows each case in a process of
-               its own (see there)
+               its own (see there); spawn_job_error(): the last failed
+               one's message; first_process(): 0 in a process that runs
+               main again (Windows); first_value(name, v): the first
+               process's v there; run_in_process(fn), Windows only:
+               fn() in a process of its own, as a case
    Jobs        run_pool(&pool): cases run as jobs side by side, in order,
                up to maxjobs at once and one heavy one at a time, a name
                filter, start / poll / finish callbacks on slot numbers
@@ -99,10 +106,17 @@
 #  include <fcntl.h>
 #  include <sys/mman.h>
 #  define unsetenv(name) testutil_unsetenv(name)
+#  define setenv(name, value, overwrite) testutil_setenv(name, value, overwrite)
 #  define getppid() ((int)testutil_root(NULL))      /* one run id for a test's processes */
 static __inline __attribute__((unused)) int testutil_unsetenv(const char *name) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s=", name);
+    return _putenv(buf);
+}
+static __inline __attribute__((unused)) int testutil_setenv(const char *name, const char *value, int overwrite) {
+    char buf[1024];
+    if (!overwrite && getenv(name)) return 0;
+    if (snprintf(buf, sizeof buf, "%s=%s", name, value) >= (int)sizeof buf) { errno = EINVAL; return -1; }
     return _putenv(buf);
 }
 #endif
@@ -192,6 +206,38 @@ static inline __attribute__((unused)) int await_flags(const int *first, size_t s
     }
     return 0;
 }
+
+/* rank_alarm(secs): alarm(secs), a watchdog that ends this process (a
+   rank) once secs have passed (0: none; a call replaces the last).
+   Windows has no alarm(): a thread (started at the first call) ends the
+   process with exit code 142 (128 + SIGALRM), after a line on stderr. */
+#ifndef _WIN32
+static inline __attribute__((unused)) void rank_alarm(unsigned secs) { alarm(secs); }
+#else
+static int64_t g_alarm_at __attribute__((unused));     /* now_ns() deadline; 0: none */
+static inline __attribute__((unused)) void *testutil_alarm_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        int64_t at = __atomic_load_n(&g_alarm_at, __ATOMIC_SEQ_CST);
+        if (at && now_ns() >= at) {
+            fprintf(stderr, "rank_alarm: the alarm went off (it hung)\n");
+            fflush(NULL);
+            _exit(142);
+        }
+        sleep_ms(50);
+    }
+    return NULL;
+}
+static inline __attribute__((unused)) void rank_alarm(unsigned secs) {
+    static int started;
+    pthread_t th;
+    __atomic_store_n(&g_alarm_at, secs ? now_ns() + (int64_t)secs * 1000000000 : 0, __ATOMIC_SEQ_CST);
+    if (!started && secs && pthread_create(&th, NULL, testutil_alarm_main, NULL) == 0) {
+        pthread_detach(th);
+        started = 1;
+    }
+}
+#endif
 
 /* ---- DIST_TIMEOUT_SCALE ------------------------------------------------- */
 
@@ -787,6 +833,25 @@ out:
 
 #endif /* !_WIN32: sockets, forked ranks, jobs side by side */
 
+#ifdef _WIN32
+/* free_port on Windows (Winsock, started here), 127.0.0.1 only: -1 for
+   another family. */
+static inline __attribute__((unused)) int free_port(int family) {
+    WSADATA wd;
+    SOCKET s;
+    struct sockaddr_in a;
+    int len = sizeof a, port = -1;
+    if (family != AF_INET || WSAStartup(MAKEWORD(2, 2), &wd) != 0) return -1;
+    if ((s = socket(AF_INET, SOCK_STREAM, 0)) == INVALID_SOCKET) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &len) == 0) port = ntohs(a.sin_port);
+    closesocket(s);
+    return port;
+}
+#endif
+
 /* ---- dist.h: a job over tcp://127.0.0.1 --------------------------------- */
 
 #ifdef DIST_H
@@ -886,9 +951,64 @@ static inline __attribute__((unused)) int read_refusal(int fd, long deadline, ch
    clears is cleared again by each rank before dist_init, which no rank
    leaves before every rank has come to it, so before any rank writes.
    dist_error_message(NULL) in the first process does not have the case's
-   message: the case process prints it ("spawn_job: ..."). */
+   message: the case process prints it ("spawn_job: ...") and hands it
+   back through a mapping of its own ("Local\disttest.ROOT.msg", outside
+   mmap's numbering); spawn_job_error() is it, on every system: the
+   message of the last spawn_job that failed ("" when none did).
+   run_in_process(fn) (Windows only) runs fn() in such a process, for what
+   a test runs in a forked child elsewhere. */
+
+/* first_process(): 1 in the test's first process, 0 in one that runs main
+   again (a case's process or a rank, on Windows; never on POSIX, where
+   ranks are forks).  For what main must do once for the whole test, not
+   again in each case: clear a shared table that holds every case's
+   results, say. */
+#ifdef _WIN32
+static inline __attribute__((unused)) int first_process(void) {
+    int me;
+    testutil_root(&me);
+    return me;
+}
+#else
+static inline __attribute__((unused)) int first_process(void) { return 1; }
+#endif
+
+/* first_value(name, v): v in the test's first process; in a process that
+   runs main again (Windows), what the first process's call with that name
+   had (handed down in the environment as TESTUTIL_V_name), for what must
+   be the same in every process but is not made the same way twice (a
+   free_port, say).  Call it before the case starts. */
+#ifdef _WIN32
+static inline __attribute__((unused)) int first_value(const char *name, int v) {
+    char var[96], buf[128];
+    const char *got;
+    snprintf(var, sizeof var, "TESTUTIL_V_%s", name);
+    if (!first_process() && (got = getenv(var)) != NULL && *got) return atoi(got);
+    snprintf(buf, sizeof buf, "%s=%d", var, v);
+    _putenv(buf);
+    return v;
+}
+#else
+static inline __attribute__((unused)) int first_value(const char *name, int v) { (void)name; return v; }
+#endif
+
 #ifdef DIST_H
 #ifdef _WIN32
+/* The case's message: 4 KiB shared by the test's processes (NULL when it
+   could not be made). */
+static inline __attribute__((unused)) char *testutil_case_msg(void) {
+    static char *m;
+    if (!m) {
+        char name[64];
+        HANDLE h;
+        snprintf(name, sizeof name, "Local\\disttest.%lu.msg", testutil_root(NULL));
+        h = CreateFileMappingA(INVALID_HANDLE_VALUE, NULL, PAGE_READWRITE, 0, 4096, name);   /* (or opens it) */
+        if (h && !(m = (char *)MapViewOfFile(h, FILE_MAP_ALL_ACCESS, 0, 0, 4096))) CloseHandle(h);
+    }
+    return m;
+}
+static char g_case_error[4096];
+static inline __attribute__((unused)) const char *spawn_job_error(void) { return g_case_error; }
 static int g_case_out = -1, g_case_err = -1;
 __attribute__((constructor)) static void testutil_case_start(void) {
     const char *v = getenv("TESTUTIL_CASE");
@@ -900,46 +1020,88 @@ __attribute__((constructor)) static void testutil_case_start(void) {
     _dup2(nul, 2);
     _close(nul);
 }
-static inline __attribute__((unused)) int spawn_job(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
-    static int calls;
+/* The calls of spawn_job and run_in_process so far (numbered together);
+   the one a case's process is to run (TESTUTIL_CASE; 0: this is no case's
+   process). */
+static int g_case_calls;
+static inline __attribute__((unused)) int testutil_case_target(void) {
     const char *v = getenv("TESTUTIL_CASE");
-    int k = ++calls, target = v && *v ? atoi(v) : 0;
+    return v && *v ? atoi(v) : 0;
+}
+/* In a case's process, at its call: the output back (flushed first). */
+static inline __attribute__((unused)) void testutil_case_output(void) {
+    fflush(NULL);
+    if (g_case_out >= 0) { _dup2(g_case_out, 1); _dup2(g_case_err, 2); }
+}
+/* Runs call k in a process of its own (this program again); its exit
+   code (255 when it could not start). */
+static inline __attribute__((unused)) unsigned long testutil_case_run(int k) {
+    char env[32];
+    STARTUPINFOA si;
+    PROCESS_INFORMATION pi;
+    DWORD code = 255;
+    char *cmd = _strdup(GetCommandLineA()), *m = testutil_case_msg();
+    fflush(NULL);
+    if (m) m[0] = 0;
+    snprintf(env, sizeof env, "TESTUTIL_CASE=%d", k);
+    _putenv(env);
+    memset(&si, 0, sizeof si);
+    si.cb = sizeof si;
+    if (cmd && CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
+        WaitForSingleObject(pi.hProcess, INFINITE);
+        GetExitCodeProcess(pi.hProcess, &code);
+        CloseHandle(pi.hProcess);
+        CloseHandle(pi.hThread);
+    }
+    free(cmd);
+    _putenv("TESTUTIL_CASE=");
+    snprintf(g_case_error, sizeof g_case_error, "%s", code == 0 ? "" : m && m[0] ? m : "(the case process said nothing)");
+    return code;
+}
+static inline __attribute__((unused)) int spawn_job(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
+    int k = ++g_case_calls, target = testutil_case_target();
+    unsigned long code;
     if (target) {
         int rc;
         if (k < target) return 0;
-        fflush(NULL);
-        if (g_case_out >= 0) { _dup2(g_case_out, 1); _dup2(g_case_err, 2); }
+        testutil_case_output();
         rc = dist_spawn(n, fn, arg, cfg);                  /* (a rank does not return) */
-        if (rc != 0) fprintf(stderr, "spawn_job: case %d: %s\n", k, dist_error_message(NULL));
+        if (rc != 0) {
+            char *m = testutil_case_msg();
+            fprintf(stderr, "spawn_job: case %d: %s\n", k, dist_error_message(NULL));
+            if (m) snprintf(m, 4096, "%s", dist_error_message(NULL));
+        }
         fflush(NULL);
         _exit(rc < 0 ? 255 : rc & 0xff);
     }
-    {
-        char env[32];
-        STARTUPINFOA si;
-        PROCESS_INFORMATION pi;
-        DWORD code = 255;
-        char *cmd = _strdup(GetCommandLineA());
+    code = testutil_case_run(k);
+    return code == 255 ? -1 : (int)code;
+}
+/* Windows only (where there is no fork to run something in a child):
+   fn() in a process of its own, the k-th call run as spawn_job's cases
+   are; its exit code (fn's result & 0xff, or how it ended: an exception
+   code such as 0xC0000005 when it crashed; 255 when it could not
+   start). */
+static inline __attribute__((unused)) unsigned long run_in_process(int (*fn)(void)) {
+    int k = ++g_case_calls, target = testutil_case_target();
+    if (target) {
+        int rc;
+        if (k < target) return 0;
+        testutil_case_output();
+        rc = fn();
         fflush(NULL);
-        snprintf(env, sizeof env, "TESTUTIL_CASE=%d", k);
-        _putenv(env);
-        memset(&si, 0, sizeof si);
-        si.cb = sizeof si;
-        if (cmd && CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
-            WaitForSingleObject(pi.hProcess, INFINITE);
-            GetExitCodeProcess(pi.hProcess, &code);
-            CloseHandle(pi.hProcess);
-            CloseHandle(pi.hThread);
-        }
-        free(cmd);
-        _putenv("TESTUTIL_CASE=");
-        return code == 255 ? -1 : (int)code;
+        _exit(rc & 0xff);
     }
+    return testutil_case_run(k);
 }
 #else
+static char g_case_error[TEST_ERRLEN];
 static inline __attribute__((unused)) int spawn_job(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
-    return dist_spawn(n, fn, arg, cfg);
+    int rc = dist_spawn(n, fn, arg, cfg);
+    snprintf(g_case_error, sizeof g_case_error, "%s", rc ? dist_error_message(NULL) : "");
+    return rc;
 }
+static inline __attribute__((unused)) const char *spawn_job_error(void) { return g_case_error; }
 #endif
 #endif /* DIST_H */
 
