@@ -1,5 +1,6 @@
 // TIMEOUT: 120
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_rpc.c - dist_rpc.h's calls, futures and shutdown between forked
    workers (tcp://127.0.0.1, rank 0's listening socket made before the
    fork).  A worker that sees a problem writes it to a MAP_SHARED table; the
@@ -42,9 +43,7 @@
 #define DIST_RPC_IMPLEMENTATION
 #include "dist_rpc.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -52,7 +51,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -175,7 +173,7 @@ typedef struct { int n, threads; worker_fn fn; const char *const *names; } job_a
 static int worker_main(int r, int port, int lfd, void *p) {
     const job_arg *a = (const job_arg *)p;
     g_rank = r;
-    alarm((unsigned)(40 * g_scale));
+    rank_alarm((unsigned)(40 * g_scale));
     register_all();
     dist_result res = rpc_worker_init(r, a->n, port, lfd, a->threads, a->names ? a->names[r] : NULL, g_rpc_timeout_ms);
     if (res != DIST_OK && !a->names) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), dist_rpc_error_message()); return 1; }
@@ -416,7 +414,9 @@ static int fn_graceful(int rank, int n) {
 int main(void) {
     test_start();
     UNSET_ENV(LAUNCHER_ENV);
+#ifndef _WIN32
     signal(SIGPIPE, SIG_IGN);
+#endif
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int64_t t0 = now_ns();
 

@@ -108,6 +108,26 @@
 #  define unsetenv(name) testutil_unsetenv(name)
 #  define setenv(name, value, overwrite) testutil_setenv(name, value, overwrite)
 #  define getppid() ((int)testutil_root(NULL))      /* one run id for a test's processes */
+#  include <sys/wait.h>
+/* A process that runs main again to reach its call (a case's process,
+   TESTUTIL_CASE, or a forked rank's, TESTUTIL_FORK) is silent until it
+   gets there (testutil_replay_end). */
+static int g_case_out = -1, g_case_err = -1;
+__attribute__((constructor)) static void testutil_replay_start(void) {
+    const char *c = getenv("TESTUTIL_CASE"), *f = getenv("TESTUTIL_FORK");
+    int nul;
+    if ((!c || !*c) && (!f || !*f)) return;
+    if ((nul = _open("NUL", _O_WRONLY)) < 0) return;
+    g_case_out = _dup(1);
+    g_case_err = _dup(2);
+    _dup2(nul, 1);
+    _dup2(nul, 2);
+    _close(nul);
+}
+static __inline __attribute__((unused)) void testutil_replay_end(void) {
+    fflush(NULL);
+    if (g_case_out >= 0) { _dup2(g_case_out, 1); _dup2(g_case_err, 2); }
+}
 static __inline __attribute__((unused)) int testutil_unsetenv(const char *name) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s=", name);
@@ -346,7 +366,6 @@ typedef void (*bad_fn)(const char *fmt, ...);
    died by signal N") (" (its alarm: it hung)" after SIGALRM) or "rank R
    exited with N" followed by exit_note (may be ""); nothing when it
    exited 0.  Returns 1 when it reported a problem. */
-#ifndef _WIN32
 static inline __attribute__((unused)) int status_bad(bad_fn bad, int rank, int st, const char *exit_note) {
     if (WIFSIGNALED(st)) {
         bad("rank %d died by signal %d%s", rank, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (its alarm: it hung)" : "");
@@ -363,7 +382,6 @@ static inline __attribute__((unused)) int status_bad(bad_fn bad, int rank, int s
 static inline __attribute__((unused)) int case_bad_status(int rank, int st, const char *exit_note) {
     return status_bad(case_bad, rank, st, exit_note);
 }
-#endif
 
 /* The end of the current case: counted in g_failed if anything was bad,
    else "ok   case (secs s)" and `extra` (may be NULL). */
@@ -672,11 +690,14 @@ static inline __attribute__((unused)) int listening_ports(pid_t pid, int *ports,
     return np;
 }
 
+#endif /* !_WIN32: sockets */
+
 /* ---- child processes ---------------------------------------------------- */
 
 /* What a forked rank runs: its exit status. */
 typedef int (*rank_entry_fn)(int rank, int port, int lfd, void *arg);
 
+#ifndef _WIN32
 /* Forks n ranks (stdout and stderr flushed first): child r runs
    exit(fn(r, port, lfd, arg)); then the parent closes lfd (the
    listen_loopback socket of the job, or -1 for none).  pid[r] < 0 where
@@ -709,6 +730,54 @@ static inline __attribute__((unused)) int start_ranks(int n, pid_t *pid, int *st
     }
     return 0;
 }
+#else
+/* Windows has no fork: rank r is this program started again with
+   TESTUTIL_FORK="k r port" (k: this call's number), whose main runs again
+   silently (testutil_replay_start) up to its k-th fork_ranks, where it
+   runs exit(fn(r, port, -1, arg)): no socket is handed down (lfd is
+   closed here; rank 0 binds the port, tcp_config with lfd -1).  In such a
+   rank, the calls before its own start nothing: their "ranks" have ended
+   with 0 (pid TESTUTIL_REPLAYED_PID, which waitpid does not know: reap_poll
+   takes it as exited 0).  What main does before a call therefore runs
+   again in each of its ranks. */
+#define TESTUTIL_REPLAYED_PID 0x7ffffff0
+static inline __attribute__((unused)) int fork_ranks(int n, pid_t *pid, int port, int lfd, rank_entry_fn fn, void *arg) {
+    static int calls;
+    const char *v = getenv("TESTUTIL_FORK");
+    int k = ++calls, kk, r, p, failed = 0;
+    (void)lfd;
+    if (v && *v && sscanf(v, "%d %d %d", &kk, &r, &p) == 3) {
+        if (k < kk) { for (int i = 0; i < n; i++) pid[i] = TESTUTIL_REPLAYED_PID; return 0; }
+        if (k == kk) {
+            testutil_unsetenv("TESTUTIL_FORK");
+            testutil_replay_end();
+            fflush(NULL);
+            exit(fn(r, p, -1, arg));
+        }
+    }
+    fflush(NULL);
+    for (int i = 0; i < n; i++) {
+        char env[96];
+        snprintf(env, sizeof env, "TESTUTIL_FORK=%d %d %d", k, i, port);
+        if ((pid[i] = testutil_start_self(env)) < 0) failed++;
+    }
+    return failed;
+}
+
+/* start_ranks on Windows: the port is free_port's, for rank 0 to bind. */
+static inline __attribute__((unused)) int free_port(int family);
+static inline __attribute__((unused)) int start_ranks(int n, pid_t *pid, int *st, int *reaped, int backlog, rank_entry_fn fn, void *arg) {
+    int port = free_port(AF_INET);
+    (void)backlog;
+    if (port <= 0) return -1;
+    fork_ranks(n, pid, port, -1, fn, arg);
+    for (int r = 0; r < n; r++) {
+        reaped[r] = pid[r] < 0;
+        if (pid[r] < 0) st[r] = -1;
+    }
+    return 0;
+}
+#endif
 
 /* One look at the n processes in pid[], without waiting: one that has
    ended gets its wait status in st[r] (-1: waitpid failed) and
@@ -720,6 +789,9 @@ static inline __attribute__((unused)) int reap_poll(int n, const pid_t *pid, int
     int left = 0;
     for (int r = 0; r < n; r++) {
         if (reaped[r]) continue;
+#ifdef _WIN32
+        if (pid[r] == TESTUTIL_REPLAYED_PID) { reaped[r] = 1; st[r] = 0; continue; }
+#endif
         pid_t got = waitpid(pid[r], &st[r], WNOHANG);
         if (got == pid[r]) reaped[r] = 1;
         else if (got < 0 && errno != EINTR) { reaped[r] = 1; st[r] = -1; }
@@ -831,7 +903,6 @@ out:
     return res;
 }
 
-#endif /* !_WIN32: sockets, forked ranks, jobs side by side */
 
 #ifdef _WIN32
 /* free_port on Windows (Winsock, started here), 127.0.0.1 only: -1 for
@@ -1009,17 +1080,6 @@ static inline __attribute__((unused)) char *testutil_case_msg(void) {
 }
 static char g_case_error[4096];
 static inline __attribute__((unused)) const char *spawn_job_error(void) { return g_case_error; }
-static int g_case_out = -1, g_case_err = -1;
-__attribute__((constructor)) static void testutil_case_start(void) {
-    const char *v = getenv("TESTUTIL_CASE");
-    int nul;
-    if (!v || !*v || (nul = _open("NUL", _O_WRONLY)) < 0) return;
-    g_case_out = _dup(1);
-    g_case_err = _dup(2);
-    _dup2(nul, 1);
-    _dup2(nul, 2);
-    _close(nul);
-}
 /* The calls of spawn_job and run_in_process so far (numbered together);
    the one a case's process is to run (TESTUTIL_CASE; 0: this is no case's
    process). */
