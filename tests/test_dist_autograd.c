@@ -1,5 +1,6 @@
 // TIMEOUT: 240
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_dist_autograd.c - dist_rpc.h's distributed autograd (contexts,
    backward across workers, per-context gradients), distributed optimizer
    and RRef helpers, between forked workers (tcp://127.0.0.1, rank 0's
@@ -547,7 +548,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
     int bad;
     dist_result res;
     g_rank = r;
-    alarm((unsigned)(30 * g_scale));
+    rank_alarm((unsigned)(30 * g_scale));
     register_all();
     if (a->mlp && (r == 1 || r == 2)) {
         g_p[0] = make_param(r == 1 ? 0 : 2);

@@ -1,5 +1,6 @@
 // TIMEOUT: 600
 // TRANSPORTS: auto tcp
+// WINDOWS: yes
 /* test_rpc_flood.c - callers that flood a worker, and messages that ask for
    far more memory than they bring.
 
@@ -87,7 +88,7 @@ DEFINE_FAIL_AT(NW, &sh->claimed[rank], sh->fail[rank])
 #define WFAIL(...) (__atomic_store_n(&sh->abort, 1, __ATOMIC_SEQ_CST), fail_at(g_rank, __LINE__, __VA_ARGS__))
 
 static dist_value_t *h_inc(dist_rpc_call_t *call, const dist_value_t *args) {
-    int64_t x;
+    int64_t x = 0;
     if (dist_value_get_int(args, &x) != DIST_OK) { dist_rpc_call_fail(call, "inc: not an int"); return NULL; }
     return dist_value_int(x + 1);
 }
@@ -190,7 +191,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
     dist_result res;
     dist_value_t *ret = NULL;
     g_rank = r;
-    alarm((unsigned)(300 * g_scale));
+    rank_alarm((unsigned)(300 * g_scale));
     dist_rpc_register("inc", h_inc);
     dist_rpc_register("count", h_count);
     res = rpc_worker_init(r, NW, port, lfd, a->threads, NULL, scaled(60000));

@@ -1,5 +1,6 @@
 // TIMEOUT: 180
 // TRANSPORTS: auto tcp
+// WINDOWS: yes
 /* test_rpc_threads.c - which thread a call runs on, when a handler waits on
    a nested call.  A handler that blocks on a future must not run other
    queued calls on its own thread: they would inherit what it holds (a user
@@ -637,7 +638,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
     int bad;
     dist_result res;
     g_rank = r;
-    alarm((unsigned)(40 * g_scale));
+    rank_alarm((unsigned)(40 * g_scale));
     init_M();
     register_all();
     if (r == 0) {

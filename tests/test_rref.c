@@ -1,5 +1,6 @@
 // TIMEOUT: 120
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_rref.c - dist_rpc.h's remote references (torch's Remote Reference
    Protocol) between forked workers (tcp://127.0.0.1, rank 0's listening
    socket made before the fork).  A worker that sees a problem writes it to
@@ -91,9 +92,7 @@
 #endif
 #include "dist_rpc.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -101,7 +100,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -408,7 +406,7 @@ static int worker_main(int r, int port, int lfd, void *p) {
     int bad;
     dist_result res;
     g_rank = r;
-    alarm((unsigned)(40 * g_scale));
+    rank_alarm((unsigned)(40 * g_scale));
     register_all();
     res = rpc_worker_init(r, a->n, port, lfd, a->threads, NULL, g_victim >= 0 ? scaled(30000) : scaled(10000));
     if (res != DIST_OK) { WFAIL("dist_rpc_init: %s: %s", dist_result_name(res), MSG); return 1; }

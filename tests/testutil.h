@@ -105,6 +105,7 @@
 #  include <io.h>
 #  include <fcntl.h>
 #  include <sys/mman.h>
+#  include <psapi.h>
 #  define unsetenv(name) testutil_unsetenv(name)
 #  define setenv(name, value, overwrite) testutil_setenv(name, value, overwrite)
 #  define getppid() ((int)testutil_root(NULL))      /* one run id for a test's processes */
@@ -1205,6 +1206,22 @@ static inline __attribute__((unused)) void shm_log_fn(dist_log_level level, cons
 
 /* ---- memory: /proc/self --------------------------------------------------- */
 
+#ifdef _WIN32
+/* Windows: the working set ("VmRSS:") and its peak ("VmHWM:"), in KiB,
+   from GetProcessMemoryInfo (kernel32's K32 entry); -1 for another key.
+   The peak cannot be reset there: it is the peak since the process
+   started (ranks on Windows are fresh processes). */
+static inline __attribute__((unused)) long status_kb(const char *key) {
+    PROCESS_MEMORY_COUNTERS pmc;
+    memset(&pmc, 0, sizeof pmc);
+    pmc.cb = sizeof pmc;
+    if (!K32GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc)) return -1;
+    if (strcmp(key, "VmRSS:") == 0) return (long)(pmc.WorkingSetSize / 1024);
+    if (strcmp(key, "VmHWM:") == 0) return (long)(pmc.PeakWorkingSetSize / 1024);
+    return -1;
+}
+static inline __attribute__((unused)) void reset_peak(void) {}
+#else
 /* A field of /proc/self/status in KiB ("VmRSS:", "VmHWM:"); -1 when it
    cannot be read. */
 static inline __attribute__((unused)) long status_kb(const char *key) {
@@ -1224,6 +1241,7 @@ static inline __attribute__((unused)) void reset_peak(void) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (f) { fputs("5", f); fclose(f); }
 }
+#endif
 
 /* ---- sanitizers --------------------------------------------------------- */
 
