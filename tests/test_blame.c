@@ -1,5 +1,6 @@
 // TIMEOUT: 240
 // TRANSPORTS: auto tcp
+// WINDOWS: no, its cases stop ranks with SIGSTOP to make them the ones blamed
 /* test_blame.c - do failures name the right rank?  In jobs of 8 ranks one
    rank, the culprit, dies (SIGKILL) or stops (SIGSTOP, past the timeout)
    inside a collective; every other rank's error sentence

@@ -1,4 +1,5 @@
 // TIMEOUT: 600
+// WINDOWS: no, it needs a CUDA device
 /* test_cuda_gpu.c - dist_cuda.h on a CUDA device: on 1-8 ranks sharing it
    (DIST_CUDA_TEST_RANKS, default 2; products stay exact up to 4), every
    collective and send/recv on device buffers against values computed

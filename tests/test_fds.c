@@ -1,4 +1,5 @@
 // TIMEOUT: 120
+// WINDOWS: no, it lowers RLIMIT_NOFILE (ulimit -n), which Windows does not have
 /* test_fds.c - a rendezvous that runs out of file descriptors: reported,
    never spun on.
 

@@ -1,5 +1,6 @@
 // TIMEOUT: 300
 // TRANSPORTS: auto tcp
+// WINDOWS: no, its cases stop a sender with SIGSTOP mid-tensor, and read /proc
 /* test_rpc_inbox.c - the RPC listener's inbox: each worker's messages
    taken in, in the order it sent them.  A sender that stalls in the middle of a large tensor
    holds up only its own later messages; the other workers' calls are

@@ -1,4 +1,5 @@
 // TIMEOUT: 180
+// WINDOWS: no, it checks /proc/self/maps and fds, memfd segments and /dev/shm, and stops ranks with SIGSTOP
 /* test_shm.c - the shared-memory transport between ranks on one host.
 
    Every case runs its ranks with dist_spawn (or fork + dist_init where the

@@ -1,5 +1,6 @@
 // TIMEOUT: 60
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: no, its cases stop a rank with SIGSTOP and resume it with SIGCONT
 /* test_stall.c - a rank that stops (SIGSTOP) in the middle of the job: the
    others must time out, each with DIST_ERR_TIMEOUT within the timeout +
    2 s, and a message that names the operation, its sequence number and
