@@ -1,12 +1,12 @@
 /* fuzz/fuzz_shm.c - shared memory as a peer describes it.
 
    Two ranks on one host agree on shared memory over their mesh connection:
-   each sends a record saying where its segment is (pid, descriptor, ring
-   slot, ring size, segment size, an address to probe), and maps the
-   other's segment by what that record and the segment's own header say
-   (dist__shm_map_peer).  Here the record comes from the input (its pid and
-   descriptor replaced by this process's and a segment file's, so the
-   mapping is real), and so do the segment file's size and first bytes.  A
+   each sends a record saying where its segment is (pid, ring slot, ring
+   size, segment size, an address to probe, the segment's name), and maps
+   the other's segment by what that record and the segment's own header
+   say (dist__shm_map_peer).  Here the record comes from the input (its pid
+   and name replaced by this process's and a segment's, so the mapping is
+   real), and so do the segment's size and first bytes.  A
    mapping that is taken must hold everything the engine will touch: the
    peer's ring and its collective area lie inside the segment and inside
    the file (touching a page past the file's end is SIGBUS).
@@ -23,31 +23,37 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
-/* The segment file: `size` bytes, starting with `head` (its owner's pid
-   made this process's). */
-static int memfd(size_t size, const uint8_t *head, size_t n) {
-    int fd = dist__shm_create(size);
+/* The segment: `size` bytes (at least 1), starting with `head` (its
+   owner's pid made this process's); named in f, mapped here at the
+   return value. */
+static void *segment(dist__shm_file *f, size_t size, const uint8_t *head, size_t n) {
     uint8_t hdr[sizeof(dist__shm_hdr)];
-    FUZZ_CHECK(fd >= 0 && n <= sizeof hdr);
+    void *m = dist__shm_create(f, size);
+    FUZZ_CHECK(m != NULL && n <= sizeof hdr);
     memcpy(hdr, head, n);
     if (n >= offsetof(dist__shm_hdr, owner_pid) + 4) dist__put32(hdr + offsetof(dist__shm_hdr, owner_pid), (uint32_t)getpid());
     if (n > size) n = size;
-    if (n) FUZZ_CHECK(pwrite(fd, hdr, n, 0) == (ssize_t)n);
-    return fd;
+    memcpy(m, hdr, n);
+    return m;
 }
 
 static void map_peer(unsigned flags, size_t file_size, const uint8_t *rec_in, const uint8_t *head, size_t nhead) {
     dist__engine e;
     dist__peer p;
     uint8_t rec[FUZZ_SHM_REC_BYTES];
-    int fd = memfd(file_size, head, nhead), pipefd[2] = { -1, -1 }, ok;
+    dist__shm_file f;
+    void *own;
+    int pipefd[2] = { -1, -1 }, ok;
+    if (file_size == 0) file_size = 1;
+    own = segment(&f, file_size, head, nhead);
     memcpy(rec, rec_in, sizeof rec);
     dist__put32(rec + 4, (uint32_t)getpid());
+    memset(rec + 64, 0, DIST__SHM_NAME);
     if (flags & FUZZ_SHM_BAD_FD) {
-        FUZZ_CHECK(pipe(pipefd) == 0);
-        dist__put32(rec + 8, (uint32_t)pipefd[0]);   /* open, but not a segment */
+        FUZZ_CHECK(pipe(pipefd) == 0);           /* open, but not a segment */
+        snprintf((char *)rec + 64, DIST__SHM_NAME, "/proc/%d/fd/%d", (int)getpid(), pipefd[0]);
     } else {
-        dist__put32(rec + 8, (uint32_t)fd);
+        memcpy(rec + 64, f.name, DIST__SHM_NAME);
     }
     memset(&e, 0, sizeof e);
     memset(&p, 0, sizeof p);
@@ -80,7 +86,8 @@ static void map_peer(unsigned flags, size_t file_size, const uint8_t *rec_in, co
     } else {
         FUZZ_CHECK(p.shm == NULL);
     }
-    close(fd);
+    dist__shm_unmap(own, file_size);
+    dist__shm_unname(&f);
     if (pipefd[0] >= 0) { close(pipefd[0]); close(pipefd[1]); }
 }
 
