@@ -1385,44 +1385,22 @@ DIST__PLATFORM void dist__default_address(char *host, size_t cap) {
     freeaddrinfo(res);
 }
 
-enum { DIST__IP_ANY = 0, DIST__IPV4 = 4 };
-
-/* As on POSIX; the port is this socket's alone (SO_EXCLUSIVEADDRUSE: on
-   Windows SO_REUSEADDR would let another process bind it too). */
-DIST__PLATFORM dist__socket dist__sock_listen(const char *host, int family, int port, char *why, size_t cap) {
-    struct addrinfo hints, *res = NULL, *ai;
-    char ports[16];
-    dist__socket s = DIST__NO_SOCKET;
-    int err = 0, gai;
+/* A socket bound to ai's address and listening, the port this socket's
+   alone (SO_EXCLUSIVEADDRUSE: on Windows SO_REUSEADDR would let another
+   process bind it too); DIST__NO_SOCKET with the error in dist__errno(). */
+DIST__PLATFORM dist__socket dist__sock_bind_listen(const struct addrinfo *ai) {
     BOOL one = TRUE;
-    dist__net_start();
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = family == DIST__IPV4 ? AF_INET : AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    snprintf(ports, sizeof ports, "%d", port);
-    if ((gai = getaddrinfo(host, ports, &hints, &res)) != 0) {
-        snprintf(why, cap, "cannot resolve %s: %s", host ? host : "*", gai_strerrorA(gai));
-        return DIST__NO_SOCKET;
-    }
-    for (ai = res; ai; ai = ai->ai_next) {
-        s = dist__socket_open(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-        if (s == INVALID_SOCKET) { err = WSAGetLastError(); continue; }
-        setsockopt(s, SOL_SOCKET, SO_EXCLUSIVEADDRUSE, (const char *)&one, sizeof one);
-        if (bind(s, ai->ai_addr, (int)ai->ai_addrlen) == 0 && listen(s, SOMAXCONN) == 0) break;
-        err = WSAGetLastError();
-        closesocket(s);
-        s = DIST__NO_SOCKET;
-    }
-    freeaddrinfo(res);
-    if (s == DIST__NO_SOCKET) {
-        snprintf(why, cap, "cannot listen on %s port %d: %s", host ? host : "*", port, dist__err_text(err));
-        SetLastError((DWORD)err);
-    } else {
-        dist__set_nonblocking(s, 1);
-    }
-    return s;
+    int err;
+    dist__socket s = dist__socket_open(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (s == INVALID_SOCKET) return DIST__NO_SOCKET;
+    setsockopt(s, SOL_SOCKET, SO_EXCLUSIVEADDRUSE, (const char *)&one, sizeof one);
+    if (bind(s, ai->ai_addr, (int)ai->ai_addrlen) == 0 && listen(s, SOMAXCONN) == 0) return s;
+    err = WSAGetLastError();
+    closesocket(s);
+    SetLastError((DWORD)err);
+    return DIST__NO_SOCKET;
 }
+DIST__PLATFORM void dist__set_errno(int e) { SetLastError((DWORD)e); }
 
 /* (Wine answers SO_ACCEPTCONN on an inherited socket with an error: then
    a bound socket without a peer passes, and accept would say the rest.) */
@@ -1953,45 +1931,24 @@ DIST__PLATFORM void dist__default_address(char *host, size_t cap) {
     freeifaddrs(ifs);
 }
 
-/* The addresses a wildcard listening socket takes: all, or IPv4 only. */
-enum { DIST__IP_ANY = 0, DIST__IPV4 = 4 };
-
-/* A non-blocking listening socket on host:port (host NULL: every address
-   of `family`; port 0: a free one), or DIST__NO_SOCKET with `why` set and,
-   when the socket could not be set up, the error in dist__errno(). */
-DIST__PLATFORM dist__socket dist__sock_listen(const char *host, int family, int port, char *why, size_t cap) {
-    struct addrinfo hints, *res = NULL, *ai;
-    char ports[16];
-    dist__socket s = DIST__NO_SOCKET;
-    int err = 0, one = 1;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = family == DIST__IPV4 ? AF_INET : AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    snprintf(ports, sizeof ports, "%d", port);
-    if ((err = getaddrinfo(host, ports, &hints, &res)) != 0) {
-        snprintf(why, cap, "cannot resolve %s: %s", host ? host : "*", gai_strerror(err));
-        return DIST__NO_SOCKET;
-    }
-    for (ai = res; ai; ai = ai->ai_next) {
-        s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-        if (s < 0) { err = errno; continue; }
-        dist__set_cloexec(s);
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && listen(s, 4096) == 0) break;
-        err = errno;
-        close(s);
-        s = DIST__NO_SOCKET;
-    }
-    freeaddrinfo(res);
-    if (s == DIST__NO_SOCKET) {
-        snprintf(why, cap, "cannot listen on %s port %d: %s", host ? host : "*", port, strerror(err));
-        errno = err;
-    } else {
-        dist__set_nonblocking(s, 1);
-    }
-    return s;
+/* A socket bound to ai's address and listening (SO_REUSEADDR: a port
+   left in TIME_WAIT can be taken again); DIST__NO_SOCKET with the error in
+   dist__errno(). */
+DIST__PLATFORM dist__socket dist__sock_bind_listen(const struct addrinfo *ai) {
+    int one = 1, err;
+    dist__socket s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (s < 0) return DIST__NO_SOCKET;
+    dist__set_cloexec(s);
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && listen(s, 4096) == 0) return s;
+    err = errno;
+    close(s);
+    errno = err;
+    return DIST__NO_SOCKET;
 }
+DIST__PLATFORM void dist__set_errno(int e) { errno = e; }
+/* (Windows starts Winsock here; POSIX has nothing to start) */
+DIST__PLATFORM void dist__net_start(void) {}
 
 /* 1 when `s` is a listening socket (one a parent process handed down). */
 DIST__PLATFORM int dist__sock_is_listening(dist__socket s) {
@@ -2358,6 +2315,39 @@ DIST__PLATFORM size_t dist__random_fill(uint8_t *out, size_t n) {
 #endif /* POSIX */
 
 /* Both: */
+/* The addresses a wildcard listening socket takes: all, or IPv4 only. */
+enum { DIST__IP_ANY = 0, DIST__IPV4 = 4 };
+
+/* A non-blocking listening socket on host:port (host NULL: every address
+   of `family`; port 0: a free one), or DIST__NO_SOCKET with `why` set and,
+   when the socket could not be set up, the error in dist__errno(). */
+DIST__PLATFORM dist__socket dist__sock_listen(const char *host, int family, int port, char *why, size_t cap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    char ports[16];
+    dist__socket s = DIST__NO_SOCKET;
+    int err = 0, gai;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = family == DIST__IPV4 ? AF_INET : AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    snprintf(ports, sizeof ports, "%d", port);
+    dist__net_start();
+    if ((gai = getaddrinfo(host, ports, &hints, &res)) != 0) {
+        snprintf(why, cap, "cannot resolve %s: %s", host ? host : "*", gai_strerror(gai));
+        return DIST__NO_SOCKET;
+    }
+    for (ai = res; ai && s == DIST__NO_SOCKET; ai = ai->ai_next)
+        if ((s = dist__sock_bind_listen(ai)) == DIST__NO_SOCKET) err = dist__errno();
+    freeaddrinfo(res);
+    if (s == DIST__NO_SOCKET) {
+        snprintf(why, cap, "cannot listen on %s port %d: %s", host ? host : "*", port, dist__err_text(err));
+        dist__set_errno(err);
+    } else {
+        dist__set_nonblocking(s, 1);
+    }
+    return s;
+}
+
 /* Does the connected socket `s` stay on this host: a loopback address, or
    its peer's address is its own? */
 DIST__PLATFORM int dist__same_host_socket(dist__socket s) {
@@ -2404,6 +2394,7 @@ DIST__PLATFORM dist__socket dist__sock_connect(const char *host, int port, int64
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
+    dist__net_start();
     gai = getaddrinfo(host, ports, &hints, &res);
     if (gai != 0) {
         snprintf(why, cap, "cannot resolve %s: %s", host, gai_strerror(gai));

@@ -268,6 +268,19 @@ static int fn_logjob(dist_t *w, void *arg) {
 /* The job runs in a guard process that is killed at a deadline, so a hang
    fails the check instead of the test; the results come back through the
    shared mapping. */
+
+/* The job's config: tcp:// on j->port (url holds it), the level, and the
+   test's logger if asked; the logbook starts empty. */
+static void logjob_config(dist_config *cfg, char *url, size_t cap, dist_log_level level, int use_logger, const job_t *j) {
+    memset(cfg, 0, sizeof *cfg);
+    memset(&g_book, 0, sizeof g_book);
+    snprintf(url, cap, "tcp://127.0.0.1:%d", j->port);
+    cfg->init_method = url;
+    cfg->timeout_ms = 10000;
+    if (use_logger) { cfg->logger.func = test_logger; cfg->logger.user = &g_user_token; }
+    cfg->log_level = level;
+}
+
 #ifdef _WIN32
 /* Windows has no fork: spawn_job runs the job in a process of its own,
    without the deadline (the runner's time limit still holds), on the
@@ -281,13 +294,7 @@ static void run_logjob(dist_log_level level, int use_logger, job_t *j) {
     g->spawn_res = -100;
     snprintf(key, sizeof key, "logjob%d", ++calls);
     j->port = first_value(key, free_port(AF_INET));
-    memset(&cfg, 0, sizeof cfg);
-    memset(&g_book, 0, sizeof g_book);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", j->port);
-    cfg.init_method = url;
-    cfg.timeout_ms = 10000;
-    if (use_logger) { cfg.logger.func = test_logger; cfg.logger.user = &g_user_token; }
-    cfg.log_level = level;
+    logjob_config(&cfg, url, sizeof url, level, use_logger, j);
     g->spawn_res = spawn_job(2, fn_logjob, j, &cfg);
 }
 #else
@@ -304,13 +311,7 @@ static void run_logjob(dist_log_level level, int use_logger, job_t *j) {
         dist_config cfg;
         char url[64];
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        memset(&cfg, 0, sizeof cfg);
-        memset(&g_book, 0, sizeof g_book);
-        snprintf(url, sizeof url, "tcp://127.0.0.1:%d", j->port);
-        cfg.init_method = url;
-        cfg.timeout_ms = 10000;
-        if (use_logger) { cfg.logger.func = test_logger; cfg.logger.user = &g_user_token; }
-        cfg.log_level = level;
+        logjob_config(&cfg, url, sizeof url, level, use_logger, j);
         g->spawn_res = dist_spawn(2, fn_logjob, j, &cfg);
         _exit(0);
     }
