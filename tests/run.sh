@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/run.sh - run the test suite, one test at a time.
+# tests/run.sh - run the test suite, as many tests at a time as there are CPUs.
 #
 #   tests/run.sh [-b BUILD_DIR] [FILTER]
 #
@@ -22,7 +22,12 @@
 #                    (WINEPREFIX: BUILD_DIR/wine unless set)
 # FILTER keeps the tests whose name contains it.
 #
-# The compile checks run first, as many at a time as there are CPUs.
+# Tests run DIST_TEST_JOBS at a time (default: one per CPU), compile checks
+# first; a test whose source has a line `// ALONE: why` (or `# ALONE: why`)
+# runs after the others, with nothing beside it (time bounds, memory peaks,
+# system-wide views that another test would disturb).  A result is printed
+# when its test ends, with its wall time and the CPU time of the test and
+# everything it waited for.
 # Each test runs under `timeout -k 5 LIMIT` (120 s unless its source has a
 # line `// TIMEOUT: 300` or `# TIMEOUT: 300`), from the repository root,
 # with stdin from /dev/null and its output in BUILD_DIR/logs/NAME.log.
@@ -34,6 +39,8 @@
 #   DIST_COMPILE_CHECKS   0 leaves the compile checks out
 #   DIST_WINDOWS_TESTS    0 leaves the Windows programs out (they do not
 #                         depend on this pass's build: sanitizers, portable)
+#   DIST_TEST_JOBS        tests at a time (default: the number of CPUs; 1
+#                         runs them one by one, ALONE or not)
 #   DIST_TEST_TIMEOUT     default limit in seconds (120)
 #   DIST_TIMEOUT_SCALE    multiplies every limit (sanitizer passes)
 #   DIST_TEST_WRAPPER     command put in front of each test (e.g. setarch)
@@ -167,85 +174,50 @@ done
 export WINEPREFIX=${WINEPREFIX:-$build_dir/wine} WINEDEBUG=${WINEDEBUG:--all}
 
 # ---- run ------------------------------------------------------------------
-passed=0 failed=0 skipped=0
-current="" interrupted=0
-trap 'interrupted=1; [ -n "$current" ] && kill -TERM "$current" 2>/dev/null' INT TERM
+passed=0 failed=0 skipped=0 interrupted=0
+ncpu=$(nproc 2>/dev/null || echo 2)
+max_jobs=${DIST_TEST_JOBS:-$ncpu}
+[ "$max_jobs" -ge 1 ] 2>/dev/null || max_jobs=1
+state=$log_dir/.run
+rm -rf "$state" "$log_dir/.done"; mkdir -p "$state" || exit 2
 
 show_tail() { tail -n "${2:-15}" "$1" | sed 's/^/    | /'; }
 
-# The compile checks are independent compilations: they run up front, as
-# many at a time as there are CPUs, each under its limit; the loop below
-# reports their results in order with the rest.
-done_dir=$build_dir/logs/.done
-rm -rf "$done_dir"; mkdir -p "$done_dir" || exit 2
-ncpu=$(nproc 2>/dev/null || echo 2)
-for entry in "${tests[@]+"${tests[@]}"}"; do
-    IFS=$sep read -r name src cmd <<<"$entry"
-    case $name in compile/*) ;; *) continue ;; esac
-    case $name in *"$filter"*) ;; *) continue ;; esac
-    while [ "$(jobs -rp | wc -l)" -ge "$ncpu" ]; do wait -n 2>/dev/null || break; done
-    [ "$interrupted" = 0 ] || break
-    log=$log_dir/$name.log
+# "1m2.500s" -> 62.5
+to_secs() { awk -v t="$1" 'BEGIN { split(t, a, "m"); sub("s", "", a[2]); printf "%.1f", a[1] * 60 + a[2] }'; }
+
+# start_test KEY NAME LIMIT CMD: the test in the background.  timeout puts
+# it in a process group of its own and, at the limit, signals the whole
+# group (ranks the test forked included); whatever the test leaves running
+# in its group goes when it ends.  KEY.done gets "rc seconds cpu-seconds"
+# (the CPU time of the test and everything it waited for).
+start_test() {
+    local key=$1 name=$2 limit=$3 cmd=$4 log=$log_dir/$2.log
     mkdir -p "$(dirname "$log")"
-    limit=$(limit_of "$src")
     (
-        start=$(now)
+        t0=$(now)
         # shellcheck disable=SC2086
-        timeout -k 5 "$limit" $wrapper $cmd </dev/null >"$log" 2>&1
-        rc=$?
-        echo "$rc $(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') $limit" >"$done_dir/${name//\//_}"
+        DIST_TEST_NAME=$name timeout -k 5 "$limit" $wrapper $cmd </dev/null >"$log" 2>&1 &
+        pid=$!
+        echo "$pid" >"$state/$key.pid"
+        wait "$pid"; rc=$?
+        if kill -0 -- "-$pid" 2>/dev/null; then
+            kill -KILL -- "-$pid" 2>/dev/null
+            echo "[run.sh] killed processes the test left behind" >>"$log"
+        fi
+        secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+        times >"$state/$key.times"        # (not in a pipe: a child has no children)
+        # shellcheck disable=SC2046
+        set -- $(tail -n 1 "$state/$key.times")
+        cpu=$(awk -v u="$(to_secs "$1")" -v s="$(to_secs "$2")" 'BEGIN { printf "%.1f", u + s }')
+        echo "$rc $secs $cpu" >"$state/$key.tmp" && mv "$state/$key.tmp" "$state/$key.done"
     ) &
-done
-wait
+}
 
-for entry in "${tests[@]+"${tests[@]}"}"; do
-    IFS=$sep read -r name src cmd <<<"$entry"
-    case $name in *"$filter"*) ;; *) continue ;; esac
-    base=${name%%\[*}
-    case " ${DIST_TEST_SKIP:-} " in *" $base "*)
-        echo "SKIP $name: left out of this pass (DIST_TEST_SKIP)"
-        skipped=$((skipped + 1))
-        continue ;;
-    esac
-
-    log=$log_dir/$name.log
-    mkdir -p "$(dirname "$log")"
-    limit=$(limit_of "$src")
-
-    if [[ $src == *.c && ! -x $build_dir/tests/$(basename "$src" .c) ]]; then
-        echo "$cmd was not built: the compiler's message is in the output of make" >"$log"
-        echo "FAIL $name (not built)"
-        failed=$((failed + 1))
-        continue
-    fi
-
-    if [ -f "$done_dir/${name//\//_}" ]; then         # a compile check, run above
-        read -r rc secs limit <"$done_dir/${name//\//_}"
-    else
-    start=$(now)
-    # timeout puts the test in its own process group and, at the limit,
-    # signals the whole group (ranks a test forked included).
-    # shellcheck disable=SC2086
-    DIST_TEST_NAME=$name timeout -k 5 "$limit" $wrapper $cmd </dev/null >"$log" 2>&1 &
-    current=$!
-    wait "$current"; rc=$?
-    if [ "$interrupted" = 1 ]; then
-        wait "$current" 2>/dev/null
-        echo "INTERRUPTED $name"
-        failed=$((failed + 1))
-        break
-    fi
-    # Whatever the test left running in its group goes now.
-    if kill -0 -- "-$current" 2>/dev/null; then
-        kill -KILL -- "-$current" 2>/dev/null
-        echo "[run.sh] killed processes the test left behind" >>"$log"
-    fi
-    current=""
-    secs=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
-    fi
-
+report() {   # NAME LIMIT RC SECS CPU
+    local name=$1 limit=$2 rc=$3 secs=$4 cpu=$5 log=$log_dir/$1.log why reason
     if [ "$rc" = 0 ]; then
-        echo "PASS $name ($secs s)"
+        echo "PASS $name ($secs s, CPU $cpu s)"
         passed=$((passed + 1))
     elif [ "$rc" = 77 ]; then
         reason=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)
@@ -265,7 +237,78 @@ for entry in "${tests[@]+"${tests[@]}"}"; do
         show_tail "$log"
         failed=$((failed + 1))
     fi
+}
+
+declare -A running=()        # key -> name<sep>limit
+collect() {                  # reports the tests that ended
+    local key name limit rc secs cpu
+    for key in "${!running[@]}"; do
+        [ -f "$state/$key.done" ] || continue
+        read -r rc secs cpu <"$state/$key.done"
+        IFS=$sep read -r name limit <<<"${running[$key]}"
+        unset 'running[$key]'
+        if [ "$interrupted" = 1 ]; then
+            echo "INTERRUPTED $name"
+            failed=$((failed + 1))
+        else
+            report "$name" "$limit" "$rc" "$secs" "$cpu"
+        fi
+    done
+}
+wait_below() {               # until fewer than $1 tests run
+    while [ "${#running[@]}" -ge "$1" ]; do
+        wait -n 2>/dev/null
+        [ $? != 127 ] || sleep 0.1
+        collect
+    done
+}
+stop_all() {
+    interrupted=1
+    local f
+    for f in "$state"/*.pid; do
+        [ -f "$f" ] && [ ! -f "${f%.pid}.done" ] && kill -TERM "$(cat "$f")" 2>/dev/null
+    done
+}
+trap stop_all INT TERM
+
+shared=() alone=()
+for entry in "${tests[@]+"${tests[@]}"}"; do
+    IFS=$sep read -r name src cmd <<<"$entry"
+    case $name in *"$filter"*) ;; *) continue ;; esac
+    base=${name%%\[*}
+    case " ${DIST_TEST_SKIP:-} " in *" $base "*)
+        echo "SKIP $name: left out of this pass (DIST_TEST_SKIP)"
+        skipped=$((skipped + 1))
+        continue ;;
+    esac
+    if [[ $src == *.c && $name != windows/* && ! -x $build_dir/tests/$(basename "$src" .c) ]]; then
+        log=$log_dir/$name.log
+        mkdir -p "$(dirname "$log")"
+        echo "$cmd was not built: the compiler's message is in the output of make" >"$log"
+        echo "FAIL $name (not built)"
+        failed=$((failed + 1))
+        continue
+    fi
+    if [ -n "$src" ] && [ "$max_jobs" -gt 1 ] &&
+       grep -qE '^[[:space:]]*(//|#)[[:space:]]*ALONE:' "$src" 2>/dev/null; then
+        alone+=("$entry")
+    else
+        shared+=("$entry")
+    fi
 done
+
+n=0
+for entry in "${shared[@]+"${shared[@]}"}" "${alone[@]+"${alone[@]}"}"; do
+    IFS=$sep read -r name src cmd <<<"$entry"
+    if [ $n -lt ${#shared[@]} ]; then wait_below "$max_jobs"; else wait_below 1; fi
+    n=$((n + 1))
+    [ "$interrupted" = 0 ] || break
+    limit=$(limit_of "$src")
+    key=${name//[\/\[\]]/_}
+    running[$key]="$name$sep$limit"
+    start_test "$key" "$name" "$limit" "$cmd"
+done
+wait_below 1
 
 [ -z "$filter" ] || [ $((passed + failed + skipped)) -gt 0 ] ||
     echo "no test matches \"$filter\""

@@ -1,4 +1,5 @@
 // TIMEOUT: 240
+// ALONE: which rank is blamed rests on timing: a rank starved by another test would be
 // TRANSPORTS: auto tcp
 // WINDOWS: no, its cases stop ranks with SIGSTOP to make them the ones blamed
 /* test_blame.c - do failures name the right rank?  In jobs of 8 ranks one

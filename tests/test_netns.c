@@ -1,4 +1,5 @@
 // TIMEOUT: 90
+// ALONE: its link rates and round trips (tc) are measured against bounds
 // WINDOWS: no, it runs ranks in Linux network namespaces (ip netns, tc)
 /* test_netns.c - four "hosts" on one machine: ranks in their own network
    namespaces, joined by veth pairs to a bridge, talking over their own

@@ -1,4 +1,5 @@
 // TIMEOUT: 120
+// ALONE: the median wake-up of a waiter is bounded (1.5 ms)
 // TRANSPORTS: auto tcp mixed
 // WINDOWS: yes
 /* test_probe.c - dist_probe and dist_iprobe: learning the size of a message

@@ -1,4 +1,5 @@
 // TIMEOUT: 600
+// ALONE: the cost of each tenth of the calls is bounded by the median tenth's, and the caller's peak memory
 // TRANSPORTS: auto tcp
 // WINDOWS: yes
 /* test_rpc_flood.c - callers that flood a worker, and messages that ask for

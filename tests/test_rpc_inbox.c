@@ -1,4 +1,5 @@
 // TIMEOUT: 300
+// ALONE: it stops a sender mid-tensor at a measured moment, and bounds ping latencies
 // TRANSPORTS: auto tcp
 // WINDOWS: no, its cases stop a sender with SIGSTOP mid-tensor, and read /proc
 /* test_rpc_inbox.c - the RPC listener's inbox: each worker's messages

@@ -1,4 +1,5 @@
 // TIMEOUT: 180
+// ALONE: it checks that no new entry appears in /dev/shm, which the other tests' shared memory would make
 // WINDOWS: no, it checks /proc/self/maps and fds, memfd segments and /dev/shm, and stops ranks with SIGSTOP
 /* test_shm.c - the shared-memory transport between ranks on one host.
 

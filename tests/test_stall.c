@@ -1,4 +1,5 @@
 // TIMEOUT: 60
+// ALONE: a stopped rank must be noticed within bounded times
 // TRANSPORTS: auto tcp mixed
 // WINDOWS: no, its cases stop a rank with SIGSTOP and resume it with SIGCONT
 /* test_stall.c - a rank that stops (SIGSTOP) in the middle of the job: the
