@@ -195,29 +195,28 @@ portable:
 # ThreadSanitizer looks for races between threads of one process: the
 # tests of network faults (test_netns) and of 1 GiB messages (test_p2p_big)
 # add none of those and a minute of time, so they run in the other passes.
-TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
-    DIST_TEST_SKIP="test_netns test_p2p_big" \
-    DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")"
-
 # test_flood makes a fortieth of its calls here (1,000 small ones a loop
 # over mixed transports, 2,500 over shared memory; with a tenth it took
 # 280 s).  Mixed jobs keep the world's collectives off shared memory, so the
-# small ones through slots, which take no lock, run once more on shared
-# memory alone in the tests that call them back to back, wrongly and with
-# faults.
+# small ones through slots, which take no lock, run on shared memory alone
+# too in the tests that call them back to back, wrongly and with faults.
 TSAN_SHM_TESTS := test_coll_errors test_flood test_faults
+TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
+    DIST_TEST_TRANSPORTS_OF="$(foreach t,$(TSAN_SHM_TESTS),$(t)=mixed,auto)" \
+    DIST_TEST_SKIP="test_netns test_p2p_big" \
+    DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")"
 
 tsan:
 	$(call RUN_SUITE,$(BUILD)/tsan,$(TSAN_FLAGS),$(TSAN_ENV))
-	@for t in $(TSAN_SHM_TESTS); do $(TSAN_ENV) DIST_TEST_TRANSPORTS=auto tests/run.sh -b '$(BUILD)/tsan' $$t || exit 1; done
 
-# Memcheck: the point-to-point test in mixed jobs (shared memory and TCP
-# side by side), and tests/valgrind_coll.c (every collective x dtype x op,
-# world sizes 2-4, small counts: the reduced twin of test_collectives, which
-# would take hours under valgrind), both in mixed jobs.  Built at -O1 for exact stacks.  A
-# run fails on its exit status (valgrind makes it 99 on an error, in every
-# forked rank) or on any report in its output.  valgrind is installed
-# (root + apt-get, as `deps` does) when missing.
+# Memcheck, its two runs side by side: the point-to-point test, and
+# tests/valgrind_coll.c (every collective x dtype x op, world sizes 2-4,
+# small counts: the reduced twin of test_collectives, which would take
+# hours under valgrind), both in mixed jobs (shared memory and TCP side by
+# side).  Built at -O1 for exact stacks.  A run fails on its exit status
+# (valgrind makes it 99 on an error, in every forked rank) or on any report
+# in its output.  valgrind is installed (root + apt-get, as `deps` does)
+# when missing.
 VALGRIND_BUILD := $(BUILD)/valgrind
 VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
     --errors-for-leak-kinds=definite --show-leak-kinds=definite --trace-children=yes -q
@@ -239,14 +238,17 @@ valgrind:
 	    $(VALGRIND_BUILD)/tests/test_p2p $(VALGRIND_BUILD)/tests/valgrind_coll
 	@start=$$(date +%s); failed=0; \
 	for run in $(VALGRIND_RUNS); do \
-	    prog=$${run%%:*}; tr=$${run#*:}; log='$(VALGRIND_BUILD)'/$$prog.$$tr.log; t0=$$(date +%s); \
-	    echo "==== valgrind $$prog (DIST_TRANSPORT=$$tr)"; \
-	    DIST_TRANSPORT=$$tr DIST_TIMEOUT_SCALE=10 timeout -k 10 900 $(VALGRIND) '$(VALGRIND_BUILD)'/tests/$$prog >$$log 2>&1; rc=$$?; \
-	    cat $$log; \
+	    prog=$${run%%:*}; tr=$${run#*:}; log='$(VALGRIND_BUILD)'/$$prog.$$tr.log; \
+	    ( t0=$$(date +%s); DIST_TRANSPORT=$$tr DIST_TIMEOUT_SCALE=10 timeout -k 10 900 $(VALGRIND) '$(VALGRIND_BUILD)'/tests/$$prog >$$log 2>&1; \
+	      echo "$$? $$(( $$(date +%s) - t0 ))" >$$log.rc ) & \
+	done; wait; \
+	for run in $(VALGRIND_RUNS); do \
+	    prog=$${run%%:*}; tr=$${run#*:}; log='$(VALGRIND_BUILD)'/$$prog.$$tr.log; read rc secs <$$log.rc; \
+	    echo "==== valgrind $$prog (DIST_TRANSPORT=$$tr)"; cat $$log; \
 	    if [ $$rc -ne 0 ] || grep -E '^==[0-9]+== ' $$log | grep -vq 'Warning:'; then \
 	        echo "FAIL valgrind $$prog [$$tr]: exit status $$rc (99: memcheck errors), log in $$log"; failed=$$((failed + 1)); \
 	    else \
-	        echo "ok   valgrind $$prog [$$tr] ($$(( $$(date +%s) - t0 )) s)"; \
+	        echo "ok   valgrind $$prog [$$tr] ($$secs s)"; \
 	    fi; \
 	done; \
 	echo "valgrind: $$failed of $(words $(VALGRIND_RUNS)) runs failed ($$(( $$(date +%s) - start )) s)"; \
