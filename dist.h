@@ -3701,8 +3701,17 @@ static void dist__store_serve(dist__store_server *sv, dist__store_conn *c) {
     }
 }
 
+/* One turn of the store's loop takes at most DIST__STORE_ACCEPT_BURST new
+   connections and DIST__STORE_READ_BURST bytes from one client, then
+   serves the others: a flood of connections, or one huge request, delays
+   a rank's hello by one turn, not by the whole flood (where accept is
+   slow, as under Wine, it starved every rank of the job). */
+#define DIST__STORE_ACCEPT_BURST 64
+#define DIST__STORE_READ_BURST   (1u << 20)
+
 static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
-    for (;;) {
+    size_t taken = 0;
+    while (taken < DIST__STORE_READ_BURST) {
         size_t cap = c->in_cap, want;
         dist__ssize n;
         /* before the handshake, room for it alone */
@@ -3722,6 +3731,7 @@ static void dist__store_read(dist__store_server *sv, dist__store_conn *c) {
         n = dist__sock_recv(c->fd, c->in + c->in_len, want);
         if (n > 0) {
             c->in_len += (size_t)n;
+            taken += (size_t)n;
             if (c->in_len > DIST__STORE_MAX_BODY + 4 + 65536) { c->closing = 1; return; }
             continue;
         }
@@ -3788,7 +3798,7 @@ static int64_t dist__store_bad_secret(dist__store_server *sv) {
 }
 
 static void dist__store_accept(dist__store_server *sv) {
-    for (;;) {
+    for (int k = 0; k < DIST__STORE_ACCEPT_BURST; k++) {
         size_t cap = (size_t)sv->cap_conns;
         dist__store_conn *c;
         dist__socket s = dist__sock_accept(sv->listen_fd);
