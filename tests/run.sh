@@ -297,6 +297,20 @@ for entry in "${tests[@]+"${tests[@]}"}"; do
     fi
 done
 
+# Wine's server and the services it starts outlive the program that
+# started them, holding on to its stdout: a test that happened to start
+# them would not end (for the runner) until every Wine program of the
+# prefix had.  So the prefix is made and its server started here, with no
+# test's output, and kept until the end.
+wine_started=0
+case " ${shared[*]+"${shared[*]}"} ${alone[*]+"${alone[*]}"}" in *" windows/"*)
+    if command -v wineserver >/dev/null 2>&1 && { command -v wine || command -v wine64; } >/dev/null 2>&1; then
+        mkdir -p "$WINEPREFIX"
+        wineserver -p </dev/null >/dev/null 2>&1 && wine_started=1
+        "$(command -v wine || command -v wine64)" wineboot -u </dev/null >/dev/null 2>&1
+    fi ;;
+esac
+
 n=0
 for entry in "${shared[@]+"${shared[@]}"}" "${alone[@]+"${alone[@]}"}"; do
     IFS=$sep read -r name src cmd <<<"$entry"
@@ -309,6 +323,7 @@ for entry in "${shared[@]+"${shared[@]}"}" "${alone[@]+"${alone[@]}"}"; do
     start_test "$key" "$name" "$limit" "$cmd"
 done
 wait_below 1
+[ "$wine_started" = 0 ] || wineserver -k >/dev/null 2>&1
 
 [ -z "$filter" ] || [ $((passed + failed + skipped)) -gt 0 ] ||
     echo "no test matches \"$filter\""
