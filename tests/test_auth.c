@@ -1,4 +1,5 @@
 // TIMEOUT: 120
+// WINDOWS: yes
 /* test_auth.c - authentication of every connection (store and mesh) by an
    HMAC-SHA256 challenge-response under the job's secret (DIST_SECRET or
    cfg.secret).
@@ -57,7 +58,17 @@
 
    Every multi-process part runs under its own deadline (children killed
    then); limits are scaled by DIST_TIMEOUT_SCALE.  One line per check
-   ("ok   ..." or "FAIL ...: ..."); exit 0 only if every check passed. */
+   ("ok   ..." or "FAIL ...: ..."); exit 0 only if every check passed.
+
+   On Windows (no fork) each rank is this program started again, which
+   runs main silently up to its job's fork_ranks (testutil.h): what main
+   does before a job's start must be the same there and harmless, so the
+   shared slots are cleared, and jobs waited for and judged, in the first
+   process only.  Rank 0's mesh port is found through GetExtendedTcpTable
+   and, under Wine, a walk of its handles (listening_ports in
+   tests/compat/windows/testutil_sockets.h), and must still be there 20 ms
+   later (rank 0 also listens for a moment while it makes a wake-up
+   pair there). */
 #define DIST_IMPLEMENTATION
 #include "dist.h"
 
@@ -78,6 +89,9 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#ifdef _WIN32
+#  include <testutil_sockets.h>
+#endif
 
 #define MAXP   3
 #define MAXJ   4
@@ -474,7 +488,7 @@ static int reduce_once(dist_t *w, slot_t *sl, long it, size_t count, float flag)
     for (size_t i = 0; i < count; i++) {
         float want = s1 * (float)((i + (size_t)it) % 997) + s0;
         if (buf[i] != want) {
-            rank_bad(sl, "all_reduce #%ld: element %zu is %g, expected %g", it, i, (double)buf[i], (double)want);
+            rank_bad(sl, "all_reduce #%ld: element %ld is %g, expected %g", it, (long)i, (double)buf[i], (double)want);   /* (not %zu: mingw checks note_first's format as the system printf's) */
             free(buf);
             return -1;
         }
@@ -571,28 +585,39 @@ static int distinct_port(const int *used, int n) {
     return -1;
 }
 
+/* A rank of the job (fork_ranks): child_main, which ends with exit().
+   The port is the parent's (on Windows this process picked its own
+   before it got here). */
+static int job_rank(int rank, int port, int lfd, void *arg) {
+    job_t *j = (job_t *)arg;
+    (void)lfd;
+    j->port = port;
+    child_main(j, rank);
+    return 1;
+}
+
 static void start_job(job_t *j, int idx, int deadline_ms) {
     j->slots = g_sh->slots[idx];
     j->ctl = &g_sh->ctl[idx];
-    memset(j->slots, 0, sizeof(slot_t) * MAXP);
-    memset(j->ctl, 0, sizeof *j->ctl);
-    fflush(NULL);
-    for (int i = 0; i < j->n; i++) {
-        j->pids[i] = fork();
-        if (j->pids[i] == 0) child_main(j, i);
-        if (j->pids[i] < 0) { perror("fork"); exit(1); }
+    if (first_process()) {   /* (Windows: not again in the ranks, which replay main while other jobs run) */
+        memset(j->slots, 0, sizeof(slot_t) * MAXP);
+        memset(j->ctl, 0, sizeof *j->ctl);
     }
+    if (fork_ranks(j->n, j->pids, j->port, -1, job_rank, j) != 0) { perror("fork"); exit(1); }
     j->deadline = now_ms() + scaled(deadline_ms);
 }
 
-/* Waits for every process of the jobs; kills what outlives its job's deadline. */
+/* Waits for every process of the jobs; kills what outlives its job's
+   deadline.  (Windows: in a rank replaying main, the jobs before its own
+   are the first process's: nothing to wait for.) */
 static void wait_jobs(job_t **jobs, int nj) {
+    if (!first_process()) return;
     for (;;) {
         int left = 0;
         for (int k = 0; k < nj; k++) {
             job_t *j = jobs[k];
             for (int i = 0; i < j->n; i++) {
-                int st;
+                int st = 0;
                 if (j->pids[i] <= 0) continue;
                 if (waitpid(j->pids[i], &st, WNOHANG) == j->pids[i]) {
                     if (WIFSIGNALED(st)) j->slots[i].signaled = WTERMSIG(st);
@@ -883,6 +908,7 @@ static void check_store_strangers(void) {
     j.port = distinct_port(NULL, 0);
     t0 = now_ms();
     start_job(&j, 0, 20000);
+    if (!first_process()) return;   /* (Windows: a rank of a later job, replaying main) */
     ready_by = now_ms() + scaled(5000);
     while (__atomic_load_n(&j.ctl->ready, __ATOMIC_SEQ_CST) < j.n && now_ms() < ready_by) {
         int st;
@@ -1052,6 +1078,10 @@ static void check_mesh_strangers(void) {
         np = listening_ports(j.pids[0], ports, 8);
         if (np < 0) break;
         for (int i = 0; i < np; i++) if (ports[i] != j.port) mesh_port = ports[i];
+#ifdef _WIN32
+        /* (not a port rank 0 listens on for a moment to make a wake-up pair) */
+        if (mesh_port >= 0 && !still_listening((int)j.pids[0], mesh_port, 20)) mesh_port = -1;
+#endif
         if (mesh_port < 0) sleep_ms(10);
     }
     if (mesh_port < 0) {

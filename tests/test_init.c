@@ -1,4 +1,5 @@
 // TIMEOUT: 180
+// WINDOWS: yes
 /* test_init.c - the init methods of dist_init: env:// (with the MPI and
    Slurm fallbacks), tcp://, file://, IPv6, DIST_INIT_METHOD, DIST_TIMEOUT,
    an inherited store socket, and the errors a misconfigured job reports.
@@ -8,7 +9,16 @@
    mesh with an all-to-all exchange, calls dist_destroy and records what
    happened in a MAP_SHARED slot.  The parent waits with a deadline and
    kills whatever is still running then, so a hang is a failure, not a
-   stuck test.  One line per check; exit 0 only if every check passed. */
+   stuck test.  One line per check; exit 0 only if every check passed.
+
+   On Windows (no fork) each process of a job is this program started
+   again, which runs main silently up to its job's fork_ranks
+   (testutil.h) and builds the same job on the way: ports come from the
+   first process (job_port), file names from its id, and what main does
+   for a job (clear the slots, remove or write its file, wait for it) it
+   does in the first process only.  Nothing can hand a listening socket
+   down there, so in the cases that pass rank 0 its store socket, rank 0
+   makes it itself, on the port the parent picked, before dist_init. */
 #define DIST_IMPLEMENTATION
 #include "dist.h"
 
@@ -29,12 +39,48 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#ifdef _WIN32
+#  include <testutil_sockets.h>
+#endif
 
 #define MAXP 8
 
 /* ---- small helpers (the common ones are in testutil.h) ------------------ */
 
 static int g_no_ipv6 = 0;      /* the IPv6 checks could not run */
+
+/* A loopback port nobody listens on now (IPv4 or IPv6), for a job.  On
+   Windows the first process's: the job's processes run main again, and
+   must build the same job (first_value). */
+static int job_port(int family) {
+    static int calls;
+    char key[32];
+    snprintf(key, sizeof key, "port%d", ++calls);
+#ifdef _WIN32
+    return first_value(key, free_port_any(family));   /* (testutil.h's free_port is IPv4 only there) */
+#else
+    return first_value(key, free_port(family));
+#endif
+}
+
+/* This test's id, for its file names: the pid (on Windows the first
+   process's, which every process of the test knows).  (The files are
+   /tmp/...: on Windows dist.h takes file:///tmp/x as \tmp\x on the
+   current drive, which under Wine is Z:, the Unix root.) */
+static int test_id(void) {
+#ifdef _WIN32
+    return (int)testutil_root(NULL);
+#else
+    return (int)getpid();
+#endif
+}
+
+/* Removes a job's file before the job, in the first process only (on
+   Windows a rank that runs main again must not remove its job's file,
+   which rank 0 may have written already). */
+static void remove_before(const char *path) {
+    if (first_process()) unlink(path);
+}
 
 static void setenvf(const char *name, const char *fmt, ...) {
     char v[512];
@@ -91,7 +137,8 @@ struct scen {
     int no_exchange;
     int no_run_id;            /* no DIST_RUN_ID (else each job gets its own) */
     int port;
-    int listen_fd;            /* >= 0: a socket the children inherit; the parent closes it */
+    int listen_fd;            /* >= 0: a socket the children inherit; the parent closes it
+                                 (Windows: LISTEN_IN_RANK0, rank 0 makes it on `port`) */
     int rank[MAXP], world[MAXP];
     int timeout_ms;
     char url[300];
@@ -100,6 +147,23 @@ struct scen {
 };
 
 static slot_t *g_slots;       /* MAXP slots, MAP_SHARED */
+
+#define LISTEN_IN_RANK0 (-2)
+
+/* A store socket for rank 0, made before the fork and inherited by it
+   (s->listen_fd, on s->port); 0, or -1.  Windows cannot hand one down
+   (see testutil.h's fork_ranks): there rank 0 makes it itself, on a port
+   picked here (rank_entry). */
+static int store_socket(scen_t *s) {
+#ifdef _WIN32
+    s->port = job_port(AF_INET);
+    s->listen_fd = LISTEN_IN_RANK0;
+    return s->port > 0 ? 0 : -1;
+#else
+    s->listen_fd = listen_loopback(64, &s->port);
+    return s->listen_fd < 0 ? -1 : 0;
+#endif
+}
 
 /* Each rank sends rank * 1000 + dst to every other rank and checks what it
    receives: the mesh is complete and routes correctly. */
@@ -174,6 +238,24 @@ static void child_main(const scen_t *s, int idx, slot_t *slot) {
     exit(0);
 }
 
+/* A process of the job (fork_ranks): child_main, which ends with exit(). */
+static int rank_entry(int idx, int port, int lfd, void *arg) {
+    scen_t *s = (scen_t *)arg;
+    (void)port;
+    (void)lfd;
+#ifdef _WIN32
+    if (s->listen_fd == LISTEN_IN_RANK0) {
+        s->listen_fd = -1;
+        if (idx == 0 && (s->listen_fd = listen_loopback_on(s->port, 64, NULL)) < 0) {
+            snprintf(g_slots[0].msg, sizeof g_slots[0].msg, "rank 0 cannot listen on 127.0.0.1:%d: %s", s->port, strerror(errno));
+            exit(0);   /* (not finished: "exited early") */
+        }
+    }
+#endif
+    child_main(s, idx, &g_slots[idx]);
+    return 1;
+}
+
 /* Forks the job's processes and waits for them until the deadline. */
 static void run_job(scen_t *s) {
     static int jobs;
@@ -181,18 +263,20 @@ static void run_job(scen_t *s) {
     pid_t pids[MAXP];
     int left;
     long deadline;
+#ifdef _WIN32
+    if (!first_process()) {   /* a process that runs main again: its own job makes it a rank there (earlier ones return at once) */
+        fork_ranks(s->n, pids, s->port, -1, rank_entry, s);
+        return;
+    }
+#endif
     memset(g_slots, 0, sizeof(slot_t) * MAXP);
     fflush(NULL);
     /* each job one launch, as a launcher would make it (init then does not
        wait for a second claim of a rank); the duplicate-rank case has none */
     snprintf(run_id, sizeof run_id, "test-init-%d-%d", (int)getpid(), ++jobs);
     if (s->no_run_id) unsetenv("DIST_RUN_ID"); else setenv("DIST_RUN_ID", run_id, 1);
-    for (int i = 0; i < s->n; i++) {
-        pids[i] = fork();
-        if (pids[i] == 0) child_main(s, i, &g_slots[i]);
-        if (pids[i] < 0) { perror("fork"); exit(1); }
-    }
-    if (s->listen_fd >= 0) { close(s->listen_fd); s->listen_fd = -1; }
+    if (fork_ranks(s->n, pids, s->port, s->listen_fd, rank_entry, s) != 0) { perror("fork"); exit(1); }   /* (it closes listen_fd) */
+    s->listen_fd = -1;
     deadline = now_ms() + scaled(s->deadline_ms);
     left = s->n;
     while (left > 0) {
@@ -455,7 +539,7 @@ static void check_errcase(const errcase_t *e) {
 static void test_env(void) {
     scen_t s = scen("env:// 4 ranks (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, free port)", 4);
     s.setup = setup_env;
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     check_job(&s, NULL, 4);
     {   /* LOCAL_RANK and the default timeout, from the same job */
         int good = 1, bad_local = -1, bad_timeout = -1;
@@ -475,16 +559,14 @@ static void test_env(void) {
 static void test_env_listen_fd(void) {
     scen_t s = scen("env:// 4 ranks, store socket passed to rank 0 as DIST_STORE_LISTEN_FD", 4);
     s.setup = setup_env_fd;
-    s.listen_fd = listen_loopback(64, &s.port);
-    if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
+    if (store_socket(&s) != 0) { fail(s.name, "cannot create a listening socket"); return; }
     /* Rank 0 keeps the inherited socket open, so it could not bind
        MASTER_PORT itself: success means the library used the socket. */
     check_job(&s, NULL, 4);
 
     s = scen("tcp:// 3 ranks, store socket passed as cfg.store_listen_fd (fd + 1)", 3);
     s.setup = setup_cfg_fd;
-    s.listen_fd = listen_loopback(64, &s.port);
-    if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
+    if (store_socket(&s) != 0) { fail(s.name, "cannot create a listening socket"); return; }
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     check_job(&s, NULL, 3);
 }
@@ -501,14 +583,14 @@ static void test_fallbacks(void) {
         snprintf(name, sizeof name, "env:// 3 ranks from %s/%s (RANK, WORLD_SIZE unset)", pairs[i][0], pairs[i][1]);
         s = scen(name, 3);
         s.setup = setup_fallback;
-        s.port = free_port(AF_INET);
+        s.port = job_port(AF_INET);
         snprintf(s.text, sizeof s.text, "%s %s", pairs[i][0], pairs[i][1]);
         check_job(&s, NULL, 3);
     }
     {
         scen_t s = scen("env:// 3 ranks: RANK/WORLD_SIZE take precedence over OMPI_*/SLURM_*", 3);
         s.setup = setup_precedence;
-        s.port = free_port(AF_INET);
+        s.port = job_port(AF_INET);
         check_job(&s, NULL, 3);
     }
 }
@@ -551,19 +633,19 @@ static void test_env_rank(void) {
 static void test_tcp(void) {
     scen_t s = scen("tcp://127.0.0.1:PORT, rank and world size from the config, 4 ranks", 4);
     s.setup = setup_tcp_cfg;
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     check_job(&s, NULL, 4);
 
     s = scen("tcp://127.0.0.1:PORT?rank=R&world_size=N, nothing in the config, 4 ranks", 4);
     s.setup = setup_tcp_query;
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     check_job(&s, NULL, 4);
 
     s = scen("tcp://127.0.0.1:PORT?world_size=N&rank=R (other order), 3 ranks", 3);
     s.setup = setup_tcp_query_rev;
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     check_job(&s, NULL, 3);
 }
@@ -577,13 +659,13 @@ static void test_ipv6(void) {
     }
     s = scen("tcp://[::1]:PORT, 3 ranks", 3);
     s.setup = setup_tcp_cfg;
-    s.port = free_port(AF_INET6);
+    s.port = job_port(AF_INET6);
     snprintf(s.url, sizeof s.url, "tcp://[::1]:%d", s.port);
     check_job(&s, NULL, 3);
 
     s = scen("env:// with MASTER_ADDR=::1, 3 ranks", 3);
     s.setup = setup_env_v6;
-    s.port = free_port(AF_INET6);
+    s.port = job_port(AF_INET6);
     check_job(&s, NULL, 3);
 }
 
@@ -595,8 +677,8 @@ static void test_file(void) {
     s.after_init = file_exists_during;
     s.after_destroy = file_gone_after;
     s.delay_ms[0] = 300;
-    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_%d_%d", (int)getpid(), counter++);
-    unlink(s.path);
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_%d_%d", test_id(), counter++);
+    remove_before(s.path);
     run_job(&s);
     if (!job_ok(&s, NULL, 4, why, sizeof why)) fail(s.name, "%s", why);
     else {
@@ -616,12 +698,15 @@ static void test_file(void) {
     s = scen("file:// over a stale rendezvous file of a dead job, 3 ranks, rank 0 last", 3);
     s.setup = setup_file;
     s.delay_ms[0] = 300;
-    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_%d_%d", (int)getpid(), counter++);
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_%d_%d", test_id(), counter++);
     {
-        FILE *f = fopen(s.path, "w");
-        if (!f) { fail(s.name, "cannot write %s", s.path); return; }
-        fprintf(f, "dist-rendezvous 1 127.0.0.1 %d 3\n", free_port(AF_INET));
-        fclose(f);
+        int dead = job_port(AF_INET);
+        FILE *f = first_process() ? fopen(s.path, "w") : NULL;   /* (Windows: once, not again in the ranks) */
+        if (first_process() && !f) { fail(s.name, "cannot write %s", s.path); return; }
+        if (f) {
+            fprintf(f, "dist-rendezvous 1 127.0.0.1 %d 3\n", dead);
+            fclose(f);
+        }
     }
     check_job(&s, NULL, 3);
     unlink(s.path);
@@ -645,18 +730,17 @@ static void setup_file_alone(const scen_t *s, int idx, dist_config *cfg) {
 static void test_file_more(void) {
     scen_t s = scen("file:// 3 ranks, store socket (bound to 127.0.0.1) passed to rank 0 as cfg.store_listen_fd", 3);
     s.setup = setup_file_fd;
-    s.listen_fd = listen_loopback(64, &s.port);
-    if (s.listen_fd < 0) { fail(s.name, "cannot create a listening socket"); return; }
-    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_fd_%d", (int)getpid());
-    unlink(s.path);
+    if (store_socket(&s) != 0) { fail(s.name, "cannot create a listening socket"); return; }
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_fd_%d", test_id());
+    remove_before(s.path);
     check_job(&s, NULL, 3);
     unlink(s.path);
 
     s = scen("file:// rank 0 whose job never forms (timeout 1 s) fails and removes the file", 1);
     s.setup = setup_file_alone;
     s.no_exchange = 1;
-    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_alone_%d", (int)getpid());
-    unlink(s.path);
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_alone_%d", test_id());
+    remove_before(s.path);
     run_job(&s);
     if (!g_slots[0].finished || g_slots[0].exit_code) fail(s.name, "the process %s", slot_state(&g_slots[0]));
     else if (g_slots[0].init_res == DIST_OK) fail(s.name, "dist_init succeeded");
@@ -669,20 +753,20 @@ static void test_dist_init_method(void) {
     static int counter = 0;
     scen_t s = scen("DIST_INIT_METHOD=tcp://127.0.0.1:PORT (no MASTER_ADDR), RANK/WORLD_SIZE, 3 ranks", 3);
     s.setup = setup_dist_init_method;
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     check_job(&s, NULL, 3);
 
     s = scen("DIST_INIT_METHOD=file:///tmp/...?rank=R&world_size=N, 3 ranks", 3);
     s.setup = setup_dist_init_method_file;
-    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_m_%d_%d", (int)getpid(), counter++);
-    unlink(s.path);
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_m_%d_%d", test_id(), counter++);
+    remove_before(s.path);
     check_job(&s, NULL, 3);
     unlink(s.path);
 
     s = scen("cfg.init_method wins over DIST_INIT_METHOD (set to foo://), 2 ranks", 2);
     s.setup = setup_cfg_overrides_env;
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     check_job(&s, NULL, 2);
 }
@@ -699,7 +783,7 @@ static void test_dist_timeout(void) {
                  cases[c].env, cases[c].cfg_ms, cases[c].expect);
         s = scen(name, 2);
         s.setup = setup_dist_timeout;
-        s.port = free_port(AF_INET);
+        s.port = job_port(AF_INET);
         s.timeout_ms = cases[c].cfg_ms;
         snprintf(s.text, sizeof s.text, "%s", cases[c].env);
         run_job(&s);
@@ -712,7 +796,7 @@ static void test_dist_timeout(void) {
 
 static void test_errors(void) {
     static char port_env[64], fd_env[64];
-    int closed = free_port(AF_INET);
+    int closed = job_port(AF_INET);
     errcase_t cases[] = {
         { "env:// without MASTER_ADDR", { port_env, "RANK=0", "WORLD_SIZE=2" }, NULL, 0, 0, 0,
           DIST_ERR_INIT, { "MASTER_ADDR", "not set" } },
@@ -794,8 +878,8 @@ static void test_file_never(void) {
     s.setup = setup_file_dist_timeout;
     s.no_exchange = 1;
     s.deadline_ms = 15000;
-    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_never_%d", (int)getpid());
-    unlink(s.path);
+    snprintf(s.path, sizeof s.path, "/tmp/dist_test_init_never_%d", test_id());
+    remove_before(s.path);
     run_job(&s);
     if (!sl->finished || sl->exit_code) fail(s.name, "the process %s", slot_state(sl));
     else if (sl->init_res == DIST_OK) fail(s.name, "dist_init succeeded");
@@ -815,7 +899,7 @@ static void test_world_disagreement(void) {
     s.no_exchange = 1;
     s.timeout_ms = 3000;
     s.deadline_ms = 25000;
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     s.rank[0] = 0; s.world[0] = 3;
     s.rank[1] = 1; s.world[1] = 2;
@@ -869,7 +953,7 @@ static void test_duplicate_rank(void) {
     s.timeout_ms = 3000;
     s.deadline_ms = 25000;
     s.no_run_id = 1;          /* as processes started by hand: nothing but the second claim tells them apart */
-    s.port = free_port(AF_INET);
+    s.port = job_port(AF_INET);
     snprintf(s.url, sizeof s.url, "tcp://127.0.0.1:%d", s.port);
     s.rank[0] = 0; s.world[0] = 3;
     s.rank[1] = 1; s.world[1] = 3;
