@@ -24,7 +24,9 @@
                (run_pool's slots): job_start(slot, idx, k, n, size, secs,
                rank_main), job_reaped(slot) (the pool's poll, or the end
                of a test's own); fault_test_start() at the start of main,
-               run_jobs(&pool, env, maxjobs, argc, argv) later
+               run_jobs(&pool, env, maxjobs, argc, argv) later.  (Windows:
+               the ranks are the program started again, fork_ranks; only
+               the first process clears a job's table.)
    Judging     problems go to a bad_fn (case_bad, or a test's own list):
                judge_destroy(bad, rank, note, &d, required, bound,
                with_res), judge_resumed(bad, s, op, &call, &d, resume_ns,
@@ -247,7 +249,10 @@ static inline __attribute__((unused)) int job_start(int slot, int idx, const voi
     j->rank_main = rank_main;
     j->sh = mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (j->sh == MAP_FAILED) { perror("mmap"); return -1; }
-    memset(j->sh, 0, shsize);
+    /* (Windows: a rank runs main again, up to its own job's start, and
+       opens the tables the parent made: not cleared again, since ranks of
+       this job and the ones before may be writing in them) */
+    if (first_process()) memset(j->sh, 0, shsize);
     j->t0 = now_ns();
     j->deadline = j->t0 + (int64_t)(scaled_s(secs) * 1e9);
     /* the parent closes the store's socket before the next job forks: its
@@ -272,11 +277,13 @@ static inline __attribute__((unused)) int job_reaped(int slot) {
 
 /* The start of a fault test's main(): test_start(), the launcher's
    variables and DIST_ALGO unset (a case sets it for its ranks), SIGPIPE
-   ignored. */
+   ignored (where there is one). */
 static inline __attribute__((unused)) void fault_test_start(void) {
     test_start();
     UNSET_ENV(LAUNCHER_ENV, "DIST_ALGO");
+#ifndef _WIN32
     signal(SIGPIPE, SIG_IGN);
+#endif
 }
 
 /* run_pool(pool) on g_jobs, with up to the number in environment variable

@@ -1,5 +1,6 @@
 // TIMEOUT: 120
 // TRANSPORTS: auto tcp mixed
+// WINDOWS: yes
 /* test_abort.c - dist_abort: tearing a communicator down from any thread.
 
    Every job is forked here (fork + dist_init over tcp://127.0.0.1, rank 0
@@ -58,9 +59,7 @@
 #endif
 #include "dist.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -70,7 +69,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -288,7 +286,7 @@ static int child(int rank, int port, int lfd, void *p) {
     dist_config cfg;
     memset(&cfg, 0, sizeof cfg);
     tcp_config(&cfg, url, sizeof url, port, a->n, rank, TMO_MS, lfd);
-    alarm((unsigned)(25 * g_scale + 0.5));
+    rank_alarm((unsigned)(25 * g_scale + 0.5));
     dist_result res = dist_init(&w, &cfg);
     if (res != DIST_OK) return fail_at(rank, __LINE__, "dist_init: %s: %s", dist_result_name(res), dist_error_message(NULL));
     return a->fn(rank, w, a->arg);
@@ -696,7 +694,9 @@ static void case_idle(int both) {
 int main(void) {
     test_start();
     UNSET_ENV(LAUNCHER_ENV);
+#ifndef _WIN32
     signal(SIGPIPE, SIG_IGN);
+#endif
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) { perror("mmap"); return 1; }
     const char *tr = getenv("DIST_TRANSPORT");

@@ -1,4 +1,5 @@
 // TIMEOUT: 400
+// WINDOWS: yes
 /* test_launches.c - two launches started carelessly on one rendezvous
    point: neither may form a job with the other's ranks.
 
@@ -19,7 +20,9 @@
    all_reduce sees a mixed sum; a launch either forms whole (all 3 ranks
    succeed with its own sum) or its ranks fail with a sentence (a message
    naming the other launch, the port or the file).  Counts per case: how
-   many launches formed, how many failed. */
+   many launches formed, how many failed.  (Windows: the processes are
+   this program started again, fork_ranks; the file is under \tmp of the
+   current drive, Wine's /tmp, or else the current directory.) */
 #ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
 #endif
@@ -31,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
+#ifndef _WIN32
+#  include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,19 +58,55 @@ typedef struct kase {
     int file, run_ids, secret, trials;
 } kase;
 
-static void rank_main(const kase *k, int trial, int launch, int rank, const char *url) {
+/* The rendezvous file of trial t (file://), made by the parent (its pid)
+   before the fork; on Windows each rank works it out again, from the
+   test's first process. */
+static void trial_path(int t, char *path, size_t cap) {
+#ifdef _WIN32
+    /* file:// takes an absolute path that starts with "/": on the current
+       drive (Wine's Z: is the Unix root, where /tmp is) */
+    DWORD a = GetFileAttributesA("\\tmp");
+    if (a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY)) {
+        snprintf(path, cap, "/tmp/dist-test-launches-%d-%d", (int)getppid(), t);
+    } else {            /* no \tmp: the current directory, its drive left out */
+        char cwd[MAX_PATH];
+        DWORD n = GetCurrentDirectoryA(sizeof cwd, cwd);
+        const char *p = n > 2 && cwd[1] == ':' ? cwd + 2 : cwd;
+        snprintf(path, cap, "%s%sdist-test-launches-%d-%d", p, p[0] && p[strlen(p) - 1] == '\\' ? "" : "/", (int)getppid(), t);
+        for (char *q = path; *q; q++) if (*q == '\\') *q = '/';
+    }
+#else
+    snprintf(path, cap, "/tmp/dist-test-launches-%d-%d", (int)getpid(), t);
+#endif
+}
+
+/* What each of a trial's 6 processes gets: the case, the trial and its
+   file (the url is made from them, or from the port fork_ranks hands
+   down). */
+typedef struct trial_arg { const kase *k; int t; char path[96]; } trial_arg;
+
+/* Process i of a trial (fork_ranks): rank i % W of launch i / W. */
+static int rank_main(int i, int port, int lfd, void *arg) {
+    const trial_arg *ta = (const trial_arg *)arg;
+    const kase *k = ta->k;
+    int launch = i / W, rank = i % W;
     dist_config cfg;
     dist_t *w = NULL;
-    char run_id[64];
+    char run_id[64], url[128];
     out_t *o = &sh->o[launch][rank];
     int32_t v = launch == 0 ? 1 : 1000;
     long t0;
     dist_result r;
+    (void)lfd;
+#ifndef _WIN32
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (k->file) snprintf(url, sizeof url, "file://%s", ta->path);
+    else snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     srand((unsigned)(getpid() * 2654435761u) ^ (unsigned)now_ns());
     sleep_ms(rand() % 41);
     memset(&cfg, 0, sizeof cfg);
-    snprintf(run_id, sizeof run_id, "test-launches-%d-%d-%c", (int)getppid(), trial, 'A' + launch);
+    snprintf(run_id, sizeof run_id, "test-launches-%d-%d-%c", (int)getppid(), ta->t, 'A' + launch);
     cfg.init_method = url;
     cfg.world_size = W;
     cfg.rank = rank;
@@ -81,35 +122,39 @@ static void rank_main(const kase *k, int trial, int launch, int rank, const char
     snprintf(o->msg, sizeof o->msg, "%s", r == DIST_OK ? "" : dist_error_message(w));
     if (w) dist_destroy(w);
     __atomic_store_n(&o->done, 1, __ATOMIC_SEQ_CST);
+    fflush(NULL);
     _exit(0);
 }
 
-/* One trial; returns 0 when it passed, and adds to the counts. */
+/* One trial; returns 0 when it passed, and adds to the counts.  (On
+   Windows its processes are this program started again, which runs main
+   up to this trial's fork_ranks: the earlier trials start nothing there,
+   and only the first process clears the table, removes files and
+   judges.) */
 static int trial(const kase *k, int t, int *formed, int *refused, char *why, size_t cap) {
-    char url[128], path[96];
-    pid_t pid[2][W];
-    int64_t deadline;
-    int bad = 0;
-    memset(sh, 0, sizeof *sh);
-    snprintf(path, sizeof path, "/tmp/dist-test-launches-%d-%d", (int)getpid(), t);
+    pid_t pid[2 * W];
+    int st[2 * W], reaped[2 * W];
+    int bad = 0, port = 0;
+    trial_arg ta;
+    const char *path = ta.path;
+    ta.k = k;
+    ta.t = t;
+    trial_path(t, ta.path, sizeof ta.path);
+    if (first_process()) {
+        memset(sh, 0, sizeof *sh);
+        unlink(path);
+    }
+    if (!k->file) port = free_port(AF_INET);
+    fork_ranks(2 * W, pid, port, -1, rank_main, &ta);
+    for (int i = 0; i < 2 * W; i++) {
+        reaped[i] = pid[i] < 0;
+        if (pid[i] < 0) st[i] = -1;
+    }
+    reap_all(2 * W, pid, st, reaped, now_ns() + (int64_t)scaled(15000) * 1000000);
+    if (!first_process()) return 0;
     unlink(path);
-    if (k->file) snprintf(url, sizeof url, "file://%s", path);
-    else snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port(AF_INET));
-    for (int l = 0; l < 2; l++)
-        for (int r = 0; r < W; r++) {
-            pid[l][r] = fork();
-            if (pid[l][r] == 0) rank_main(k, t, l, r, url);
-        }
-    deadline = now_ns() + (int64_t)scaled(15000) * 1000000;
-    for (int l = 0; l < 2; l++)
-        for (int r = 0; r < W; r++) {
-            int st;
-            while (waitpid(pid[l][r], &st, WNOHANG) == 0) {
-                if (now_ns() > deadline) { kill(pid[l][r], SIGKILL); waitpid(pid[l][r], &st, 0); break; }
-                sleep_ms(5);
-            }
-        }
-    unlink(path);
+    for (int i = 0; i < 2 * W; i++)
+        if (pid[i] < 0 && !bad) { snprintf(why, cap, "launch %c rank %d: could not start its process", 'A' + i / W, i % W); bad = 1; }
     for (int l = 0; l < 2; l++) {
         int ok_ranks = 0, pure = W * (l == 0 ? 1 : 1000);
         for (int r = 0; r < W; r++) {
