@@ -1,4 +1,5 @@
 // TIMEOUT: 300
+// WINDOWS: yes, but for the NVRTC compile checks where no NVRTC DLL loads (under Wine), and the two stub-driver cases (a Linux library)
 /* test_cuda.c - dist_cuda.h.
    Without a GPU (what CI has):
    - our declarations of CUDA's types and constants match cuda.h and nccl.h
@@ -12,7 +13,15 @@
      (asked in the config, or DIST_CUDA_BACKEND=ipc); an unknown
      DIST_CUDA_BACKEND is refused; every call refuses NULL.
    On a machine with a device, tests/test_cuda_gpu.c runs the GPU checks.
-   Exit 0: all passed; 77: skipped (no NVRTC); 1: a check failed. */
+   Exit 0: all passed; 77: skipped (no NVRTC); 1: a check failed.
+   Windows (mingw-w64, under Wine: no nvcuda.dll, no NVRTC DLL): the same
+   checks through LoadLibrary, with C:\nonexistent\nvcuda.dll for the path
+   that does not exist; without NVRTC, dist_cuda_compile_kernels must fail
+   with DIST_ERR_NO_DEVICE saying so (and naming DIST_CUDA_LIBNVRTC's path
+   when that is set), and the compile checks are left out, said on a line
+   ("skip (Windows): ..."), not the whole test; the stub driver's cases are
+   left out (the toolkit's stub is a Linux library; CUDA for Windows has
+   none), each said on a line. */
 #define DIST_IMPLEMENTATION
 #define DIST_CUDA_IMPLEMENTATION
 #include "dist_cuda.h"
@@ -67,6 +76,26 @@ static int g_fail;
 #define TCHECK(cond, ...) do { if (!(cond)) { printf("FAIL "); printf(__VA_ARGS__); printf("\n"); g_fail++; } } while (0)
 
 /* ---- the kernels through NVRTC --------------------------------------------- */
+#ifdef _WIN32
+/* (Windows) DIST_CUDA_LIBNVRTC naming a DLL that does not exist: refused
+   with DIST_ERR_NO_DEVICE, the sentence naming it.  In a process of its
+   own: the loader tries once per process. */
+#define MISSING_NVRTC "C:\\nonexistent\\nvrtc64_120_0.dll"
+static int nvrtc_missing_path(void) {
+    char log[256];
+    dist_result r;
+    setenv("DIST_CUDA_LIBNVRTC", MISSING_NVRTC, 1);
+    r = dist_cuda_compile_kernels(80, log, sizeof log);
+    if (r != DIST_ERR_NO_DEVICE || !strstr(dist_cuda_error_message(), "DIST_CUDA_LIBNVRTC=" MISSING_NVRTC)) {
+        printf("FAIL DIST_CUDA_LIBNVRTC=%s: dist_cuda_compile_kernels gave %s, \"%s\"; want DIST_ERR_NO_DEVICE naming the path\n", MISSING_NVRTC,
+               dist_result_name(r), dist_cuda_error_message());
+        return 1;
+    }
+    printf("ok   DIST_CUDA_LIBNVRTC=%s: dist_cuda_compile_kernels fails with DIST_ERR_NO_DEVICE: \"%s\"\n", MISSING_NVRTC, dist_cuda_error_message());
+    return 0;
+}
+#endif
+
 static int test_nvrtc(void) {
     char log[4096];
     int major = 0, minor = 0, n = 0, archs[128], oldest = 0;
@@ -75,9 +104,25 @@ static int test_nvrtc(void) {
         printf("note: DIST_COMPILE_CHECKS=0: the kernels' NVRTC compile checks left out of this pass (make test runs them)\n");
         return 0;
     }
+#ifdef _WIN32
+    TCHECK(run_in_process(nvrtc_missing_path) == 0, "DIST_CUDA_LIBNVRTC=%s: the check's process failed", MISSING_NVRTC);
+#endif
     if (dist_cuda_compile_kernels(80, log, sizeof log) == DIST_ERR_NO_DEVICE) {
+#ifdef _WIN32
+        /* the loader's answer is checked; the compile checks need NVRTC */
+        const char *m = dist_cuda_error_message();
+        if (!strstr(m, "cannot load NVRTC") || !strstr(m, "DIST_CUDA_LIBNVRTC")) {
+            TCHECK(0, "without NVRTC, dist_cuda_compile_kernels: \"%s\" does not say it cannot load NVRTC, nor name DIST_CUDA_LIBNVRTC", m);
+        } else {
+            printf("ok   without NVRTC, dist_cuda_compile_kernels fails with DIST_ERR_NO_DEVICE: \"%s\"\n", m);
+        }
+        printf("skip (Windows): the kernels' NVRTC compile checks: no NVRTC DLL loads here (nvrtc64_130_0.dll, nvrtc64_120_0.dll, "
+               "nvrtc64_112_0.dll; Wine has none)\n");
+        return 0;
+#else
         printf("skip: NVRTC cannot be loaded here (%s)\n", dist_cuda_error_message());
         return 77;
+#endif
     }
     dist_cuda__rtc.nvrtcVersion(&major, &minor);
     dist_cuda__rtc.nvrtcGetNumSupportedArchs(&n);
@@ -123,21 +168,39 @@ static int nodev_rank(dist_t *world, void *arg) {
 }
 
 
+#define STUB_DRIVER "/usr/local/cuda/lib64/stubs/libcuda.so"
+#ifdef _WIN32
+#  define MISSING_DRIVER "C:\\nonexistent\\nvcuda.dll"
+#  define DEFAULT_DRIVER "nvcuda.dll"
+#else
+#  define MISSING_DRIVER "/nonexistent/libcuda.so.1"
+#  define DEFAULT_DRIVER "libcuda.so.1"
+#endif
+
 static void test_no_device(void) {
     static const nodev_case cases[] = {
         { NULL, "", DIST_CUDA_AUTO, NULL, DIST_OK },                      /* says: filled below */
-        { "/usr/local/cuda/lib64/stubs/libcuda.so", "did not start", DIST_CUDA_AUTO, NULL, DIST_OK },
-        { "/nonexistent/libcuda.so.1", "DIST_CUDA_LIBCUDA=/nonexistent/libcuda.so.1", DIST_CUDA_AUTO, NULL, DIST_OK },
+        { STUB_DRIVER, "did not start", DIST_CUDA_AUTO, NULL, DIST_OK },
+        { MISSING_DRIVER, "DIST_CUDA_LIBCUDA=" MISSING_DRIVER, DIST_CUDA_AUTO, NULL, DIST_OK },
         { NULL, "", DIST_CUDA_IPC, NULL, DIST_OK },                       /* backend IPC: the same */
-        { "/usr/local/cuda/lib64/stubs/libcuda.so", "did not start", DIST_CUDA_IPC, NULL, DIST_OK },
+        { STUB_DRIVER, "did not start", DIST_CUDA_IPC, NULL, DIST_OK },
         { NULL, "", DIST_CUDA_AUTO, "ipc", DIST_OK },
-        { "/nonexistent/libcuda.so.1", "DIST_CUDA_LIBCUDA=/nonexistent/libcuda.so.1", DIST_CUDA_AUTO, "ipc", DIST_OK },
+        { MISSING_DRIVER, "DIST_CUDA_LIBCUDA=" MISSING_DRIVER, DIST_CUDA_AUTO, "ipc", DIST_OK },
         { NULL, "DIST_CUDA_BACKEND=bogus: want auto, staged, nccl or ipc", DIST_CUDA_AUTO, "bogus", DIST_ERR_INVALID },
     };
     static const char *const names[] = { "auto", "staged", "nccl", "ipc" };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nodev_case k = cases[i];
         char how[96];
+        if (k.env) snprintf(how, sizeof how, "DIST_CUDA_BACKEND=%s", k.env);
+        else snprintf(how, sizeof how, "backend %s", names[k.backend]);
+#ifdef _WIN32
+        if (k.libcuda && strstr(k.libcuda, "stubs")) {
+            printf("skip (Windows): 2 ranks, the toolkit's stub driver, %s: it is a Linux library (%s), and CUDA for Windows has no stub DLL\n",
+                   how, k.libcuda);
+            continue;
+        }
+#endif
         if (k.libcuda && access(k.libcuda, R_OK) != 0 && strstr(k.libcuda, "stubs")) {
             printf("note: no stub driver at %s; that case not run\n", k.libcuda);
             continue;
@@ -145,14 +208,12 @@ static void test_no_device(void) {
         if (!k.libcuda && !k.says[0]) k.says = "dist_cuda_init on rank";
         if (k.libcuda) setenv("DIST_CUDA_LIBCUDA", k.libcuda, 1); else unsetenv("DIST_CUDA_LIBCUDA");
         if (k.env) setenv("DIST_CUDA_BACKEND", k.env, 1); else unsetenv("DIST_CUDA_BACKEND");
-        int rc = dist_spawn(2, nodev_rank, &k, NULL);
+        int rc = spawn_job(2, nodev_rank, &k, NULL);   /* (Windows: in a process of its own, see testutil.h) */
         unsetenv("DIST_CUDA_LIBCUDA");
         unsetenv("DIST_CUDA_BACKEND");
-        if (k.env) snprintf(how, sizeof how, "DIST_CUDA_BACKEND=%s", k.env);
-        else snprintf(how, sizeof how, "backend %s", names[k.backend]);
-        TCHECK(rc == 0, "2 ranks, driver %s, %s: dist_spawn returned %d", k.libcuda ? k.libcuda : "(default)", how, rc);
+        TCHECK(rc == 0, "2 ranks, driver %s, %s: dist_spawn returned %d: %s", k.libcuda ? k.libcuda : "(default)", how, rc, spawn_job_error());
         if (rc == 0)
-            printf("ok   2 ranks, driver %s, %s: %s on both, with a sentence\n", k.libcuda ? k.libcuda : "(default: libcuda.so.1)", how,
+            printf("ok   2 ranks, driver %s, %s: %s on both, with a sentence\n", k.libcuda ? k.libcuda : "(default: " DEFAULT_DRIVER ")", how,
                    dist_result_name(k.want ? k.want : DIST_ERR_NO_DEVICE));
     }
     /* every call refuses a NULL communicator */
@@ -184,7 +245,9 @@ int main(void) {
 #if !defined(HAVE_CUDA_H)
     printf("note: cuda.h not found: our declarations of CUDA's types were not compared with it\n");
 #endif
-    if (cuda_have_device())
+    /* (Windows: asked in the first process alone; the processes that run
+       main again take its answer) */
+    if (first_value("cuda_device", first_process() ? cuda_have_device() : 0))
         printf("note: this machine has a CUDA device: the no-device checks do not apply (tests/test_cuda_gpu.c runs the GPU checks)\n");
     else
         test_no_device();
