@@ -926,7 +926,11 @@ DIST__PLATFORM const char *dist__win_error_text(DWORD code, char *buf, size_t ca
 
 DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
     HMODULE h = LoadLibraryA(name);
-    if (!h && why && cap) dist__win_error_text(GetLastError(), why, cap);
+    if (!h && why && cap) {                 /* "name: reason", as dlerror() says it */
+        char text[200];
+        DWORD code = GetLastError();
+        snprintf(why, cap, "%s: %s", name, dist__win_error_text(code, text, sizeof text));
+    }
     return (void *)h;
 }
 DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) {
