@@ -8582,6 +8582,13 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
         if ((spins & 255) && now - start < spin) continue;
         dist__mutex_lock(&e->lock);
         if (dist__coll_aborted(c->d, c->seq)) dist__coll_fail_noted(c);
+        else if (u->behind(c, u) < 0) {
+            /* It came meanwhile.  A member may write its part, leave and
+               die (or abort) before this look: what it wrote counts, as
+               bytes sent before a close do over TCP. */
+            dist__mutex_unlock(&e->lock);
+            continue;
+        }
         else if (!dist__coll_member_lost(c) && (c->grace_ns || now >= dist__coll_deadline(c) || dist__coll_given_up(c)))
             dist__coll_overdue(c, g, u->what, now);     /* after a grace period, fails naming who stopped */
         if (c->res == DIST_OK && now - start < spin) {
