@@ -1,4 +1,5 @@
 // TIMEOUT: 300
+// ALONE: async waits are bounded against the blocking calls' time (2x + 0.25 s)
 // TRANSPORTS: auto tcp mixed
 // WINDOWS: yes
 /* test_groups_async.c - dist_new_group and the _async collectives.
