@@ -55,7 +55,9 @@
                recv_n and wait_close, bounded by a now_ms() deadline
                (R_FULL, R_EOF, R_TIMEOUT); listening_ports(pid, ...): the
                TCP ports a process listens on (from /proc).  On Windows
-               only free_port(AF_INET), a port outside the ephemeral
+               free_port(AF_INET), and tcp_connect, send_all, recv_n and
+               wait_close where tests/compat/windows/sys/socket.h came
+               first (the rest: compat/windows/testutil_sockets.h), a port outside the ephemeral
                range (a rank binds it later)
    Processes   fork_ranks(n, pid, port, lfd, fn, arg): child r runs
                exit(fn(r, port, lfd, arg)), the parent closes lfd (Windows:
@@ -599,6 +601,12 @@ static inline __attribute__((unused)) int listen_loopback(int backlog, int *port
     return fd;
 }
 
+#endif /* !_WIN32 */
+/* (also on Windows where tests/compat/windows/sys/socket.h came first) */
+#if !defined(_WIN32) || defined(DIST_TEST_COMPAT_SOCKET_H)
+#  ifdef _WIN32
+#    include <poll.h>                  /* tests/compat/windows: WSAPoll */
+#  endif
 /* A TCP connection to 127.0.0.1:port (close-on-exec), or -1 (errno set). */
 static inline __attribute__((unused)) int tcp_connect(int port) {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -663,6 +671,8 @@ static inline __attribute__((unused)) int wait_close(int fd, long deadline, size
     }
 }
 
+#endif
+#if !defined(_WIN32)
 /* The TCP ports (IPv4 and IPv6) process `pid` listens on, from /proc: how
    many, up to max, into ports; -1 when /proc cannot tell. */
 static inline __attribute__((unused)) int listening_ports(pid_t pid, int *ports, int max) {

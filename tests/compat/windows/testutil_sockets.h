@@ -3,8 +3,9 @@
    ports themselves.  Include it after testutil.h (and dist.h, for
    read_refusal), under #ifdef _WIN32.
 
-   The same names and contracts as testutil.h's (see there): tcp_connect,
-   send_all, recv_n and wait_close (R_FULL, R_EOF, R_TIMEOUT),
+   (tcp_connect, send_all, recv_n and wait_close are testutil.h's own,
+   built on Windows too when this directory's <sys/socket.h> came before
+   it.)  The same names and contracts as testutil.h's (see there):
    listen_loopback, read_refusal, listening_ports (GetExtendedTcpTable,
    and under Wine, which knows no owners, a walk of the process's handles:
    process_socket_ports).  Windows only: still_listening(pid, port, ms)
@@ -74,61 +75,6 @@ static inline __attribute__((unused)) int listen_loopback_on(int port, int backl
 
 /* testutil.h's, but not inheritable: nothing is handed down on Windows. */
 static inline __attribute__((unused)) int listen_loopback(int backlog, int *port) { return listen_loopback_on(0, backlog, port); }
-
-static inline __attribute__((unused)) int tcp_connect(int port) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0) return -1;
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { int e = errno; close(s); errno = e; return -1; }
-    return s;
-}
-
-static inline __attribute__((unused)) int send_all(int fd, const void *b, size_t n) {
-    const uint8_t *p = (const uint8_t *)b;
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k; n -= (size_t)k;
-    }
-    return 0;
-}
-
-enum { R_FULL = 0, R_EOF = 1, R_TIMEOUT = 2 };
-
-static inline __attribute__((unused)) int recv_n(int fd, uint8_t *b, size_t n, long deadline, size_t *got) {
-    *got = 0;
-    while (*got < n) {
-        struct pollfd p = { (SOCKET)fd, POLLIN, 0 };
-        long left = deadline - now_ms();
-        ssize_t k;
-        if (left <= 0) return R_TIMEOUT;
-        if (poll(&p, 1, (int)left) <= 0) continue;
-        k = recv(fd, b + *got, n - *got, 0);
-        if (k > 0) *got += (size_t)k;
-        else if (k == 0 || (errno != EINTR && errno != EAGAIN)) return R_EOF;
-    }
-    return R_FULL;
-}
-
-static inline __attribute__((unused)) int wait_close(int fd, long deadline, size_t *extra) {
-    uint8_t b[4096];
-    *extra = 0;
-    for (;;) {
-        struct pollfd p = { (SOCKET)fd, POLLIN, 0 };
-        long left = deadline - now_ms();
-        ssize_t k;
-        if (left <= 0) return R_TIMEOUT;
-        if (poll(&p, 1, (int)left) <= 0) continue;
-        k = recv(fd, b, sizeof b, 0);
-        if (k > 0) *extra += (size_t)k;
-        else if (k == 0 || (errno != EINTR && errno != EAGAIN)) return R_EOF;
-    }
-}
 
 /* This host's listening TCP sockets from GetExtendedTcpTable (iphlpapi,
    loaded here: the tests link ws2_32 alone), IPv4 (families & 1) and
