@@ -209,7 +209,9 @@ ERRORS AND LOGGING
       "all_reduce #3: rank 6 stopped (it said nothing): timed out after
        2.0 s waiting for rank 5 to send its part, which was waiting for
        rank 6"
-   Logging goes to cfg.logger; DIST_DEBUG=info|detail logs to stderr.  The
+   Logging goes to cfg.logger; DIST_DEBUG=info|detail logs to stderr
+   (detail adds the debug level: the port each rank's mesh listens on
+   while the job forms, for a firewall to let through).  The
    library never prints on its own, never calls exit() or abort(): it ends
    no process but the children dist_spawn starts, with _Exit() once their
    function has returned.
@@ -10118,6 +10120,7 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
     ls = dist__sock_listen(host, DIST__IP_ANY, 0, why, sizeof why);
     if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: %s", s->rank, why);
     dist__sock_name(ls, 0, why, sizeof why, &port);
+    dist__logf(log, DIST_LOG_DEBUG, "init: rank %d listens for its peers on %s port %d", s->rank, host, port);
     snprintf(key, sizeof key, "dist/addr/%d", s->rank);
     snprintf(addr, sizeof addr, "%s %d", host, port);
     r = dist_store_set(d, key, addr, strlen(addr));
