@@ -199,9 +199,16 @@ ERRORS AND LOGGING
        expects 999 x float32"
    and dist_error_message(NULL) the calling thread's last one (the only
    place a failed dist_init can report).  After a peer is lost, every
-   request that needs it fails within a second, naming that rank, and so
-   do the sends of a collective it belongs to still queued for live ranks
-   (a collective fails with the death, not with a survivor's goodbye).
+   request that needs it fails within a second, naming that rank.  A
+   collective fails at once on the rank that still needed something from
+   it, which tells the others (they fail naming it too); a rank that needs
+   nothing more from it goes on, since a rank that did its part of a
+   collective may leave at once (exit, abort, crash) while the others
+   finish theirs: what it sent counts, as bytes sent before a close do.
+   A member's death fails the call anyway after a grace (a twentieth of
+   the timeout, 50-500 ms) unless it completed, and a barrier, all_reduce,
+   all_gather, reduce_scatter or all_to_all that begins with a member
+   dead fails at once (none could have completed without it).
    When a collective times out, the rank that stopped is named, not
    the neighbour that waited for it: each rank whose time is up tells the
    others whom it waited for and, a grace period later (a fifth of the
@@ -5830,17 +5837,15 @@ static int dist__peer_pull(dist__engine *e, dist__peer *p) {
 /* [SECTION] engine: failure */
 
 /* Gathers (through r->next) the requests in every index queue of `table`
-   from source `src` (-2: any), or, with `dead`, the collective receives of
-   communicators that have `src` as a member. */
-static dist_req_t *dist__ix_gather(dist__engine *e, dist_req_t *list, int table, int src, int dead) {
+   from source `src` (-2: any).  (A death fails only what needed the dead
+   rank: a collective's receives from others go on, since it may have
+   finished its part and left; whoever still waits for it fails and tells
+   the others.) */
+static dist_req_t *dist__ix_gather(dist__engine *e, dist_req_t *list, int table, int src) {
     for (size_t i = 0; i < e->ix.cap; i++) {
         dist__queue *q = e->ix.slot[i];
         if (!q || q->table != table || dist__list_empty(&q->items)) continue;
-        if (src != -2 && q->src != src) {
-            const dist_req_t *first = DIST__CONTAINER(q->items.next, dist_req_t, link);
-            const dist_t *c = first->comm;
-            if (!(dead && q->kind == DIST__FRAME_COLL && c && (!c->group_of || c->group_of[src] >= 0))) continue;
-        }
+        if (src != -2 && q->src != src) continue;
         for (dist__link *n = q->items.next; n != &q->items; n = n->next) {
             dist_req_t *r = DIST__CONTAINER(n, dist_req_t, link);
             r->next = list;
@@ -5887,7 +5892,7 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
             r->next = list;
             list = r;
         }
-    list = dist__ix_gather(e, list, DIST__IX_RDV_SEND, p->rank, 0);
+    list = dist__ix_gather(e, list, DIST__IX_RDV_SEND, p->rank);
     /* what it was to send us */
     if (!dist__list_empty(&p->pullq) && p->t->pull_stop)
         p->t->pull_stop(e, p, DIST__CONTAINER(p->pullq.next, dist_req_t, link));
@@ -5898,9 +5903,9 @@ static void dist__peer_fail_requests(dist__engine *e, dist__peer *p, dist_result
         r->next = list;
         list = r;
     }
-    list = dist__ix_gather(e, list, DIST__IX_RDV_RECV, p->rank, 0);
-    list = dist__ix_gather(e, list, DIST__IX_POSTED, p->rank, dead);
-    if (dead) list = dist__ix_gather(e, list, DIST__IX_POSTED_ANY, -2, 0);
+    list = dist__ix_gather(e, list, DIST__IX_RDV_RECV, p->rank);
+    list = dist__ix_gather(e, list, DIST__IX_POSTED, p->rank);
+    if (dead) list = dist__ix_gather(e, list, DIST__IX_POSTED_ANY, -2);
     if (x->req) {
         if (!x->segment) { x->req->next = list; list = x->req; }   /* (a piece's receive is in RDV_RECV) */
         x->req = NULL;
@@ -5938,26 +5943,9 @@ static void dist__peer_vfail(dist__engine *e, dist__peer *p, dist_result code, c
     p->t->close(e, p);
     dist__logf(&e->log, code == DIST_ERR_ABORTED ? DIST_LOG_INFO : DIST_LOG_ERROR, "%s", p->why);
     dist__peer_fail_requests(e, p, code);
-    /* A collective of a communicator it belongs to cannot complete: its
-       sends still queued for live members fail with this death too (else
-       such a send waits until that member gives up, and the collective
-       fails with the member's goodbye instead of the cause).  What is on
-       the wire goes on: a frame cannot be taken back half written. */
-    for (int j = 0; j < e->world; j++) {
-        dist__peer *q = &e->peers[j];
-        if (q == p || q->fd == DIST__NO_SOCKET) continue;
-        for (dist__link *n = q->sendq.next, *next; n != &q->sendq; n = next) {
-            dist_req_t *r = DIST__CONTAINER(n, dist_req_t, link);
-            dist_t *d = r->comm;
-            int g;
-            next = n->next;
-            if (r->frame_kind != DIST__FRAME_COLL || r->state != DIST__RS_QUEUED || !d || (g = dist__grank(d, p->rank)) < 0 || g >= d->world ||
-                (uint64_t)r->tag != DIST__LOAD_RELAXED(&d->active_seq))
-                continue;
-            dist__unlink(n);
-            dist__req_failf(e, r, code, "%s", p->why);
-        }
-    }
+    /* A collective it was in goes on where it needs nothing more from it:
+       it may have finished its part and left.  Whoever still waits for it
+       fails, and tells the others (dist__coll_notify). */
     if (e->sleepers) dist__cond_broadcast(&e->cond);
 }
 
@@ -7740,6 +7728,8 @@ typedef struct dist__coll {
     const char *waited_what;     /* ...to do this */
     int blamed;                  /* the member its failure names (-1: none), told to the others */
     int now_told;                /* what it is in is published for ranks waiting in shared memory */
+    int lost_seen;               /* e->failed_peers when last looked (dist__coll_lost_late) */
+    int64_t lost_ns;             /* a member died while this call ran: it fails a grace later unless done (0: none) */
     dist_req_t *reqs;            /* posted and not yet waited for */
     dist_result res;
     char why[DIST__ERRLEN];
@@ -7769,21 +7759,63 @@ static void dist__coll_fail_noted(dist__coll *c) {
     if (a) dist__coll_failf(c, a->code, "%s", a->text);
 }
 
-/* A member of the communicator died: the collective cannot complete.  (A
-   member that left cleanly did its part first; what we still need from it
-   is either queued already or fails when its receive is posted.)  Under
-   the engine lock. */
-static int dist__coll_member_lost(dist__coll *c) {
+/* Deaths.  A collective fails at once with the death of a member it
+   still needs something from directly: a receive from it, a send to it,
+   its part in shared memory.  A member that wrote its part and then left
+   or died has done it (bytes sent before a close count, as over TCP):
+   the call may still complete, as when every rank ends with a barrier and
+   exits at once.  Other members' deaths fail the call a grace period
+   later (a twentieth of the timeout, 50-500 ms) unless it completed meanwhile,
+   so nothing waits on a member that waits for the dead one; whoever needed
+   it directly has failed by then and told the others (dist__coll_notify).
+   A barrier, all_reduce, all_gather, reduce_scatter or all_to_all cannot
+   complete anywhere before every member has come, so one of those that
+   begins with a member dead fails at once.  Under the engine lock. */
+
+/* The first member (group rank) whose connection failed, or -1. */
+static int dist__coll_dead_member(const dist__coll *c) {
+    const dist__engine *e = c->e;
+    if (!e->failed_peers) return -1;
+    for (int g = 0; g < c->d->world; g++)
+        if (g != c->d->rank && e->peers[dist__wrank(c->d, g)].state == DIST__PEER_FAILED) return g;
+    return -1;
+}
+
+/* The call fails with member g's death (1), unless g is alive (0). */
+static int dist__coll_member_g_lost(dist__coll *c, int g) {
     dist__engine *e = c->e;
-    if (!e->failed_peers) return 0;
-    for (int g = 0; g < c->d->world; g++) {
-        dist__peer *p = &e->peers[dist__wrank(c->d, g)];
-        if (g != c->d->rank && p->state == DIST__PEER_FAILED) {
-            dist__coll_failf(c, e->aborted ? DIST_ERR_ABORTED : DIST_ERR_PEER_LOST, "%s", p->why);
-            return 1;
-        }
+    dist__peer *p;
+    if (!e->failed_peers || g < 0 || g >= c->d->world || g == c->d->rank) return 0;
+    p = &e->peers[dist__wrank(c->d, g)];
+    if (p->state != DIST__PEER_FAILED) return 0;
+    dist__coll_failf(c, e->aborted ? DIST_ERR_ABORTED : DIST_ERR_PEER_LOST, "%s", p->why);
+    return 1;
+}
+
+/* That grace period. */
+static int64_t dist__lost_grace_ns(const dist_t *d) {
+    return DIST__MIN(DIST__MAX((int64_t)d->timeout_ms / 20, (int64_t)50), (int64_t)500) * 1000000;
+}
+
+/* A member died while the call ran (noted now), and the grace is over:
+   the call fails with that death (1). */
+static int dist__coll_lost_late(dist__coll *c, int64_t now) {
+    if (c->res != DIST_OK || !c->e->failed_peers) return 0;
+    if (!c->lost_ns) {
+        int seen = DIST__LOAD_RELAXED(&c->e->failed_peers);
+        if (seen == c->lost_seen) return 0;
+        c->lost_seen = seen;
+        if (dist__coll_dead_member(c) < 0) return 0;
+        c->lost_ns = now;
     }
-    return 0;
+    if (now - c->lost_ns < dist__lost_grace_ns(c->d)) return 0;
+    return dist__coll_member_g_lost(c, dist__coll_dead_member(c));
+}
+
+/* When a wait must look again: the timeout, or the end of a death's grace. */
+static int64_t dist__coll_wake_by(dist__coll *c) {
+    int64_t t = dist__coll_deadline(c);
+    return c->lost_ns ? DIST__MIN(t, c->lost_ns + dist__lost_grace_ns(c->d)) : t;
 }
 
 /* Who stopped.  A member that stops (SIGSTOP, a debugger, a call it never
@@ -7906,7 +7938,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     const dist__abort_note *a;
     c->d = d; c->e = d->eng;         /* every field, but no memset of the sentence */
     c->deadline_ns = 0; c->reqs = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
-    c->grace_ns = 0; c->waited = -1; c->waited_what = ""; c->blamed = -1;
+    c->grace_ns = 0; c->waited = -1; c->waited_what = ""; c->blamed = -1; c->lost_seen = 0; c->lost_ns = 0;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
@@ -7924,7 +7956,11 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     dist__coll_tell_now(c);
     dist__coll_check_queued(c);
     if ((a = dist__coll_aborted(d, c->seq)) != NULL) dist__coll_failf(c, a->code, "%s", a->text);
-    else dist__coll_member_lost(c);
+    else if (c->e->failed_peers) {   /* a member dead already (see "Deaths" above) */
+        int rooted = kind == DIST__COLL_BROADCAST || kind == DIST__COLL_REDUCE || kind == DIST__COLL_GATHER || kind == DIST__COLL_SCATTER;
+        if (!rooted) dist__coll_member_g_lost(c, dist__coll_dead_member(c));
+        else dist__coll_lost_late(c, dist__now_ns());
+    }
     dist__mutex_unlock(&c->e->lock);
 }
 
@@ -7937,7 +7973,6 @@ static dist_req_t *dist__coll_post(dist__coll *c, int kind, int peer, const void
     if (c->res == DIST_OK && dist__coll_aborted(c->d, c->seq)) dist__coll_fail_noted(c);
     if (c->res == DIST_OK && (r = dist__req_alloc(e)) == NULL)
         dist__coll_failf(c, DIST_ERR_NOMEM, "out of memory for a request");
-    if (c->res == DIST_OK && e->failed_peers && dist__coll_member_lost(c)) { dist__req_release(e, r); r = NULL; }
     if (r) {
         r->comm = c->d;
         r->kind = kind;
@@ -7989,6 +8024,7 @@ static int dist__coll_req_ready(dist__engine *e, void *arg) {
     int64_t now;
     if (w->c->grace_ns) return dist__coll_aborted(w->c->d, w->c->seq) != NULL;   /* it fails when the grace ends */
     if (dist__req_is_done(e, w->r) || dist__coll_aborted(w->c->d, w->c->seq) != NULL || dist__coll_given_up(w->c)) return 1;
+    if (!w->c->lost_ns && DIST__LOAD_RELAXED(&e->failed_peers) != w->c->lost_seen) return 1;   /* a death: its grace begins */
     if (!w->c->e->shm.all || w->c->d->top != w->c->d || (now = dist__now_ns()) < w->next_look_ns) return 0;
     w->next_look_ns = now + 2000000;    /* every 2 ms: a wake-up of the wait comes at least every 100 ms */
     return dist__fast_disagrees(w->c);
@@ -8008,9 +8044,12 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
            dist__coll_overdue, after which it fails naming who stopped */
         int timed_out = 0;
         while (c->res == DIST_OK && !dist__coll_aborted(c->d, c->seq)) {
-            dist__wait_for(e, dist__coll_req_ready, &w, c->grace_ns ? c->grace_ns : dist__coll_deadline(c));
+            dist__wait_for(e, dist__coll_req_ready, &w, c->grace_ns ? c->grace_ns : dist__coll_wake_by(c));
             if ((r->done && !c->grace_ns && !dist__coll_given_up(c)) || c->res != DIST_OK || dist__coll_aborted(c->d, c->seq)) break;
-            timed_out = dist__coll_overdue(c, g, r->kind == DIST__REQ_RECV ? "send its part" : "take this rank's part", dist__now_ns());
+            int64_t now = dist__now_ns();
+            if (dist__coll_lost_late(c, now)) break;
+            if (c->grace_ns || now >= dist__coll_deadline(c) || dist__coll_given_up(c))   /* (not a death's early wake-up) */
+                timed_out = dist__coll_overdue(c, g, r->kind == DIST__REQ_RECV ? "send its part" : "take this rank's part", now);
         }
         /* timed out: withdrawn here; after another failure, when the
            collective ends (dist__coll_end) */
@@ -8584,14 +8623,17 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
         if ((spins & 255) && now - start < spin) continue;
         dist__mutex_lock(&e->lock);
         if (dist__coll_aborted(c->d, c->seq)) dist__coll_fail_noted(c);
-        else if (u->behind(c, u) < 0) {
+        else if ((g = u->behind(c, u)) < 0) {
             /* It came meanwhile.  A member may write its part, leave and
                die (or abort) before this look: what it wrote counts, as
                bytes sent before a close do over TCP. */
             dist__mutex_unlock(&e->lock);
             continue;
         }
-        else if (!dist__coll_member_lost(c) && (c->grace_ns || now >= dist__coll_deadline(c) || dist__coll_given_up(c)))
+        /* the death of the member waited for fails the wait at once,
+           another's after a grace ("Deaths" above) */
+        else if (!dist__coll_member_g_lost(c, g) && !dist__coll_lost_late(c, now) &&
+                 (c->grace_ns || now >= dist__coll_deadline(c) || dist__coll_given_up(c)))
             dist__coll_overdue(c, g, u->what, now);     /* after a grace period, fails naming who stopped */
         if (c->res == DIST_OK && now - start < spin) {
             /* a look at the connections (a death, an abort), unless the
@@ -10201,11 +10243,11 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
 /* Fails every receive still pending (nothing is written to a buffer after
    destroy or abort), telling senders whose announcements they had taken. */
 static void dist__fail_receives(dist__engine *e, dist_result code, const char *why) {
-    dist_req_t *list = dist__ix_gather(e, NULL, DIST__IX_POSTED, -2, 0);
-    list = dist__ix_gather(e, list, DIST__IX_POSTED_ANY, -2, 0);
+    dist_req_t *list = dist__ix_gather(e, NULL, DIST__IX_POSTED, -2);
+    list = dist__ix_gather(e, list, DIST__IX_POSTED_ANY, -2);
     for (dist_req_t *r = list; r; r = r->next) r->state = DIST__RS_IDLE;
     dist__fail_list(e, list, code, why);
-    list = dist__ix_gather(e, NULL, DIST__IX_RDV_RECV, -2, 0);
+    list = dist__ix_gather(e, NULL, DIST__IX_RDV_RECV, -2);
     for (int i = 0; i < e->world; i++) {
         dist__peer *p = &e->peers[i];
         if (!dist__list_empty(&p->pullq) && p->t->pull_stop) p->t->pull_stop(e, p, DIST__CONTAINER(p->pullq.next, dist_req_t, link));

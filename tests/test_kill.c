@@ -76,9 +76,12 @@
        (and the root of a broadcast, or anyone sending to a dead root of a
        reduce or gather) may complete, its part being done; mid, any
        survivor may complete (what it needed may have arrived before the
-       death), as long as one fails; before, nothing may complete (the
-       death is known when the call starts) but dist_new_group on a rank
-       that is not a member.  A rank outside the group makes no call.
+       death), as long as one fails; before, the same as during for
+       broadcast/reduce/gather/scatter (a member that did its part of one
+       may leave before the others begin theirs, so a death known when the
+       call starts does not fail it at once: see tests/test_leave.c), and
+       nothing else may complete but dist_new_group on a rank that is not
+       a member.  A rank outside the group makes no call.
      - the error is DIST_ERR_PEER_LOST for point-to-point, collectives
        (blocking, async, on a group) and store calls when rank 0, the
        store's host, died: the death is seen directly (a connection ends).
@@ -308,7 +311,8 @@ static int wrank_of_root(const kcase *k) {
    from the victim at that moment (see the header). */
 static int may_complete(const kcase *k, int r) {
     int root = wrank_of_root(k), vroot = k->victim == root;
-    if (k->when == BEFORE) return k->op == OP_NEW_GROUP && !(k->group >> r & 1);
+    if (k->when == BEFORE && k->op != OP_BCAST && k->op != OP_REDUCE && k->op != OP_GATHER && k->op != OP_SCATTER)
+        return k->op == OP_NEW_GROUP && !(k->group >> r & 1);
     if (k->when == MID) return 1;          /* what it needs may have come before the death */
     switch (k->op) {
     case OP_BCAST: return !vroot;                   /* the root, and those not below the victim */
