@@ -1,7 +1,7 @@
 // TIMEOUT: 900
 // ALONE: the per-tenth cost of its loops is bounded by the median tenth's, and peak memory
 // TRANSPORTS: auto tcp mixed
-// WINDOWS: yes, with a quarter of the calls (FLOOD_SCALE), and the peak RSS since the rank's process started (see "memory" below)
+// WINDOWS: yes, with an eighth of the calls (FLOOD_SCALE), and the peak RSS since the rank's process started (see "memory" below)
 /* test_flood.c - calls back to back, the way benchmark loops and real
    programs make them: no barrier between calls, a root that runs ahead, a
    rank that falls behind, a producer that floods a rank that sleeps.
@@ -11,7 +11,7 @@
        and 8 ranks: FLOOD_SMALL calls of 8 bytes per rank (100,000 by
        default over shared memory, 40,000 over TCP; a fifth of that on 8
        ranks, which share 2 cores 4 to 1) and
-       FLOOD_LARGE calls of 1 MiB (1,000 over shared memory, 300 over
+       FLOOD_LARGE calls of 1 MiB (400 over shared memory, 300 over
        TCP; a quarter of that on 8 ranks), the rooted
        ones with the root fixed at 0 and rotating (call i: root i mod n);
        plus a broadcast loop whose last rank naps 2 ms every 500 calls (a
@@ -51,9 +51,9 @@
    Time: ~1.5 min per transport (small calls: 100,000 over shared
    memory, 40,000 over TCP and mixed, where each costs ~3x); FLOOD_SCALE
    divides the call counts (the sanitizer passes set DIST_TIMEOUT_SCALE
-   and get a tenth of them; Windows a quarter by default: 25,000 small
-   calls, 250 large, 250,000 messages, ~1.5 min under Wine on two busy
-   cores, where all of them took ~7.5 min). */
+   and get a tenth of them; Windows an eighth by default: 12,500 small
+   calls, 50 large, 125,000 messages, where a quarter took ~3 min under
+   Wine in CI and all of them ~7.5 min). */
 #ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
 #define DIST_IMPLEMENTATION
 #endif
@@ -75,10 +75,10 @@
 #define MAXN 8
 #define BUDGET ((size_t)1 << 20)
 /* Windows (under Wine, where a call costs several times what it does on
-   Linux): a quarter of the calls unless FLOOD_SCALE says otherwise (see
+   Linux): an eighth of the calls unless FLOOD_SCALE says otherwise (see
    the header) */
 #ifdef _WIN32
-#  define FLOOD_DEFAULT_SCALE 4
+#  define FLOOD_DEFAULT_SCALE 8
 #else
 #  define FLOOD_DEFAULT_SCALE 1
 #endif
@@ -467,7 +467,7 @@ int main(int argc, char **argv) {
         const char *t = getenv("DIST_TRANSPORT");
         int shm = !t || !*t || strcmp(t, "auto") == 0 || strcmp(t, "shm") == 0;
         g_small = env_int("FLOOD_SMALL", 10, 10000000, shm ? 100000 : 40000) / scale;
-        g_large = env_int("FLOOD_LARGE", 10, 1000000, shm ? 1000 : 300) / scale;
+        g_large = env_int("FLOOD_LARGE", 10, 1000000, shm ? 400 : 300) / scale;
     }
     g_msgs = env_int("FLOOD_MESSAGES", 10, 10000000, 1000000) / scale;
     if (g_small < 10) g_small = 10;

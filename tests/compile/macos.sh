@@ -41,7 +41,7 @@ esac
 # zig keeps its caches under the build directory, not in $HOME (one for
 # both targets: it locks what it shares)
 export ZIG_GLOBAL_CACHE_DIR=$out/../zig-cache ZIG_LOCAL_CACHE_DIR=$out/zig-cache
-flags=(-target "$target" -std=c11 -O1 -Wall -Wextra -Wpedantic -Werror -I. -isystem /usr/local/cuda/include)
+flags=(-target "$target" -std=c11 -O0 -Wall -Wextra -Wpedantic -Werror -I. -isystem /usr/local/cuda/include)
 
 fails=0
 build() {   # name, then the compiler's arguments
