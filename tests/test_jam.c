@@ -279,9 +279,6 @@ typedef struct fport {
     int idle;                  /* idle connections here (connecting or open) */
 } fport;
 
-#ifdef _WIN32
-typedef struct fl_news { int port, v6, gone, rank; int64_t t_scan; } fl_news;   /* (fl_scanner's) */
-#endif
 
 typedef struct flooder {
     int ep, rate, idle_target, idle_rate, store_port;
@@ -303,14 +300,7 @@ typedef struct flooder {
     struct pollfd *pset;       /* the connections WSAPoll watches (see fl_watch) */
     int *pset_at;              /* by descriptor: its index there, -1: none */
     int npset, cappset;
-    /* the listeners' scanner (fl_scanner): its thread, the ports it passed
-       on (still listening), and its news for the loop under news_lk */
-    pthread_t scan_th;
-    int scan_stop;
-    int posted[N];             /* the rank's mesh port passed on: 1, and gone: 2 */
-    pthread_mutex_t news_lk;
-    fl_news news[256];
-    int nnews;
+    int posted[N];             /* the rank's mesh port taken: 1, and gone: 2 (fl_scan) */
 #endif
 } flooder;
 
@@ -503,84 +493,35 @@ static void fl_event(flooder *f, int fd, uint32_t evs) {
 }
 
 #ifdef _WIN32
-/* Windows: a thread of the flooder's own (fl_scanner) watches for the
-   ranks' mesh ports, so that the churn goes on meanwhile.  Wine lists a
-   host's listeners without their process, and a walk of a rank's handles
-   takes longer than a mesh port stays open, so each rank says its own:
-   the library's debug line naming the port (port_log).  A port is gone
-   once its rank formed (the mesh listener is closed then).  What it finds
-   reaches the loop through a queue (fl_take_news). */
-static void fl_post(flooder *f, int port, int v6, int gone, int rank, int64_t t_scan) {
-    pthread_mutex_lock(&f->news_lk);
-    if (f->nnews < (int)(sizeof f->news / sizeof f->news[0])) {
-        fl_news *n = &f->news[f->nnews++];
-        n->port = port; n->v6 = v6; n->gone = gone; n->rank = rank; n->t_scan = t_scan;
-    }
-    pthread_mutex_unlock(&f->news_lk);
-}
-
-static void fl_scan_once(flooder *f) {
-    int64_t t_scan = now_ns();
+/* Windows: the ranks' mesh ports.  Wine lists a host's listeners without
+   their process, and a walk of a rank's handles takes longer than a mesh
+   port stays open, so each rank says its own: the library's debug line
+   naming the port (port_log).  A port is gone once its rank formed (the
+   mesh listener is closed then). */
+static void fl_scan(flooder *f) {
     for (int r = 0; r < N; r++) {
         int port = LOAD(sh->r[r].mesh_port);
-        if (f->posted[r] == 0 && port > 0 && !LOAD(sh->r[r].inited)) {
-            fl_post(f, port, 0, 0, r, t_scan);
+        if (f->posted[r] == 0 && port > 0 && !LOAD(sh->r[r].inited) && f->nports < MAXPORTS) {
+            fport *p = &f->ports[f->nports++];
+            struct sockaddr_in *b4 = (struct sockaddr_in *)&p->sa;
+            memset(p, 0, sizeof *p);
+            b4->sin_family = AF_INET;
+            b4->sin_port = htons((uint16_t)port);
+            b4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            p->salen = sizeof *b4;
+            p->port = port;
+            p->family = AF_INET;
+            p->alive = 1;
             f->posted[r] = 1;
+            INC(f->out->mesh_found);
+            if (getenv("JAM_DEBUG"))
+                fprintf(stderr, "jam-debug: rank %d's port %d found at %.1f ms\n", r, port, (double)(now_ns() - LOAD(f->out->t0)) / 1e6);
         } else if (f->posted[r] == 1 && (LOAD(sh->r[r].inited) || LOAD(sh->r[r].done))) {
-            fl_post(f, port, 0, 1, r, t_scan);
+            for (int i = 0; i < f->nports; i++)
+                if (!f->ports[i].is_store && f->ports[i].port == port) f->ports[i].alive = 0;
             f->posted[r] = 2;
         }
     }
-}
-
-static void *fl_scanner(void *arg) {
-    flooder *f = (flooder *)arg;
-    while (!LOAD(f->scan_stop)) {
-        int forming = 0;
-        if (LOAD(f->out->npids) == N)
-            for (int r = 0; r < N; r++) forming |= !LOAD(sh->r[r].inited) && !LOAD(sh->r[r].done);
-        if (LOAD(f->out->npids) == N) fl_scan_once(f);
-        sleep_ms(forming ? 1 : 5);
-    }
-    return NULL;
-}
-
-/* The loop takes what the scanner found: new ports, ports gone. */
-static void fl_take_news(flooder *f) {
-    pthread_mutex_lock(&f->news_lk);
-    for (int q = 0; q < f->nnews; q++) {
-        const fl_news *n = &f->news[q];
-        int family = n->v6 ? AF_INET6 : AF_INET;
-        if (n->gone) {
-            for (int i = 0; i < f->nports; i++)
-                if (!f->ports[i].is_store && f->ports[i].port == n->port && f->ports[i].family == family) f->ports[i].alive = 0;
-        } else if (f->nports < MAXPORTS) {
-            fport *p = &f->ports[f->nports++];
-            memset(p, 0, sizeof *p);
-            if (n->v6) {
-                struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&p->sa;
-                b6->sin6_family = AF_INET6;
-                b6->sin6_port = htons((uint16_t)n->port);
-                b6->sin6_addr = in6addr_loopback;
-                p->salen = sizeof *b6;
-            } else {
-                struct sockaddr_in *b4 = (struct sockaddr_in *)&p->sa;
-                b4->sin_family = AF_INET;
-                b4->sin_port = htons((uint16_t)n->port);
-                b4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                p->salen = sizeof *b4;
-            }
-            p->port = n->port;
-            p->family = family;
-            p->alive = 1;
-            INC(f->out->mesh_found);
-            if (getenv("JAM_DEBUG"))
-                fprintf(stderr, "jam-debug: rank %d's port %d found at %.1f ms (scan began at %.1f ms)\n", n->rank, n->port,
-                        (double)(now_ns() - LOAD(f->out->t0)) / 1e6, (double)(n->t_scan - LOAD(f->out->t0)) / 1e6);
-        }
-    }
-    f->nnews = 0;
-    pthread_mutex_unlock(&f->news_lk);
 }
 #else
 /* A listening socket of this host: its address as the kernel keeps it
@@ -902,10 +843,6 @@ static int flooder_main(int store_port, int rate, int idle_target, int idle_rate
         p->port = store_port;
         p->alive = p->is_store = 1;
     }
-#ifdef _WIN32
-    pthread_mutex_init(&f.news_lk, NULL);
-    if (pthread_create(&f.scan_th, NULL, fl_scanner, &f) != 0) { STORE(f.out->ready, 1); return 1; }
-#endif
     t_begin = t_last = now_ns();
     /* warm-up: fill the store's backlog with idle connections (at most 1 s) */
     warm_until = t_begin + 1000000000LL;
@@ -930,16 +867,10 @@ static int flooder_main(int store_port, int rate, int idle_target, int idle_rate
         forming = 0;
         if (LOAD(f.out->npids) == N)
             for (int r = 0; r < N; r++) forming |= !LOAD(sh->r[r].inited) && !LOAD(sh->r[r].done);
-#ifdef _WIN32
-        (void)next_scan;
-        (void)forming;
-        fl_take_news(&f);      /* (the scanner is a thread of its own there) */
-#else
         if (now >= next_scan && LOAD(f.out->npids) == N) {
             fl_scan(&f);
             next_scan = now + (forming ? 1000000 : 5000000);
         }
-#endif
         /* churn: the token bucket (at most 50 ms of tokens kept: a flooder
            the scheduler left out for a moment catches up, a little) */
         churn_tokens += dt * rate;
@@ -990,10 +921,6 @@ static int flooder_main(int store_port, int rate, int idle_target, int idle_rate
         }
     }
     f.out->flood_s = secs_since(t_begin);
-#ifdef _WIN32
-    STORE(f.scan_stop, 1);
-    pthread_join(f.scan_th, NULL);
-#endif
     return 0;
 }
 
