@@ -47,7 +47,10 @@
        the job's pace), plus 20 ms: the receiver of an unbounded backlog,
        or a queue scanned per call, gets slower as the loop goes on, in
        every tenth after the first slow one (a pause of a busy machine
-       slows one or two).
+       slows one or two).  A loop that misses runs once more at once and
+       is judged on that run (the first's figure is printed beside it): a
+       cost that grows misses both, a busy stretch of CI's shared 2 cores
+       (8 ranks, 10x slower for minutes once) seldom does.
    Time: ~1.5 min per transport (small calls: 100,000 over shared
    memory, 40,000 over TCP and mixed, where each costs ~3x); FLOOD_SCALE
    divides the call counts (the sanitizer passes set DIST_TIMEOUT_SCALE
@@ -91,6 +94,7 @@ typedef struct {
     double tenth_s[MAXN][10];      /* seconds each tenth of the loop took, per rank */
     long rss_kb[MAXN], hwm_kb[MAXN];
     long calls;
+    double first_ratio;            /* > 0: the loop ran twice, the first run's worst ratio (see run_loop) */
 } case_rec;
 
 typedef struct {
@@ -205,7 +209,47 @@ static void free_loop_bufs(int32_t *a, int32_t *b) { (void)a; (void)b; }
 static void free_loop_bufs(int32_t *a, int32_t *b) { free(a); free(b); }
 #endif
 
-/* Runs a loop: the ranks line up (barrier), then call back to back. */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_tenth(const double tenths[10]) {
+    double t[10];
+    memcpy(t, tenths, sizeof t);
+    qsort(t, 10, sizeof t[0], cmp_double);
+    return (t[4] + t[5]) / 2;
+}
+
+/* The job's pace: the slowest rank's median tenth.  A rank that may run
+   ahead (a gather's sender, a broadcast's root, with the flow-control
+   budget to spend) does its first tenths faster than that and the rest at
+   that pace, which is not a cost that grows. */
+static double job_pace(const case_rec *cr) {
+    double pace = 0;
+    for (int r = 0; r < cr->n; r++) pace = TEST_MAX(pace, median_tenth(cr->tenth_s[r]));
+    return pace;
+}
+
+/* Rank r's cost over time: the fastest of its last three tenths against
+   its median tenth or the job's pace, whichever is longer (*ratio).  A
+   cost that grows slows all three; a pause of the machine (a shared, busy
+   one: 0.7 s of 2.4 at times) one or two.  Tenths of a few calls each
+   (the sanitizer passes: 20 calls of 1 MiB on 8 ranks) are one more
+   tenth apart at times.  1 when it grew. */
+static int cost_grew(const case_rec *cr, int r, double pace, double *ratio) {
+    double med = median_tenth(cr->tenth_s[r]), ref = TEST_MAX(med, pace);
+    double last = TEST_MIN(cr->tenth_s[r][9], TEST_MIN(cr->tenth_s[r][8], cr->tenth_s[r][7]));
+    double factor = cr->calls >= 100 ? 3 : 4;
+    *ratio = ref > 0 ? last / ref : 0;
+    return last > factor * ref + 0.020;
+}
+
+/* Runs a loop: the ranks line up (barrier), then call back to back.  When
+   a rank's last tenths come out slow (cost_grew), every rank sees it in
+   the shared table after a barrier and the loop runs once more, judged
+   on its own: a cost that grows with the calls slows both runs, a busy
+   stretch of a shared machine (CI's 2 cores, 8 ranks) seldom does. */
 static int run_loop(dist_t *w, const loop_spec *s, int idx, const char *name) {
     int rank = dist_rank(w), n = dist_world_size(w);
     size_t cap = s->count * (size_t)n;
@@ -226,7 +270,8 @@ static int run_loop(dist_t *w, const loop_spec *s, int idx, const char *name) {
     double t0, tp;
     if (!a || !b) return FAIL("out of memory for %zu elements", cap);
     memset(a, 0, cap * 4); memset(b, 0, cap * 4);
-    if (rank == 0) { snprintf(cr->name, sizeof cr->name, "%s", name); cr->n = n; cr->calls = s->calls; }
+    if (rank == 0) { snprintf(cr->name, sizeof cr->name, "%s", name); cr->n = n; cr->calls = s->calls; cr->first_ratio = 0; }
+again:
     OK(dist_barrier(w));
     reset_peak();
     cr->rss_kb[rank] = status_kb("VmRSS:");
@@ -242,6 +287,17 @@ static int run_loop(dist_t *w, const loop_spec *s, int idx, const char *name) {
     }
     (void)t0;
     cr->hwm_kb[rank] = status_kb("VmHWM:");
+    OK(dist_barrier(w));           /* every rank's tenths are in the table */
+    if (cr->first_ratio == 0) {
+        double pace = job_pace(cr), ratio, worst = 0;
+        int grew = 0;
+        for (int r = 0; r < n; r++) { grew |= cost_grew(cr, r, pace, &ratio); worst = TEST_MAX(worst, ratio); }
+        if (grew) {
+            OK(dist_barrier(w));       /* every rank has read it before rank 0 writes */
+            if (rank == 0) cr->first_ratio = worst;
+            goto again;
+        }
+    }
     free_loop_bufs(a, b);
     return 0;
 }
@@ -374,32 +430,16 @@ static int rank_overtake(dist_t *w, void *arg) {
 }
 
 /* ---- judging ------------------------------------------------------------ */
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* timed: 1 every rank's tenths, 2 rank 1's (a receiver); 0 none.
    from: the first rank whose memory is bounded (a producer's own queued
    requests are its doing, and reported, not bounded). */
-static double median_tenth(const double tenths[10]) {
-    double t[10];
-    memcpy(t, tenths, sizeof t);
-    qsort(t, 10, sizeof t[0], cmp_double);
-    return (t[4] + t[5]) / 2;
-}
-
 static int judge(const case_rec *cr, int timed, int from) {
     int bad = 0;
     long bound_kb = (long)(BUDGET / 1024) * (cr->n - 1) + SLACK_KB, worst_kb = 0;
-    double worst_ratio = 0, pace = 0;
-    /* The job's pace: the slowest rank's median tenth.  A rank that may run
-       ahead (a gather's sender, a broadcast's root, with the flow-control
-       budget to spend) does its first tenths faster than that and the
-       rest at that pace, which is not a cost that grows. */
-    for (int r = 0; r < cr->n; r++) pace = TEST_MAX(pace, median_tenth(cr->tenth_s[r]));
+    double worst_ratio = 0, pace = job_pace(cr);
     for (int r = 0; r < cr->n; r++) {
         long grew = cr->hwm_kb[r] - cr->rss_kb[r];
+        double ratio;
         if (cr->hwm_kb[r] <= 0 || cr->rss_kb[r] <= 0) { printf("FAIL %s: rank %d reported no memory figures\n", cr->name, r); return 1; }
         if (r < from) continue;
         if (grew > worst_kb) worst_kb = grew;
@@ -408,20 +448,14 @@ static int judge(const case_rec *cr, int timed, int from) {
             bad = 1;
         }
         if (timed == 1 || (timed == 2 && r == 1)) {
-            /* tenths of a few calls each (the sanitizer passes: 20 calls
-               of 1 MiB on 8 ranks) are one more tenth apart at times */
-            /* the fastest of the last three tenths: a cost that grows
-               slows all three, a pause of the machine (a shared, busy
-               one: 0.7 s of 2.4 at times) one or two of them */
-            double med = median_tenth(cr->tenth_s[r]), ref = TEST_MAX(med, pace);
-            double last = TEST_MIN(cr->tenth_s[r][9], TEST_MIN(cr->tenth_s[r][8], cr->tenth_s[r][7]));
-            double factor = cr->calls >= 100 ? 3 : 4;
-            if (ref > 0 && last / ref > worst_ratio) worst_ratio = last / ref;
-            if (last > factor * ref + 0.020) {
+            if (cost_grew(cr, r, pace, &ratio)) {
                 printf("FAIL n=%d %s: rank %d's last three tenths took at least %.3f s each, its median tenth %.3f s, the slowest rank's %.3f s "
-                       "(calls get slower as the loop goes on)\n", cr->n, cr->name, r, last, med, pace);
+                       "(calls get slower as the loop goes on%s)\n", cr->n, cr->name, r,
+                       TEST_MIN(cr->tenth_s[r][9], TEST_MIN(cr->tenth_s[r][8], cr->tenth_s[r][7])), median_tenth(cr->tenth_s[r]), pace,
+                       cr->first_ratio > 0 ? ", in both runs" : "");
                 bad = 1;
             }
+            if (ratio > worst_ratio) worst_ratio = ratio;
         }
     }
     if (!bad) {
@@ -432,6 +466,7 @@ static int judge(const case_rec *cr, int timed, int from) {
         printf(" RSS +%ld KiB at most%s (bound %ld)", worst_kb, from ? " on the receiver" : "", bound_kb);
         if (from) printf(", the sender's own +%ld KiB", cr->hwm_kb[0] - cr->rss_kb[0]);
         if (timed) printf(", fastest of the last 3 tenths / median tenth (or the slowest rank's) <= %.2f", worst_ratio);
+        if (cr->first_ratio > 0) printf(" (a second run: the first's was %.2f)", cr->first_ratio);
         printf("\n");
     }
     return bad;

@@ -1610,6 +1610,7 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
         long flood_kib[2] = { -1, -1 }, hwm0, hwm1;
         size_t accepted[2] = { 0, 0 };
         long flood_ms[2] = { 0, 0 };
+        int held[2] = { 0, 0 };
         atomic_store(&h->cycling_stop, 1);
         for (int i = 0; i < NWORKERS; i++) pthread_join(workers[i], NULL);
         for (int i = 0; i < P_N; i++) pthread_join(probes[i], NULL);
@@ -1624,10 +1625,12 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
             fill_bytes(big, chunk, 0xF100D + (uint64_t)v);
             if (v == 0) { dist__put32(big, DIST__MAGIC); dist__put16(big + 4, DIST__PROTOCOL_VERSION); }
             else if (dist__get32(big) == DIST__MAGIC) big[0] ^= 1;
-            while (sent < ((size_t)256 << 20) && now_ms() - tf < scaled(5000)) {
-                ssize_t k = send(fd, big, chunk, MSG_NOSIGNAL);
-                if (k <= 0) break;
-                sent += (size_t)k;
+            while (sent < ((size_t)256 << 20)) {
+                int to = 0;
+                ssize_t k = send_for(fd, big, chunk, tf + scaled(5000), &to);
+                if (k > 0) sent += (size_t)k;
+                if (to) held[v] = 1;    /* neither read nor closed */
+                if (k <= 0 || (size_t)k < chunk) break;
                 if (v == 0 && sent == (size_t)k) fill_bytes(big, 8, 0xF100D);   /* only the first chunk starts as a hello */
             }
             accepted[v] = sent;
@@ -1637,7 +1640,10 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
             free(big);
         }
         hwm1 = pids[0] > 0 ? vm_hwm_kib(pids[0]) : -1;
-        if (flood_kib[0] == 0 && flood_kib[1] == 0) {
+        for (int v = 0; v < 2; v++)
+            if (held[v]) case_bad("3d: %s: the store neither read nor closed a stranger's flood (%s) for %.1f s: %zu KiB accepted, then nothing",
+                                  mode, v ? "plain garbage" : "a valid hello prefix, then garbage", scaled_s(5), accepted[v] >> 10);
+        if (flood_kib[0] == 0 && flood_kib[1] == 0 && !held[0] && !held[1]) {
             /* what a sender can push into the socket buffers alone is a few MiB */
             if (accepted[0] > ((size_t)8 << 20) || accepted[1] > ((size_t)8 << 20) || (hwm0 > 0 && hwm1 - hwm0 > 16 * 1024))
                 note("3d: %s: the store reads a stranger's flood before it looks at it: %zu MiB accepted in %ld ms after a valid hello prefix, "

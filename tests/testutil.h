@@ -52,11 +52,12 @@
                listens on right now; listen_loopback(backlog, &port): a
                listening socket on 127.0.0.1 (rank 0's store, made before
                the fork); tcp_connect(port) to 127.0.0.1; send_all;
+               send_for (a flood's send, bounded by a now_ms() deadline);
                recv_n and wait_close, bounded by a now_ms() deadline
                (R_FULL, R_EOF, R_TIMEOUT); listening_ports(pid, ...): the
                TCP ports a process listens on (from /proc).  On Windows
-               free_port(AF_INET), and tcp_connect, send_all, recv_n and
-               wait_close where tests/compat/windows/sys/socket.h came
+               free_port(AF_INET), and tcp_connect, send_all, send_for,
+               recv_n and wait_close where tests/compat/windows/sys/socket.h came
                first (the rest: compat/windows/testutil_sockets.h), a port outside the ephemeral
                range (a rank binds it later)
    Processes   fork_ranks(n, pid, port, lfd, fn, arg): child r runs
@@ -102,6 +103,7 @@
 
 #ifndef _WIN32
 #  include <arpa/inet.h>
+#  include <fcntl.h>
 #  include <netinet/in.h>
 #  include <poll.h>
 #  include <sys/socket.h>
@@ -630,6 +632,36 @@ static inline __attribute__((unused)) int send_all(int fd, const void *b, size_t
         p += k; n -= (size_t)k;
     }
     return 0;
+}
+
+/* Sends up to n bytes before the deadline (a now_ms() time), never
+   blocking past it: the socket is made non-blocking and written when poll
+   says it may be.  The bytes sent, or -1 when the peer closed or reset the
+   connection before any was (errno set); *timed_out (may be NULL) says the
+   deadline came first.  For floods, where a peer that neither reads nor
+   closes must not hang the test. */
+static inline __attribute__((unused)) ssize_t send_for(int fd, const void *b, size_t n, long deadline, int *timed_out) {
+    const uint8_t *p = (const uint8_t *)b;
+    size_t sent = 0;
+#ifdef _WIN32
+    u_long on = 1;
+    ioctlsocket((SOCKET)fd, FIONBIO, &on);
+#else
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+#endif
+    if (timed_out) *timed_out = 0;
+    while (sent < n) {
+        struct pollfd q = { fd, POLLOUT, 0 };
+        long left = deadline - now_ms();
+        ssize_t k;
+        if (left <= 0) { if (timed_out) *timed_out = 1; break; }
+        if (poll(&q, 1, (int)(left < 100 ? left : 100)) <= 0) continue;
+        k = send(fd, p + sent, n - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) sent += (size_t)k;
+        else if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        else return sent ? (ssize_t)sent : -1;
+    }
+    return (ssize_t)sent;
 }
 
 /* What recv_n and wait_close found. */
