@@ -609,16 +609,40 @@ static inline __attribute__((unused)) int listen_loopback(int backlog, int *port
 #  ifdef _WIN32
 #    include <poll.h>                  /* tests/compat/windows: WSAPoll */
 #  endif
-/* A TCP connection to 127.0.0.1:port (close-on-exec), or -1 (errno set). */
+/* Blocking mode on or off for a socket. */
+static inline __attribute__((unused)) void sock_blocking(int fd, int on) {
+#ifdef _WIN32
+    u_long nb = on ? 0 : 1;
+    ioctlsocket((SOCKET)fd, FIONBIO, &nb);
+#else
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, on ? fl & ~O_NONBLOCK : fl | O_NONBLOCK);
+#endif
+}
+
+/* A TCP connection to 127.0.0.1:port (close-on-exec, blocking), or -1
+   (errno set; ETIMEDOUT after 10 s x DIST_TIMEOUT_SCALE: a listener whose
+   backlog is full drops the call, and a blocking connect would retry for
+   minutes). */
 static inline __attribute__((unused)) int tcp_connect(int port) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0;
+    socklen_t el = sizeof err;
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (s < 0) return -1;
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { int e = errno; close(s); errno = e; return -1; }
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        struct pollfd q = { s, POLLOUT, 0 };
+        long deadline = now_ms() + (long)(10000 * timeout_scale());
+        int r = 0;
+        if (errno != EINPROGRESS && errno != EAGAIN) { err = errno; close(s); errno = err; return -1; }
+        while (now_ms() < deadline && (r = poll(&q, 1, 100)) == 0) {}
+        if (r <= 0) { close(s); errno = ETIMEDOUT; return -1; }
+        if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) { close(s); errno = err ? err : ECONNREFUSED; return -1; }
+    }
+    sock_blocking(s, 1);
     return s;
 }
 
@@ -643,12 +667,7 @@ static inline __attribute__((unused)) int send_all(int fd, const void *b, size_t
 static inline __attribute__((unused)) ssize_t send_for(int fd, const void *b, size_t n, long deadline, int *timed_out) {
     const uint8_t *p = (const uint8_t *)b;
     size_t sent = 0;
-#ifdef _WIN32
-    u_long on = 1;
-    ioctlsocket((SOCKET)fd, FIONBIO, &on);
-#else
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-#endif
+    sock_blocking(fd, 0);
     if (timed_out) *timed_out = 0;
     while (sent < n) {
         struct pollfd q = { fd, POLLOUT, 0 };
