@@ -285,7 +285,7 @@ $(WIN_BUILD)/%.exe: examples/%.c $(HEADERS) | deps
 	$(WIN_CC) -std=c11 -O2 -Wall -Wextra -Werror -I. $< -o $@ -lws2_32
 $(WIN_BUILD)/distrun.exe: tools/distrun.c | deps
 	@mkdir -p $(WIN_BUILD)
-	$(WIN_CC) -std=c11 -O2 -Wall -Wextra -Werror $< -o $@
+	$(WIN_CC) -std=c11 -O2 -Wall -Wextra -Werror -I. $< -o $@ -lws2_32
 demo-windows: $(WIN_DEMO) $(EXAMPLE_DATA)
 	WINEDEBUG=-all wine $(WIN_BUILD)/demo.exe
 	@echo

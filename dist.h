@@ -94,7 +94,8 @@ COMPILE-TIME OPTIONS
                              testing that path on Linux.
 
 RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
-   MASTER_ADDR, MASTER_PORT  where rank 0 hosts the store (env://)
+   MASTER_ADDR, MASTER_PORT  where the store is (env://): rank 0's, or
+                             the launcher's (DIST_STORE_HOSTED)
    RANK, WORLD_SIZE          this process's rank and the job's size
    LOCAL_RANK                rank on this host (informational)
    OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS
@@ -123,12 +124,17 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
                              random one; without it, under srun, mpirun or
                              torchrun, their job id; see RENDEZVOUS)
    DIST_STORE_LISTEN_FD      a listening socket rank 0 hosts the store on
-                             instead of binding MASTER_PORT (what distrun
-                             and dist_spawn pass down; cfg.store_listen_fd)
+                             instead of binding MASTER_PORT (a launcher
+                             may pass one down; cfg.store_listen_fd)
+   DIST_STORE_HOSTED         1: the store is hosted outside the ranks, by
+                             a launcher (distrun and dist_spawn do so:
+                             dist_store_host_start), and rank 0 joins it
+                             as the others do (cfg.store_hosted)
 
 STEP BY STEP
-   1. dist_init(&world, &cfg) joins the job.  Rank 0 hosts a key-value store
-      on MASTER_ADDR:MASTER_PORT; every rank publishes the address of its
+   1. dist_init(&world, &cfg) joins the job.  Rank 0 (or the launcher:
+      DIST_STORE_HOSTED) hosts a key-value store on
+      MASTER_ADDR:MASTER_PORT; every rank publishes the address of its
       own listening socket there, then the ranks connect a full TCP mesh
       with a versioned handshake that rejects strangers.  Ranks on the same
       host (same boot, host name, user and namespaces) then agree, over
@@ -432,6 +438,10 @@ typedef struct dist_config {
                                 rank of one launch shares and no other
                                 launch has: the store turns away ranks of
                                 another launch (see RENDEZVOUS)             */
+    int store_hosted;        /* 0: $DIST_STORE_HOSTED, else no.  1: the
+                                store is hosted outside the ranks (a
+                                launcher: dist_store_host_start), and rank 0
+                                joins it as the others do                   */
 } dist_config;
 
 typedef struct dist dist_t;          /* a communicator */
@@ -548,7 +558,7 @@ DIST_API dist_result dist_iprobe(dist_t *d, int src, int tag, int *found, dist_s
 DIST_API uint64_t dist_events(dist_t *d);
 DIST_API uint64_t dist_wait_events(dist_t *d, uint64_t seen, int timeout_ms);
 
-/* ---- the key-value store (hosted by rank 0, shared by the job) ----
+/* ---- the key-value store (hosted by rank 0 or the launcher, shared by the job) ----
    Keys are strings of 1..1024 bytes; values up to 64 MiB.  timeout_ms 0
    means the communicator's timeout.
    get        waits until `key` exists; copies at most `cap` bytes into buf
@@ -572,6 +582,28 @@ DIST_API dist_result dist_store_compare_set(dist_t *d, const char *key,
                                             void *out, size_t cap, size_t *out_len);
 DIST_API dist_result dist_store_delete(dist_t *d, const char *key, int *deleted);
 DIST_API dist_result dist_store_check(dist_t *d, const char *const *keys, int nkeys, int *exists);
+
+/* ---- the store hosted outside the ranks (a launcher) ----
+   By default rank 0 hosts the store, and a job whose rank 0 died can no
+   longer agree or shrink (the survivors lose the store with it).  A
+   launcher can host it instead, as torchrun's agent does: distrun and
+   dist_spawn's parent do.  The ranks find it as they would find rank 0's
+   (MASTER_ADDR and MASTER_PORT, or tcp://addr:port) and are told it is
+   hosted (DIST_STORE_HOSTED=1, or cfg.store_hosted), so that rank 0
+   joins it as the others do and does not host one of its own.  Why a
+   launcher, and not copies among the ranks: the launcher already is what
+   a job cannot lose (its ranks end with it), and copies kept in agreement
+   among ranks that may die would need a consensus protocol where one
+   process does.
+   start  listens on addr (NULL: every interface) and port (0: a free one,
+          which dist_store_host_port tells) for a job of world_size ranks,
+          with cfg's secret, timeout, logger and run id (cfg NULL: the
+          environment, as dist_init reads it); the store runs on a thread
+          of its own until dist_store_host_stop. */
+typedef struct dist_store_host dist_store_host;
+DIST_API dist_result dist_store_host_start(dist_store_host **host, const dist_config *cfg, int world_size, const char *addr, int port);
+DIST_API int dist_store_host_port(const dist_store_host *host);
+DIST_API void dist_store_host_stop(dist_store_host *host);
 
 /* ---- collectives ----
    Every rank of the communicator calls the same collectives in the same
@@ -624,10 +656,43 @@ DIST_API dist_result dist_barrier_async       (dist_t *d, dist_req_t **req);
    group before its world (destroying the world destroys its groups too). */
 DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dist_t **group);
 
+/* ---- surviving failures (ULFM's agree and shrink) ----
+   A rank that dies (a crash, a kill, an exit without dist_destroy) fails
+   only what needs it: operations with it, and collectives of the
+   communicators it belongs to (DIST_ERR_PEER_LOST, naming it).  The
+   survivors go on without it:
+   dist_agree   every live member of d calls it; each returns the same
+                *flags, the bitwise AND of the flags of the members counted
+                alive, and the same *nalive (may be NULL), how many they
+                were: "did every survivor finish step k?".
+   dist_shrink  the same agreement; each survivor gets *survivors, a new
+                communicator of the members counted alive, ranked in their
+                order in d (groups may be made from it).  d stays usable
+                for what does not need the dead.
+   A member is counted alive when it called before the decision and the
+   member that decided did not know it dead; one that dies during the call
+   may be counted either way (if alive, the next operation that needs it
+   fails, and the next shrink leaves it out).  A live member that was
+   taken for dead (its connections broke) gets DIST_ERR_PEER_LOST instead
+   of another view of the job; one that neither calls nor dies (stopped)
+   fails the call after the timeout, naming it.  Live members make their
+   dist_agree and dist_shrink calls on d in the same order (a member that
+   calls the other fails, DIST_ERR_MISMATCH).  They go through the store,
+   so they need rank 0 alive when it hosts the store (a launcher can host
+   it instead: see dist_store_host_start).
+   dist_failed_ranks  the members of d this rank knows dead now (their
+                connection failed or they left): up to cap of them into
+                ranks (may be NULL); returns how many there are. */
+DIST_API dist_result dist_agree(dist_t *d, uint64_t *flags, int *nalive);
+DIST_API dist_result dist_shrink(dist_t *d, dist_t **survivors);
+DIST_API int dist_failed_ranks(dist_t *d, int *ranks, int cap);
+
 /* ---- local launch (torch.multiprocessing.spawn) ----
    Starts nprocs ranks of this program on this host.  Each runs
-   fn(world, arg) with a communicator already initialised (over loopback on
-   a port the parent picks, unless cfg names an init method); the child's
+   fn(world, arg) with a communicator already initialised (over loopback,
+   the store hosted by the calling process, unless cfg names an init
+   method: so the store outlives any rank, rank 0 included, and survivors
+   can agree and shrink); the child's
    process ends with fn's return value once dist_destroy has run.  Returns
    0 when every fn returned 0; otherwise stops the others (SIGTERM, then
    SIGKILL after 2 s) and returns the first failing rank's exit code (or
@@ -695,6 +760,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    [SECTION] collectives: API, async queue, groups
    [SECTION] collectives in shared memory
    [SECTION] groups
+   [SECTION] surviving failures: agree, shrink
    [SECTION] rendezvous: init methods and the mesh
    [SECTION] life cycle: init, destroy
    [SECTION] spawn
@@ -702,8 +768,9 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 
 /* [SECTION] design notes
    ---------------------------------------------------------------------------
-   Rendezvous.  Rank 0 hosts a key-value store (a thread serving a small
-   request/response protocol over TCP).  Every rank, rank 0 included,
+   Rendezvous.  Rank 0 (or a launcher: distrun, dist_spawn) hosts a
+   key-value store (a thread serving a small request/response protocol
+   over TCP).  Every rank, rank 0 included,
    connects to it with retries and says hello (rank, world size, the run id
    of its launch); the store refuses other launches' ranks and wrong world
    sizes, fails the forming job on a rank claimed twice, and records why
@@ -4328,6 +4395,7 @@ struct dist {
     dist__step *steps; size_t steps_cap;
     int shm_off;                     /* a shared-memory collective failed here: no more of them */
     int ngroups_made;                /* dist_new_group calls so far (the same on every rank) */
+    uint64_t ft_rounds;              /* dist_agree and dist_shrink calls so far (the same on every live member) */
     /* -- async collectives: under q_lock -- */
     dist__mutex q_lock;
     dist__cond q_cond;
@@ -4339,7 +4407,8 @@ struct dist {
     dist__mutex store_lock;
     uint8_t *store_buf; size_t store_cap;
     int store_broken;
-    dist__store_server *server;      /* rank 0 only */
+    dist__store_server *server;      /* rank 0 only (none when the store is hosted) */
+    int store_hosted;                /* the store is a launcher's (DIST_STORE_HOSTED), not rank 0's */
     char file_path[512];             /* file:// rendezvous, removed by rank 0 */
 };
 
@@ -4353,6 +4422,9 @@ static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dis
 /* A group's rank of a world rank (-1: not a member), and back. */
 static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->group_of[wrank] : wrank; }
 static int dist__wrank(const dist_t *d, int grank) { return d->members ? d->members[grank] : grank; }
+
+/* Who hosts the store, for sentences. */
+#define DIST__STORE_HOST(d) ((d)->top->store_hosted ? "the launcher" : "rank 0")
 
 /* Records a failure for `d` (may be NULL) and the calling thread. */
 static dist_result dist__fail(dist_t *d, dist_result code, const char *fmt, ...) {
@@ -4420,7 +4492,7 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
     int r;
     if (d->eng && DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "store %s: %s", what, d->eng->abort_why);
     if (d->top->store_fd == DIST__NO_SOCKET || d->top->store_broken)
-        return dist__fail(d, DIST_ERR_FAILED, "store %s: the connection to the store (rank 0) was lost earlier", what);
+        return dist__fail(d, DIST_ERR_FAILED, "store %s: the connection to the store (%s) was lost earlier", what, DIST__STORE_HOST(d));
     for (int i = 0; i < nparts; i++) body += 4 + parts[i].n;
     need = 4 + body;
     if (dist__grow((void **)&d->top->store_buf, &d->top->store_cap, need, 1) != 0)
@@ -4442,7 +4514,7 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
         d->top->store_broken = 1;
         if (d->eng && DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "store %s: %s", what, d->eng->abort_why);
         return dist__fail(d, r == -3 ? DIST_ERR_TIMEOUT : DIST_ERR_PEER_LOST,
-                          "store %s: talking to the store on rank 0: %s", what, dist__io_error(r));
+                          "store %s: talking to the store (%s): %s", what, DIST__STORE_HOST(d), dist__io_error(r));
     }
     rbody = dist__get32(hdr);
     resp->status = (int32_t)dist__get32(hdr + 4);
@@ -4506,7 +4578,7 @@ static dist_result dist__store_status(dist_t *d, const char *what, const char *k
     case DIST_ERR_INVALID:
         return dist__fail(d, DIST_ERR_INVALID, "store %s \"%s\": the value is not an integer", what, key);
     case DIST_ERR_NOMEM:
-        return dist__fail(d, DIST_ERR_NOMEM, "store %s \"%s\": the store on rank 0 is out of memory", what, key);
+        return dist__fail(d, DIST_ERR_NOMEM, "store %s \"%s\": the store (%s) is out of memory", what, key, DIST__STORE_HOST(d));
     case DIST_ERR_INIT:
         return dist__fail(d, DIST_ERR_INIT, "init: rank %d of %d: the job cannot form: %.*s", d->rank, d->world,
                           (int)DIST__MIN(rs->vlen, 250), rs->val ? (const char *)rs->val : "");
@@ -9289,13 +9361,53 @@ static size_t dist__format_members(char *buf, size_t cap, int n, const int *rank
     return off;
 }
 
+/* A group of `parent` with members sorted[0..n) (parent ranks, ascending),
+   this rank being member `me`, and the job-wide id `id`: registered with
+   the engine, which routes its frames from then on. */
+static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, int me, int64_t id, const char *what, dist_t **group) {
+    dist_t *g = (dist_t *)DIST_MALLOC(sizeof *g);
+    if (!g) return dist__fail(parent, DIST_ERR_NOMEM, "%s: out of memory", what);
+    memset(g, 0, sizeof *g);
+    g->eng = parent->eng;
+    g->top = parent->top;
+    g->id = (uint32_t)id;
+    g->rank = me;
+    g->world = n;
+    g->local_rank = parent->local_rank;
+    g->timeout_ms = parent->timeout_ms;
+    g->job = parent->job;
+    g->key = parent->key;
+    g->store_fd = DIST__NO_SOCKET;
+    dist__mutex_init(&g->err_lock);
+    dist__comm_init_collectives(g, parent->algo_override);
+    g->members = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
+    g->group_of = (int *)DIST_MALLOC(sizeof(int) * (size_t)g->top->world);
+    if (g->members && g->group_of) {
+        /* filled before the engine can see the group (the progress thread
+           reads group_of when a notice for it arrives) */
+        for (int i = 0; i < g->top->world; i++) g->group_of[i] = -1;
+        for (int i = 0; i < n; i++) {
+            g->members[i] = dist__wrank(parent, sorted[i]);
+            g->group_of[g->members[i]] = i;
+        }
+    }
+    if (!g->members || !g->group_of || dist__comm_register(g) != DIST_OK) {
+        DIST_FREE(g->members); DIST_FREE(g->group_of); g->members = g->group_of = NULL;
+        dist__comm_free_collectives(g);
+        dist__mutex_destroy(&g->err_lock);
+        DIST_FREE(g);
+        return dist__fail(parent, DIST_ERR_NOMEM, "%s: out of memory", what);
+    }
+    *group = g;
+    return DIST_OK;
+}
+
 DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dist_t **group) {
     int *sorted = NULL, me = -1, k;
     char key[64], *mine = NULL, *theirs = NULL;
     size_t cap, len = 0;
     int64_t id = 0;
     dist_result res = DIST_OK;
-    dist_t *g = NULL;
     if (group) *group = NULL;
     if (!parent || !group) return dist__fail(parent, DIST_ERR_INVALID, "new_group: NULL %s", parent ? "group pointer" : "parent");
     if (n < 1 || n > parent->world || !ranks)
@@ -9339,43 +9451,285 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
             goto out;
         }
     }
-    if ((g = (dist_t *)DIST_MALLOC(sizeof *g)) == NULL) { res = dist__fail(parent, DIST_ERR_NOMEM, "new_group: out of memory"); goto out; }
-    memset(g, 0, sizeof *g);
-    g->eng = parent->eng;
-    g->top = parent->top;
-    g->id = (uint32_t)id;
-    g->rank = me;
-    g->world = n;
-    g->local_rank = parent->local_rank;
-    g->timeout_ms = parent->timeout_ms;
-    g->job = parent->job;
-    g->key = parent->key;
-    g->store_fd = DIST__NO_SOCKET;
-    dist__mutex_init(&g->err_lock);
-    dist__comm_init_collectives(g, parent->algo_override);
-    g->members = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
-    g->group_of = (int *)DIST_MALLOC(sizeof(int) * (size_t)g->top->world);
-    if (g->members && g->group_of) {
-        /* filled before the engine can see the group (the progress thread
-           reads group_of when a notice for it arrives) */
-        for (int i = 0; i < g->top->world; i++) g->group_of[i] = -1;
-        for (int i = 0; i < n; i++) {
-            g->members[i] = dist__wrank(parent, sorted[i]);
-            g->group_of[g->members[i]] = i;
-        }
-    }
-    if (!g->members || !g->group_of || dist__comm_register(g) != DIST_OK) {
-        DIST_FREE(g->members); DIST_FREE(g->group_of); g->members = g->group_of = NULL;
-        dist__comm_free_collectives(g);
-        dist__mutex_destroy(&g->err_lock);
-        DIST_FREE(g);
-        g = NULL;
-        res = dist__fail(parent, DIST_ERR_NOMEM, "new_group: out of memory");
-        goto out;
-    }
-    *group = g;
+    res = dist__group_make(parent, n, sorted, me, id, "new_group", group);
 out:
     DIST_FREE(sorted); DIST_FREE(mine); DIST_FREE(theirs);
+    return res;
+}
+
+/* [SECTION] surviving failures: agree, shrink
+   ---------------------------------------------------------------------------
+   Written once over the store, not over the connections: the store does
+   not depend on the ranks that died (unless rank 0, its host, is one), and
+   its compare_set gives one decision that every member reads.  Round k of
+   communicator d (each dist_agree and dist_shrink call is one):
+     1. member g sets "dist/ft/<id>/<k>/<g>" = "<kind> <flags>" (kind 'a'
+        for agree, 's' for shrink);
+     2. it checks, in one request, that every member it does not know dead
+        has set its entry; if so it proposes a decision: the members that
+        did and that it does not know dead, the AND of their flags, and for
+        a shrink a new communicator id (dist/next_comm_id).  compare_set
+        on "dist/ft/<id>/<k>/d" makes the first proposal the decision;
+     3. otherwise it waits for the decision (a GET parked DIST__FT_POLL_MS)
+        and checks again: a death it learns meanwhile (its engine sees the
+        connection close) completes the set;
+     4. a member not in the decision was taken for dead by the one who
+        proposed it: it fails (DIST_ERR_PEER_LOST) rather than go on with
+        another view of the job;
+     5. each member deletes its entry; the proposer whose decision won
+        deletes the decision of round k-1 (every member counted alive has
+        read it: it set its entry of round k after), so the store holds
+        one decision per communicator however many rounds run.
+   A member that dies after setting its entry may be counted alive; the
+   next operation that needs it fails, and the next round leaves it out.
+   A member that neither sets its entry nor dies (stopped, hung) makes the
+   round time out, naming it. */
+#define DIST__FT_POLL_MS 10
+
+/* Kill points for the tests of this protocol (tests/test_shrink.c, which
+   compiles the implementation with DIST_TEST_HOOKS): the hook is called
+   with "agree" or "shrink" and "entry" (this member's entry is in the
+   store), "proposing" (about to compare_set its proposal) or "decided"
+   (its proposal won, nothing deleted yet). */
+#ifdef DIST_TEST_HOOKS
+static void (*dist__test_hook)(dist_t *d, const char *op, const char *point);
+#  define DIST__TEST_POINT(d, op, point) do { if (dist__test_hook) dist__test_hook(d, op, point); } while (0)
+#else
+#  define DIST__TEST_POINT(d, op, point) ((void)0)
+#endif
+
+/* Members this rank knows dead (their connection failed or they left):
+   sets dead[g], returns how many. */
+static int dist__ft_dead(dist_t *d, unsigned char *dead) {
+    dist__engine *e = d->eng;
+    int n = 0;
+    dist__mutex_lock(&e->lock);
+    for (int g = 0; g < d->world; g++) {
+        int w = dist__wrank(d, g);
+        dead[g] = g != d->rank && e->peers[w].state != DIST__PEER_OK;
+        n += dead[g];
+    }
+    dist__mutex_unlock(&e->lock);
+    return n;
+}
+
+DIST_API int dist_failed_ranks(dist_t *d, int *ranks, int cap) {
+    unsigned char *dead;
+    int n = 0;
+    if (!d || d->world < 1 || (dead = (unsigned char *)DIST_MALLOC((size_t)d->world)) == NULL) return 0;
+    dist__ft_dead(d, dead);
+    for (int g = 0; g < d->world; g++)
+        if (dead[g]) { if (ranks && n < cap) ranks[n] = g; n++; }
+    DIST_FREE(dead);
+    return n;
+}
+
+/* A GET that may find nothing: *found 0 when `key` was not set within
+   wait_ms (no failure recorded), else its value (NUL-terminated) in buf. */
+static dist_result dist__ft_get(dist_t *d, const char *what, const char *key, int wait_ms, char *buf, size_t cap, int *found) {
+    dist__store_part part;
+    dist__store_resp rs;
+    dist_result res;
+    *found = 0;
+    part.p = key; part.n = strlen(key);
+    dist__mutex_lock(&d->top->store_lock);
+    res = dist__store_call(d, what, DIST__STORE_GET, wait_ms, &part, 1, wait_ms, &rs);
+    if (res == DIST_OK && rs.status != DIST_ERR_TIMEOUT) {
+        res = dist__store_status(d, what, key, wait_ms, &rs);
+        if (res == DIST_OK && rs.vlen >= cap) res = dist__fail(d, DIST_ERR_PROTOCOL, "%s: a record of %zu bytes in the store", what, rs.vlen);
+        if (res == DIST_OK) { memcpy(buf, rs.val, rs.vlen); buf[rs.vlen] = 0; *found = 1; }
+    }
+    dist__mutex_unlock(&d->top->store_lock);
+    return res;
+}
+
+/* Whether every member g with !dead[g] has set its entry of the round
+   (prefix "dist/ft/<id>/<k>/"), in requests of up to
+   DIST__STORE_MAX_PARTS keys. */
+static dist_result dist__ft_all_set(dist_t *d, const char *what, const char *prefix, const unsigned char *dead, int *all) {
+    char keys[DIST__STORE_MAX_PARTS][64];
+    const char *kp[DIST__STORE_MAX_PARTS];
+    dist_result res = DIST_OK;
+    int nk = 0;
+    *all = 1;
+    for (int g = 0; g <= d->world && *all && res == DIST_OK; g++) {
+        if (g < d->world && !dead[g]) {
+            dist__format(keys[nk], sizeof keys[nk], "%s%d", prefix, g);
+            kp[nk] = keys[nk];
+            nk++;
+        }
+        if (nk && (nk == DIST__STORE_MAX_PARTS || g == d->world)) {
+            res = dist__store_keys(d, what, DIST__STORE_CHECK, kp, nk, 0, all);
+            nk = 0;
+        }
+    }
+    return res;
+}
+
+/* One round (see above): kind 'a' or 's'; *flags in, the AND out; the
+   members counted alive into alive[] (ascending), *nalive; *id the new
+   communicator's id (shrink). */
+static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *alive, int *nalive, int64_t *id) {
+    const char *what = kind == 's' ? "shrink" : "agree";
+    int n = d->world, found = 0, all = 0;
+    uint64_t k = ++d->ft_rounds;
+    int64_t deadline = dist__now_ms() + d->timeout_ms;
+    size_t cap = (size_t)n * 12 + 128;
+    char prefix[64], key[96], mine[64], *rec = (char *)DIST_MALLOC(cap), *prop = (char *)DIST_MALLOC(cap);
+    unsigned char *dead = (unsigned char *)DIST_MALLOC((size_t)n);
+    dist_result res = DIST_OK;
+    int won = 0;
+    if (!rec || !prop || !dead) { res = dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory", what); goto out; }
+    dist__format(prefix, sizeof prefix, "dist/ft/%u/%llu/", (unsigned)d->id, (unsigned long long)k);
+    dist__format(key, sizeof key, "%s%d", prefix, d->rank);
+    dist__format(mine, sizeof mine, "%c %016llx", kind, (unsigned long long)*flags);
+    if ((res = dist_store_set(d, key, mine, strlen(mine))) != DIST_OK) goto out;
+    DIST__TEST_POINT(d, what, "entry");
+    dist__format(key, sizeof key, "%sd", prefix);
+    for (;;) {
+        dist__ft_dead(d, dead);
+        if ((res = dist__ft_all_set(d, what, prefix, dead, &all)) != DIST_OK) goto out;
+        if (all) {
+            /* propose: the entries of the members not known dead */
+            uint64_t and = ~(uint64_t)0;
+            int64_t nid = 0;
+            size_t off, len = 0;
+            char other = 0;
+            int first_a = -1, first_s = -1, f = 1;
+            off = 0;
+            for (int g = 0; g < n; g++) {
+                char ek[96];
+                unsigned long long v = 0;
+                if (dead[g]) continue;
+                dist__format(ek, sizeof ek, "%s%d", prefix, g);
+                if ((res = dist__ft_get(d, what, ek, 1, rec, cap, &f)) != DIST_OK) goto out;
+                if (!f) break;     /* deleted: the round was decided meanwhile (below) */
+                if (sscanf(rec, "%c %llx", &other, &v) != 2) { res = dist__fail(d, DIST_ERR_PROTOCOL, "%s: the entry of rank %d is malformed", what, g); goto out; }
+                if (other == 'a' && first_a < 0) first_a = g;
+                if (other == 's' && first_s < 0) first_s = g;
+                and &= (uint64_t)v;
+                off += (size_t)snprintf(prop + 64 + off, cap - 64 - off, " %d", g);
+            }
+            if (!f) all = 0;
+            else if (first_a >= 0 && first_s >= 0) dist__format(rec, cap, "m %d %d", first_a, first_s);
+            else {
+                int cnt = 0;
+                for (int g = 0; g < n; g++) cnt += !dead[g];
+                if (kind == 's' && (res = dist_store_add(d, "dist/next_comm_id", 1, &nid)) != DIST_OK) goto out;
+                dist__format(rec, cap, "%c %016llx %lld %d%s", kind, (unsigned long long)and, (long long)nid, cnt, prop + 64);
+            }
+            if (all) {
+                DIST__TEST_POINT(d, what, "proposing");
+                if ((res = dist_store_compare_set(d, key, NULL, 0, rec, strlen(rec), prop, cap - 1, &len)) != DIST_OK) goto out;
+                prop[len] = 0;
+                won = strcmp(prop, rec) == 0;
+                if (won) DIST__TEST_POINT(d, what, "decided");
+                memcpy(rec, prop, len + 1);
+                break;
+            }
+        }
+        if ((res = dist__ft_get(d, what, key, DIST__MAX(1, (int)DIST__MIN(DIST__FT_POLL_MS, dist__ms_left(deadline, 1000000))), rec, cap, &found)) != DIST_OK) goto out;
+        if (found) break;
+        dist__yield();     /* (another thread of this rank may be waiting for the store's lock) */
+        if (dist__now_ms() >= deadline) {
+            char who[200];
+            size_t o = 0;
+            int all1 = 1, asked = 1;
+            who[0] = 0;
+            for (int g = 0; g < n && o < sizeof who - 16 && asked; g++) {
+                char ek[96];
+                const char *kp = ek;
+                if (dead[g] || g == d->rank) continue;
+                dist__format(ek, sizeof ek, "%s%d", prefix, g);
+                asked = dist__store_keys(d, what, DIST__STORE_CHECK, &kp, 1, 0, &all1) == DIST_OK;
+                if (asked && !all1) o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", g);
+            }
+            if (who[0])
+                res = dist__fail(d, DIST_ERR_TIMEOUT, "%s #%llu: rank%s %s neither called it nor died within %.1f s", what,
+                                 (unsigned long long)k, strchr(who, ',') ? "s" : "", who, d->timeout_ms / 1000.0);
+            else
+                res = dist__fail(d, DIST_ERR_TIMEOUT, "%s #%llu: not decided within %.1f s (and the store could not say who was missing)",
+                                 what, (unsigned long long)k, d->timeout_ms / 1000.0);
+            goto out;
+        }
+    }
+    /* the decision: "<kind> <flags> <id> <count> g0 g1 ..." or "m <g> <kind>" */
+    if (rec[0] == 'm') {
+        int ga = -1, gs = -1;
+        sscanf(rec, "m %d %d", &ga, &gs);
+        res = dist__fail(d, DIST_ERR_MISMATCH, "%s #%llu: rank %d called dist_agree where rank %d called dist_shrink", what,
+                         (unsigned long long)k, ga, gs);
+    } else {
+        unsigned long long fl = 0;
+        long long nid = 0;
+        int cnt = 0, pos = 0, me = 0;
+        char kd = 0;
+        const char *p = rec;
+        if (sscanf(p, "%c %llx %lld %d%n", &kd, &fl, &nid, &cnt, &pos) != 4 || cnt < 1 || cnt > n || kd != kind) {
+            res = dist__fail(d, DIST_ERR_PROTOCOL, "%s #%llu: a malformed decision in the store", what, (unsigned long long)k);
+            goto out;
+        }
+        p += pos;
+        for (int i = 0; i < cnt; i++) {
+            int g = -1;
+            if (sscanf(p, " %d%n", &g, &pos) != 1 || g < 0 || g >= n || (i && g <= alive[i - 1])) {
+                res = dist__fail(d, DIST_ERR_PROTOCOL, "%s #%llu: a malformed decision in the store", what, (unsigned long long)k);
+                goto out;
+            }
+            p += pos;
+            alive[i] = g;
+            me |= g == d->rank;
+        }
+        *nalive = cnt;
+        *flags = (uint64_t)fl;
+        *id = nid;
+        if (!me) {
+            char lost[DIST__ERRLEN / 2];
+            dist__lost_note(d, lost, sizeof lost);
+            res = dist__fail(d, DIST_ERR_PEER_LOST, "%s #%llu: the other members decided without rank %d: it was taken for dead%s",
+                             what, (unsigned long long)k, d->rank, lost);
+        }
+    }
+    /* the store keeps one decision per communicator (see above) */
+    dist__format(key, sizeof key, "%s%d", prefix, d->rank);
+    dist_store_delete(d, key, NULL);
+    if (won && k > 1) {
+        dist__format(key, sizeof key, "dist/ft/%u/%llu/d", (unsigned)d->id, (unsigned long long)(k - 1));
+        dist_store_delete(d, key, NULL);
+    }
+out:
+    DIST_FREE(rec); DIST_FREE(prop); DIST_FREE(dead);
+    return res;
+}
+
+DIST_API dist_result dist_agree(dist_t *d, uint64_t *flags, int *nalive) {
+    int *alive, n = 0;
+    int64_t id = 0;
+    uint64_t f;
+    dist_result res;
+    if (nalive) *nalive = 0;
+    if (!d || !flags) return dist__fail(d, DIST_ERR_INVALID, "agree: NULL %s", d ? "flags" : "communicator");
+    if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "agree: out of memory");
+    f = *flags;
+    res = dist__ft_round(d, 'a', &f, alive, &n, &id);
+    if (res == DIST_OK) { *flags = f; if (nalive) *nalive = n; }
+    DIST_FREE(alive);
+    return res;
+}
+
+DIST_API dist_result dist_shrink(dist_t *d, dist_t **survivors) {
+    int *alive, n = 0, me = -1;
+    int64_t id = 0;
+    uint64_t f = 0;
+    dist_result res;
+    if (survivors) *survivors = NULL;
+    if (!d || !survivors) return dist__fail(d, DIST_ERR_INVALID, "shrink: NULL %s", d ? "result pointer" : "communicator");
+    if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "shrink: out of memory");
+    res = dist__ft_round(d, 's', &f, alive, &n, &id);
+    if (res == DIST_OK && (id <= 0 || id > 0x7fffffff)) res = dist__fail(d, DIST_ERR_PROTOCOL, "shrink: a bad communicator id in the store");
+    for (int i = 0; i < n && res == DIST_OK; i++) if (alive[i] == d->rank) me = i;
+    if (res == DIST_OK) res = dist__group_make(d, n, alive, me, id, "shrink", survivors);
+    DIST_FREE(alive);
     return res;
 }
 
@@ -9392,6 +9746,7 @@ typedef struct dist__setup {
     dist__socket listen_fd;          /* inherited store socket, or none */
     uint64_t run_id;                 /* this launch's identity, hashed (0: none) */
     char run_from[96];               /* where it came from, for sentences: "DIST_RUN_ID=..." */
+    int hosted;                      /* the store is a launcher's, not rank 0's */
 } dist__setup;
 
 static int dist__parse_int(const char *s, int *out) {
@@ -9510,6 +9865,19 @@ static void dist__run_id_from(const dist_config *cfg, dist__setup *s) {
     dist__format(s->run_from, sizeof s->run_from, "%s=%.60s", name, v);
 }
 
+/* cfg.timeout_ms, else DIST_TIMEOUT seconds, else 300 s; -1 when
+   DIST_TIMEOUT is not a number of seconds from 0.001 to 2e6. */
+static int dist__timeout_from(const dist_config *cfg, int *ms) {
+    const char *t = dist__getenv("DIST_TIMEOUT");
+    char *end = NULL;
+    double sec;
+    if (cfg->timeout_ms > 0) { *ms = cfg->timeout_ms; return 0; }
+    sec = t ? strtod(t, &end) : 300.0;
+    if ((t && (end == t || *end)) || !(sec >= 0.001) || sec > 2e6) return -1;
+    *ms = (int)(sec * 1000.0 + 0.5);
+    return 0;
+}
+
 static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     const char *url = cfg->init_method ? cfg->init_method : dist__getenv("DIST_INIT_METHOD");
     const char *secret = cfg->secret ? cfg->secret : dist__getenv("DIST_SECRET");
@@ -9520,16 +9888,8 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     if (!url) url = "env://";
     s->ifname = cfg->socket_ifname ? cfg->socket_ifname : dist__getenv("DIST_SOCKET_IFNAME");
     dist__key_from(secret, &s->key);
-    /* timeout */
-    s->timeout_ms = cfg->timeout_ms;
-    if (s->timeout_ms <= 0) {
-        const char *t = dist__getenv("DIST_TIMEOUT");
-        char *end = NULL;
-        double sec = t ? strtod(t, &end) : 300.0;
-        if ((t && (end == t || *end)) || !(sec >= 0.001) || sec > 2e6)
-            return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_TIMEOUT=%s is not a number of seconds from 0.001 to 2e6", t);
-        s->timeout_ms = (int)(sec * 1000.0 + 0.5);
-    }
+    if (dist__timeout_from(cfg, &s->timeout_ms) != 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_TIMEOUT=%s is not a number of seconds from 0.001 to 2e6", dist__getenv("DIST_TIMEOUT"));
     /* where the store is */
     if (strncmp(url, "env://", 6) == 0) {
         const char *a = dist__getenv("MASTER_ADDR"), *p = dist__getenv("MASTER_PORT");
@@ -9596,16 +9956,99 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
                           (unsigned long long)s->eager);
     if ((s->algo = dist__algo_from_env()) < 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, halving, direct, shm, slots", dist__getenv("DIST_ALGO"));
+    s->hosted = cfg->store_hosted;
+    if (!s->hosted && dist__getenv("DIST_STORE_HOSTED")) {
+        const char *v = dist__getenv("DIST_STORE_HOSTED");
+        if (strcmp(v, "1") == 0) s->hosted = 1;
+        else if (*v && strcmp(v, "0") != 0) return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_STORE_HOSTED=%s is not 0 or 1", v);
+    }
+    if (s->hosted && s->method == 'f')
+        return dist__fail(NULL, DIST_ERR_INIT, "init: a hosted store (DIST_STORE_HOSTED) is found by address (env:// or tcp://), not file://");
     /* an inherited listening socket for the store (dist_spawn, distrun) */
     if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
     else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;
-    if (fd >= 0 && s->rank == 0) {
+    if (fd >= 0 && s->rank == 0 && !s->hosted) {
         if (!dist__sock_is_listening((dist__socket)fd))
             return dist__fail(NULL, DIST_ERR_INIT, "init: inherited store socket %d is not a listening socket", fd);
         s->listen_fd = (dist__socket)fd;
     }
     return DIST_OK;
 }
+
+/* A store hosted outside the ranks (see dist_store_host_start): rank 0's
+   server, in the launcher's process. */
+/* Two steps, so that a launcher that forks (dist_spawn, distrun) binds
+   the port first, forks its ranks, and only then starts the store's
+   thread: a fork taken while another thread holds a lock (an allocator's)
+   leaves the child that lock, held forever. */
+struct dist_store_host {
+    dist__socket ls;            /* listening, until the store takes it */
+    dist__store_server *sv;     /* serving (dist__store_host_run) */
+    int port, world, timeout_ms;
+    dist__key key;
+    dist__log log;
+    uint64_t run_id;
+    char run_from[96];
+};
+
+/* Binds and listens; nothing runs yet. */
+static dist_result dist__store_host_open(dist_store_host **host, const dist_config *cfg, int world_size, const char *addr, int port) {
+    dist_config zero;
+    dist__setup s;
+    dist_store_host *h;
+    char why[300];
+    const char *secret;
+    if (host) *host = NULL;
+    if (!host) return dist__fail(NULL, DIST_ERR_INVALID, "store host: NULL `host` pointer");
+    if (world_size < 1 || world_size > DIST__MAX_WORLD || port < 0 || port > 65535)
+        return dist__fail(NULL, DIST_ERR_INVALID, "store host: a world of %d ranks (1 to %d) on port %d", world_size, DIST__MAX_WORLD, port);
+    memset(&zero, 0, sizeof zero);
+    if (!cfg) cfg = &zero;
+    memset(&s, 0, sizeof s);
+    if ((h = (dist_store_host *)DIST_MALLOC(sizeof *h)) == NULL) return dist__fail(NULL, DIST_ERR_NOMEM, "store host: out of memory");
+    memset(h, 0, sizeof *h);
+    secret = cfg->secret ? cfg->secret : dist__getenv("DIST_SECRET");
+    dist__key_from(secret, &h->key);
+    if (dist__timeout_from(cfg, &h->timeout_ms) != 0) {
+        DIST_FREE(h);
+        return dist__fail(NULL, DIST_ERR_INIT, "store host: DIST_TIMEOUT=%s is not a number of seconds from 0.001 to 2e6", dist__getenv("DIST_TIMEOUT"));
+    }
+    dist__run_id_from(cfg, &s);
+    h->run_id = s.run_id;
+    memcpy(h->run_from, s.run_from, sizeof h->run_from);
+    dist__log_setup(&h->log, cfg);
+    h->world = world_size;
+    h->ls = dist__sock_listen(addr, DIST__IP_ANY, port, why, sizeof why);
+    if (h->ls == DIST__NO_SOCKET) {
+        DIST_FREE(h);
+        return dist__fail(NULL, DIST_ERR_INIT, "store host: cannot listen on %s port %d: %s", addr ? addr : "every interface", port, why);
+    }
+    dist__sock_name(h->ls, 0, why, sizeof why, &h->port);
+    *host = h;
+    return DIST_OK;
+}
+
+/* Starts the store's thread on the socket. */
+static dist_result dist__store_host_run(dist_store_host *h) {
+    h->sv = dist__store_server_start(h->ls, h->world, h->timeout_ms, &h->key, &h->log, h->run_id, h->run_from);
+    h->ls = DIST__NO_SOCKET;   /* (the store's now, or closed) */
+    return h->sv ? DIST_OK : dist__fail(NULL, DIST_ERR_INIT, "store host: could not start the store (out of memory or threads)");
+}
+
+DIST_API void dist_store_host_stop(dist_store_host *host) {
+    if (!host) return;
+    dist__store_server_stop(host->sv);
+    dist__close(host->ls);
+    DIST_FREE(host);
+}
+
+DIST_API dist_result dist_store_host_start(dist_store_host **host, const dist_config *cfg, int world_size, const char *addr, int port) {
+    dist_result r = dist__store_host_open(host, cfg, world_size, addr, port);
+    if (r == DIST_OK && (r = dist__store_host_run(*host)) != DIST_OK) { dist_store_host_stop(*host); *host = NULL; }
+    return r;
+}
+
+DIST_API int dist_store_host_port(const dist_store_host *host) { return host ? host->port : 0; }
 
 /* file:// : rank 0 writes "dist-rendezvous 2 <host> <port> <world> <run id>"
    under a file lock; the others read it, and take it only when the run id
@@ -9671,8 +10114,8 @@ static dist_result dist__store_refused(dist_t *d, const dist__setup *s, int64_t 
     if (dist__io_all(d->store_fd, lb, 4, 0, deadline) == 0 && (len = dist__get32(lb)) < sizeof why &&
         dist__io_all(d->store_fd, why, len, 0, deadline) == 0) why[len] = 0;
     else snprintf(why, sizeof why, "no reason given");
-    return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the store on rank 0 (%s:%d) refused this process: %s",
-                      s->rank, s->world, s->host, s->port, why);
+    return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of %d: the store %s (%s:%d) refused this process: %s",
+                      s->rank, s->world, s->hosted ? "of the launcher" : "on rank 0", s->host, s->port, why);
 }
 
 /* hello ->, <- hello + proof, proof ->, <- verdict (a hello whose status
@@ -9699,8 +10142,8 @@ static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, i
     }
     if (dist__proof_check(&s->key, 'A', theirs, mine, proof, why, sizeof why) != 0)
         return dist__fail(NULL, DIST_ERR_INIT,
-                          "init: rank %d of %d and the store on rank 0 (%s:%d) do not share a secret (check DIST_SECRET on both): the store: %s",
-                          s->rank, s->world, s->host, s->port, why);
+                          "init: rank %d of %d and the store %s (%s:%d) do not share a secret (check DIST_SECRET on both): the store: %s",
+                          s->rank, s->world, s->hosted ? "of the launcher" : "on rank 0", s->host, s->port, why);
     dist__proof(&s->key, 'C', mine, theirs, proof);
     if ((r = dist__io_all(d->store_fd, proof, sizeof proof, 1, deadline)) != 0 ||
         (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0) {
@@ -9718,7 +10161,7 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
     char why[300];
     int refused = 0, dropped = 0, drops = 0, backoff = 5;
     dist_result r;
-    if (s->rank == 0) {
+    if (s->rank == 0 && !s->hosted) {
         dist__socket ls = s->listen_fd;
         if (s->method == 'f') {
             char adv[256];
@@ -9760,11 +10203,12 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
                                           s->method == 'f' || drops ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
         if (d->store_fd == DIST__NO_SOCKET) {
             if (drops)   /* a store that is there answers at once */
-                return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the store of rank 0 (%s:%d) closed this rank's connection during "
-                                  "its handshake, and takes no new one: %s (did rank 0 exit?)", s->rank, s->host, s->port, why);
+                return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the store of %s (%s:%d) closed this rank's connection during "
+                                  "its handshake, and takes no new one: %s (did %s exit?)", s->rank, s->hosted ? "the launcher" : "rank 0",
+                                  s->host, s->port, why, s->hosted ? "it" : "rank 0");
             if (s->method != 'f' || dist__now_ms() >= deadline)
-                return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d could not reach the store of rank 0 within %.1f s: %s",
-                                  s->rank, s->timeout_ms / 1000.0, why);
+                return dist__fail(NULL, DIST_ERR_TIMEOUT, "init: rank %d could not reach the store of %s within %.1f s: %s",
+                                  s->rank, s->hosted ? "the launcher" : "rank 0", s->timeout_ms / 1000.0, why);
             continue;
         }
         /* Dropped in the middle of the handshake (a store crowded by
@@ -10193,6 +10637,7 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
     memset(d, 0, sizeof *d);
     d->rank = s.rank; d->world = s.world; d->local_rank = s.local_rank; d->timeout_ms = s.timeout_ms;
+    d->store_hosted = s.hosted;
     d->store_fd = DIST__NO_SOCKET;
     d->top = d;
     dist__mutex_init(&d->err_lock);
@@ -10368,15 +10813,16 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
     int code;
     dist__process_die_with_parent();   /* the parent died: so do its ranks */
     if (cfg) c = *cfg; else memset(&c, 0, sizeof c);
-    if (!c.init_method) {
+    if (!c.init_method) {                    /* the parent hosts the store */
         snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
         c.init_method = url;
+        c.store_hosted = 1;
     }
     c.world_size = nprocs;
     c.rank = rank;
     if (!c.run_id) c.run_id = run_id;       /* this spawn is one launch */
-    c.store_listen_fd = (rank == 0 && ls != DIST__NO_SOCKET) ? (int)ls + 1 : 0;
-    if (rank != 0) dist__close(ls);
+    c.store_listen_fd = 0;
+    dist__close(ls);
     if (dist_init(&w, &c) != DIST_OK) {
         dist__process_report(report, dist__thread_error);
         code = 1;
@@ -10396,9 +10842,8 @@ static void dist__spawn_child(int rank, int nprocs, int (*fn)(dist_t *, void *),
    saying which call of dist_spawn started it, its rank, the world's size,
    the store's port and the launch's run id (and, added by the platform,
    its report pipe).  The rank's program runs from main to that call of
-   dist_spawn, which becomes the rank.  Rank 0 listens on the port itself:
-   the parent picked it and closed its socket just before (an inherited
-   socket cannot be waited on under Wine). */
+   dist_spawn, which becomes the rank.  The parent hosts the store on the
+   port. */
 #define DIST__SPAWN_VAR "DIST_SPAWN_CHILD"
 #define DIST__SPAWN_FMT "call=%d rank=%d n=%d port=%d run=%s"
 
@@ -10436,7 +10881,8 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
     dist__process *procs;
     int port = 0, failed = 0, result = 0, alive, call = ++calls;
     dist__socket ls = DIST__NO_SOCKET;
-    char why[300], run_id[40];
+    dist_store_host *host = NULL;
+    char run_id[40];
     int64_t kill_at = 0;
 #ifdef DIST__SPAWN_REEXEC
     if (dist__spawn_reexec_child(call, nprocs, fn, arg, cfg)) return 0;   /* (a rank becomes it there) */
@@ -10447,19 +10893,26 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
         return -1;
     }
     if (!cfg || !cfg->init_method) {
-        ls = dist__sock_listen("127.0.0.1", DIST__IPV4, 0, why, sizeof why);
-        if (ls == DIST__NO_SOCKET) { dist__fail(NULL, DIST_ERR_INIT, "spawn: %s", why); return -1; }
-        dist__sock_name(ls, 0, why, sizeof why, &port);
+        /* The store is this process's (not rank 0's): it outlives any
+           rank, so survivors can still agree and shrink. */
+        dist_config hc;
+        if (cfg) hc = *cfg; else memset(&hc, 0, sizeof hc);
+        if (!hc.run_id) hc.run_id = run_id;
+        if (dist__store_host_open(&host, &hc, nprocs, "127.0.0.1", 0) != DIST_OK) {
+            dist__fail(NULL, DIST_ERR_INIT, "spawn: %s", dist__thread_error);
+            return -1;
+        }
+        port = dist_store_host_port(host);
+        ls = host->ls;                       /* a forked rank closes its copy */
     }
     procs = (dist__process *)DIST_MALLOC(sizeof *procs * (size_t)nprocs);
-    if (!procs) { dist__close(ls); dist__fail(NULL, DIST_ERR_NOMEM, "spawn: out of memory"); return -1; }
+    if (!procs) { dist_store_host_stop(host); dist__fail(NULL, DIST_ERR_NOMEM, "spawn: out of memory"); return -1; }
     for (int i = 0; i < nprocs; i++) dist__process_clear(&procs[i]);
     fflush(NULL);   /* or the children would print the parent's buffered output again */
     for (int i = 0; i < nprocs; i++) {
         dist__fd report = DIST__NO_FD;
 #ifdef DIST__SPAWN_REEXEC
         char v[200];
-        if (i == 0) { dist__close(ls); ls = DIST__NO_SOCKET; }
         snprintf(v, sizeof v, DIST__SPAWN_FMT, call, i, nprocs, port, run_id);
         int started = dist__process_start_self(&procs[i], DIST__SPAWN_VAR, v, DIST__NO_SOCKET);
 #else
@@ -10469,11 +10922,13 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
         if (started == 0) {
             for (int j = 0; j < i; j++) dist__process_release(&procs[j]);
             DIST_FREE(procs);                           /* the parent's, not the rank's */
-            dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, report, run_id);
+            dist__spawn_child(i, nprocs, fn, arg, cfg, ls, port, report, run_id);   /* (the store's thread is not in the fork) */
         }
         if (started < 0) { failed = 1; break; }
     }
-    dist__close(ls);
+    /* the store's thread starts once no fork is left to make (see
+       dist__store_host_open); the ranks' calls wait in its backlog */
+    if (host && !failed && dist__store_host_run(host) != DIST_OK) failed = 1;
     dist__thread_error[0] = 0;
     /* Reap; on the first failure stop the others: SIGTERM, then SIGKILL.
        A child's report pipe hangs up when it exits, which wakes the wait
@@ -10507,6 +10962,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
     } while (alive);
     for (int i = 0; i < nprocs; i++) dist__process_release(&procs[i]);
     DIST_FREE(procs);
+    dist_store_host_stop(host);
     if (failed && !result) { result = -1; if (!dist__thread_error[0]) dist__fail(NULL, DIST_ERR_SYSTEM, "spawn: could not start every rank"); }
     return result;
 }

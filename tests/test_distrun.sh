@@ -19,9 +19,9 @@ pass() { echo "ok   $1"; }
 fail() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; FAILS=$((FAILS + 1)); }
 now_ms() { date +%s%3N; }
 
-# The helper prints, on one line, what a rank sees: its environment, its
-# open fds, and whether DIST_STORE_LISTEN_FD is a listening socket on
-# MASTER_PORT that really accepts a connection.
+# The helper prints, on one line, what a rank sees: its environment
+# (DIST_STORE_HOSTED among it), its open fds, and whether the store that
+# distrun hosts answers a connection at MASTER_PORT (on this host).
 cat > "$T/helper.c" <<'EOF'
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -49,27 +49,24 @@ static void print_fds(void) {
 }
 
 static void check_store(void) {
-    const char *s = getenv("DIST_STORE_LISTEN_FD");
-    int fd, acc = 0, c;
-    socklen_t len = sizeof acc;
     struct sockaddr_in sa;
-    if (!s) { printf(" store=none"); return; }
-    fd = atoi(s);
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || !acc) { printf(" store=not-listening"); return; }
-    len = sizeof sa;
-    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0) { printf(" store=no-name"); return; }
-    if (ntohs(sa.sin_port) != atoi(env("MASTER_PORT"))) { printf(" store=port-%d", ntohs(sa.sin_port)); return; }
-    c = socket(AF_INET, SOCK_STREAM, 0);
+    int c;
+    if (getenv("DIST_STORE_LISTEN_FD")) { printf(" store=listen-fd-set"); return; }
+    if (strcmp(env("MASTER_ADDR"), "127.0.0.1") != 0) { printf(" store=remote"); return; }
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((unsigned short)atoi(env("MASTER_PORT")));
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, (struct sockaddr *)&sa, sizeof sa) != 0) { printf(" store=no-connect"); return; }
-    if (accept(fd, NULL, NULL) < 0) { printf(" store=no-accept"); return; }
+    close(c);
     printf(" store=ok");
 }
 
 int main(void) {
-    printf("RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s MASTER_ADDR=%s MASTER_PORT=%s",
+    printf("RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s MASTER_ADDR=%s MASTER_PORT=%s hosted=%s",
            env("RANK"), env("WORLD_SIZE"), env("LOCAL_RANK"), env("LOCAL_WORLD_SIZE"), env("GROUP_RANK"),
-           env("MASTER_ADDR"), env("MASTER_PORT"));
+           env("MASTER_ADDR"), env("MASTER_PORT"), env("DIST_STORE_HOSTED"));
     print_fds();
     check_store();
     printf("\n");
@@ -106,33 +103,36 @@ else
     fail "env per rank (single node)" "rc=$RC" "$OUT" "$ERR"
 fi
 
-# ---- store socket only for rank 0; no other fds leak ---------------------
-# fd 9 is open in the launcher; no rank may see it.
-run 10 -n 3 "$T/helper" 9> "$T/leak"
-store0=$(grep '^\[0\]' "$T/out" | sed -n 's/.* fds=\([0-9,]*\) store=\(.*\)$/\1 \2/p')
-if grep -q '^\[0\] .* fds=0,1,2,[0-9]* store=ok$' "$T/out" &&
-   grep -q '^\[1\] .* fds=0,1,2 store=none$' "$T/out" &&
-   grep -q '^\[2\] .* fds=0,1,2 store=none$' "$T/out"; then
-    pass "DIST_STORE_LISTEN_FD only in rank 0, listening on MASTER_PORT (rank 0: $store0); no leaked fds"
+# ---- the store is distrun's (hosted); no fds leak -------------------------
+# fd 9 is open in the launcher (and DIST_STORE_LISTEN_FD=9 in its
+# environment, as an older launcher above it would set); no rank may see
+# either.
+DIST_STORE_LISTEN_FD=9 run 10 -n 3 "$T/helper" 9> "$T/leak"
+if grep -q '^\[0\] .* hosted=1 fds=0,1,2 store=ok$' "$T/out" &&
+   grep -q '^\[1\] .* hosted=1 fds=0,1,2 store=ok$' "$T/out" &&
+   grep -q '^\[2\] .* hosted=1 fds=0,1,2 store=ok$' "$T/out"; then
+    pass "the store is distrun's: every rank has DIST_STORE_HOSTED=1, none an fd of it, and MASTER_PORT answers; no leaked fds"
 else
-    fail "store socket / fd leaks" "rc=$RC" "$OUT" "$ERR"
+    fail "hosted store / fd leaks" "rc=$RC" "$OUT" "$ERR"
 fi
 
 # ---- environment, multi-node ---------------------------------------------
 run 10 --nnodes 2 --node_rank=1 --master-addr 10.1.2.3 --master-port 29555 --nproc-per-node 2 "$T/helper"
 if [ "$RC" = 0 ] &&
-   grep -q '^\[2\] RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 fds=0,1,2 store=none$' "$T/out" &&
-   grep -q '^\[3\] RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 fds=0,1,2 store=none$' "$T/out" &&
+   grep -q '^\[2\] RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 hosted=1 fds=0,1,2 store=remote$' "$T/out" &&
+   grep -q '^\[3\] RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 hosted=1 fds=0,1,2 store=remote$' "$T/out" &&
    [ "$(wc -l < "$T/out")" = 2 ]; then
-    pass "env per rank (--nnodes 2 --node-rank 1, given port: no socket)"
+    pass "env per rank (--nnodes 2 --node-rank 1, given port: node 0 hosts the store)"
 else
     fail "env per rank (multi-node)" "rc=$RC" "$OUT" "$ERR"
 fi
 
-# ---- --master-port on one node: no socket either --------------------------
-run 10 -n 2 --master-port 29777 "$T/helper"
-if [ "$RC" = 0 ] && grep -q '^\[0\] RANK=0 .*MASTER_PORT=29777 fds=0,1,2 store=none$' "$T/out"; then
-    pass "--master-port on one node passes the port, no socket"
+# ---- --master-port on one node: the store listens there ------------------
+mp=$((30000 + $$ % 20000))
+run 10 -n 2 --master-port $mp "$T/helper"
+if [ "$RC" = 0 ] && grep -q "^\[0\] RANK=0 .*MASTER_PORT=$mp hosted=1 fds=0,1,2 store=ok\$" "$T/out" &&
+   grep -q "^\[1\] RANK=1 .*MASTER_PORT=$mp hosted=1 fds=0,1,2 store=ok\$" "$T/out"; then
+    pass "--master-port on one node: distrun's store listens on it"
 else
     fail "--master-port on one node" "rc=$RC" "$OUT" "$ERR"
 fi

@@ -10,9 +10,13 @@
    SIGINT kills them.  When a rank fails, the others get SIGTERM, then SIGKILL
    after --kill-grace seconds, and distrun exits with the failed rank's status.
 
-   On one node without --master-port, distrun binds the store's listening
-   socket itself and hands the open socket to rank 0 (DIST_STORE_LISTEN_FD),
-   so no other process can take the port between choosing it and using it.
+   distrun on node 0 hosts the job's store itself (dist.h's
+   dist_store_host_start), on MASTER_ADDR and --master-port (or a free port
+   on one node), for the job's whole life, and tells the ranks so
+   (DIST_STORE_HOSTED=1): rank 0 joins it as the others do.  So the store
+   outlives any rank, rank 0 included, and the survivors of a death can
+   still agree and shrink (dist_agree, dist_shrink); and no other process
+   can take the port between choosing it and using it.
 
    Each rank runs in its own process group, so a signal reaches everything a
    rank started and the terminal's Ctrl-C reaches distrun alone (which
@@ -42,19 +46,15 @@
      is terminated at once instead.  "SIGKILL" is TerminateProcess.
    - Output comes through named pipes read with overlapped I/O on one
      completion port, so relaying stays single-threaded as on POSIX.
-   - No socket is handed to rank 0 (under Wine an inherited socket cannot
-     be waited on): distrun picks a free port and closes it, and rank 0
-     binds it a few milliseconds later.
    - A rank's exit code is passed on as it is (Windows has 32-bit codes and
      no "killed by signal"); 127 when PROG cannot be started.
    - Arguments are re-quoted by the CommandLineToArgvW rules, and taken from
      the wide command line, so they reach PROG unchanged (as UTF-8 inside).
 
-   Plain C11 (+ POSIX, or + Win32); it does not include dist.h.
-      cc -std=c11 -O2 -Wall -Wextra -Wpedantic -o build/distrun tools/distrun.c
-      x86_64-w64-mingw32-gcc -std=c11 -O2 -Wall -Wextra -o distrun.exe tools/distrun.c
-      cl /std:c11 /O2 /W4 tools\distrun.c
-   (No libraries to name on Windows: Winsock is loaded when it is needed.)
+   Plain C11 (+ POSIX, or + Win32), with dist.h (for the store):
+      cc -std=c11 -O2 -Wall -Wextra -Wpedantic -I. -o build/distrun tools/distrun.c -pthread
+      x86_64-w64-mingw32-gcc -std=c11 -O2 -Wall -Wextra -I. -o distrun.exe tools/distrun.c -lws2_32
+      cl /std:c11 /O2 /W4 /I. tools\distrun.c ws2_32.lib
 */
 #if !defined(_WIN32) && !defined(_GNU_SOURCE)
 #  define _GNU_SOURCE               /* pipe2, strsignal, ... under -std=c11 */
@@ -71,6 +71,10 @@
 #    define _CRT_SECURE_NO_WARNINGS /* getenv, strerror, vfprintf */
 #  endif
 #endif
+/* The store is dist.h's (dist_store_host_start). */
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -151,8 +155,6 @@ typedef struct plat_job {
     struct stream **pstream;
 } plat_job;
 #endif
-typedef intptr_t sock_t;    /* the store's listening socket: an fd, or a SOCKET */
-#define NO_SOCK ((sock_t)-1)
 
 typedef struct stream stream;
 typedef struct child child;
@@ -170,14 +172,10 @@ static int64_t plat_now_ms(void);                /* monotonic */
 static int plat_init(job *j);
 /* While ranks start, stop signals wait (POSIX: blocked). */
 static void plat_hold_signals(int hold);
-/* The store's listening socket on addr, port chosen by the system; -1
-   (message printed) on failure.  Only rank 0 inherits it. */
-static int plat_open_store(const char *addr, int *port, sock_t *sock);
-static void plat_close_store(sock_t sock);
-/* Start c with env set (sock: rank 0's store socket, else NO_SOCK), its
-   output into c->out and c->err unless --no-prefix.  Sets c->pid.
-   0, or the exit code for the job when it cannot (message printed). */
-static int plat_start_rank(job *j, child *c, const rank_env *env, sock_t sock);
+/* Start c with env set, its output into c->out and c->err unless
+   --no-prefix.  Sets c->pid.  0, or the exit code for the job when it
+   cannot (message printed). */
+static int plat_start_rank(job *j, child *c, const rank_env *env);
 /* Send sig (DR_SIGKILL: kill outright) to c and all it started; 1 if sent. */
 static int plat_signal_rank(child *c, int sig);
 /* Wait at most timeout_ms for output, ended ranks or a signal.  Output goes
@@ -235,10 +233,10 @@ static void print_usage(FILE *f) {
           "  -n, --nproc-per-node N  ranks on this node (default 1)\n"
           "      --nnodes M          nodes in the job (default 1)\n"
           "      --node-rank K       this node's index, 0..M-1 (default 0)\n"
-          "      --master-addr HOST  where rank 0 hosts the store (default 127.0.0.1)\n"
+          "      --master-addr HOST  node 0's address, where its distrun hosts the job's\n"
+          "                          store (default 127.0.0.1)\n"
           "      --master-port P     its port; required with --nnodes > 1.  Without it\n"
-          "                          distrun opens the store's socket on a free port and\n"
-          "                          hands it to rank 0 (DIST_STORE_LISTEN_FD)\n"
+          "                          the store listens on a free port\n"
           "      --kill-grace S      seconds from SIGTERM to SIGKILL when stopping (3)\n"
           "      --timeout S         stop the whole job after S seconds (exit 124)\n"
           "      --no-prefix         ranks write straight to stdout and stderr, without\n"
@@ -400,12 +398,13 @@ struct job {
     int exit_code;
     int stdin_tty;          /* distrun's stdin is a terminal (a console) */
     char summary[320];      /* the one line printed at the end, if any */
+    dist_store_host *store; /* node 0: the job's store (dist.h) */
     plat_job p;
 };
 
 /* A rank's variables, in the order they are set; value NULL: unset. */
 typedef struct env_var { const char *name, *value; } env_var;
-struct rank_env { env_var v[9]; int n; char num[7][24]; };
+struct rank_env { env_var v[10]; int n; char num[7][24]; };
 
 static int64_t seconds_to_ms(double s) { return (int64_t)(s * 1000.0 + 0.5); }
 
@@ -480,7 +479,7 @@ static void env_add(rank_env *e, const char *name, const char *value) {
 }
 
 /* What a rank's environment gets besides distrun's own. */
-static void make_rank_env(const job *j, int local, int port, sock_t sock, rank_env *e) {
+static void make_rank_env(const job *j, int local, int port, rank_env *e) {
     const options *o = &j->opt;
     e->n = 0;
     env_add(e, "RANK", env_num(e, (long)o->node_rank * o->nproc + local));
@@ -491,22 +490,15 @@ static void make_rank_env(const job *j, int local, int port, sock_t sock, rank_e
     env_add(e, "MASTER_PORT", env_num(e, port));
     env_add(e, "MASTER_ADDR", o->master_addr);
     if (o->run_id) env_add(e, "DIST_RUN_ID", o->run_id);
-    /* a nested distrun must not pass its own parent's socket on */
-    if (sock != NO_SOCK) {
-        char *b = e->num[6];
-        snprintf(b, sizeof e->num[6], "%lld", (long long)sock);
-        env_add(e, "DIST_STORE_LISTEN_FD", b);
-    } else {
-        env_add(e, "DIST_STORE_LISTEN_FD", NULL);
-    }
+    env_add(e, "DIST_STORE_HOSTED", "1");         /* node 0's distrun hosts it */
+    env_add(e, "DIST_STORE_LISTEN_FD", NULL);     /* (an older launcher's, above this one) */
 }
 
-/* sock != NO_SOCK only for rank 0. */
-static int start_rank(job *j, int local, sock_t sock, int port) {
+static int start_rank(job *j, int local, int port) {
     rank_env e;
     int rc;
-    make_rank_env(j, local, port, sock, &e);
-    rc = plat_start_rank(j, &j->kids[local], &e, sock);
+    make_rank_env(j, local, port, &e);
+    rc = plat_start_rank(j, &j->kids[local], &e);
     if (rc == 0) j->running++;
     return rc;
 }
@@ -630,21 +622,36 @@ static int init_job(job *j) {
    loop starts); a rank that cannot be started stops the job. */
 static void start_all(job *j) {
     int port = j->opt.master_port;
-    sock_t sock = NO_SOCK;
-    plat_hold_signals(1);
-    if (port == 0 && plat_open_store(j->opt.master_addr, &port, &sock) != 0) {
-        j->stopping = 1;
-        j->exit_code = EXIT_LAUNCH;
+    plat_hold_signals(1);   /* (before the store's thread starts: the signals stay this thread's) */
+    if (j->opt.node_rank == 0) {
+        /* The store is distrun's, on node 0, for the job's whole life: it
+           outlives any rank (rank 0 included), so survivors can agree and
+           shrink, and the ranks find it at MASTER_ADDR:MASTER_PORT. */
+        dist_config hc;
+        memset(&hc, 0, sizeof hc);
+        hc.run_id = j->opt.run_id;
+        /* bound now, served once the ranks are started (no fork while
+           the store's thread runs: see dist__store_host_open) */
+        if (dist__store_host_open(&j->store, &hc, j->opt.nnodes * j->opt.nproc, j->opt.master_addr, port) != DIST_OK) {
+            fprintf(stderr, "distrun: %s\n", dist_error_message(NULL));
+            j->stopping = 1;
+            j->exit_code = EXIT_LAUNCH;
+        } else port = dist_store_host_port(j->store);
     }
     fflush(NULL);           /* or each forked child would print distrun's buffered output again */
     for (int i = 0; i < j->nkids && !j->stopping; i++) {
-        int rc = start_rank(j, i, i == 0 && j->opt.node_rank == 0 ? sock : NO_SOCK, port);
+        int rc = start_rank(j, i, port);
         if (rc != 0) {
             int n = begin_stop(j, rc, DR_SIGTERM);
             if (n > 0) snprintf(j->summary, sizeof j->summary, "distrun: stopped %d rank%s", n, plural(n));
         }
     }
-    if (sock != NO_SOCK) plat_close_store(sock);   /* rank 0 has it now */
+    if (j->store && dist__store_host_run(j->store) != DIST_OK) {
+        int n;
+        fprintf(stderr, "distrun: %s\n", dist_error_message(NULL));
+        n = begin_stop(j, EXIT_LAUNCH, DR_SIGTERM);
+        if (n > 0) snprintf(j->summary, sizeof j->summary, "distrun: stopped %d rank%s", n, plural(n));
+    }
     plat_hold_signals(0);
 }
 
@@ -664,6 +671,7 @@ int main(int argc, char **argv) {
     if (j.opt.timeout_s > 0) j.deadline = plat_now_ms() + seconds_to_ms(j.opt.timeout_s);
     start_all(&j);
     run(&j);
+    dist_store_host_stop(j.store);
     if (j.summary[0]) fprintf(stderr, "%s\n", j.summary);
     free_job(&j);
     return j.exit_code;
@@ -739,14 +747,6 @@ static int cloexec_pipe(int p[2]) {
     if (pipe(p) != 0) return -1;
     cloexec(p[0]); cloexec(p[1]);
     return 0;
-#endif
-}
-
-static int cloexec_socket(int family) {
-#ifdef SOCK_CLOEXEC
-    return socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-#else
-    return cloexec(socket(family, SOCK_STREAM, 0));
 #endif
 }
 
@@ -839,46 +839,6 @@ static void pump(child *c, stream *s, int drain) {
 
 /* ---- starting ranks ----------------------------------------------------- */
 
-/* The store's socket: bound on MASTER_ADDR, port chosen by the kernel.  It is
-   CLOEXEC here, so only rank 0 (which clears the flag) inherits it. */
-static int plat_open_store(const char *addr, int *port, sock_t *sock) {
-    struct addrinfo hints, *res, *ai;
-    int fd = -1, rc, err = 0;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    if ((rc = getaddrinfo(addr, "0", &hints, &res)) != 0) {
-        fprintf(stderr, "distrun: cannot resolve --master-addr '%s': %s\n", addr, gai_strerror(rc));
-        return -1;
-    }
-    for (ai = res; ai && fd < 0; ai = ai->ai_next) {
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof ss;
-        int one = 1;
-        fd = cloexec_socket(ai->ai_family);
-        if (fd < 0) { err = errno; continue; }
-        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-            bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0 ||
-            getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
-            err = errno;
-            close(fd);
-            fd = -1;
-            continue;
-        }
-        *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
-    }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        fprintf(stderr, "distrun: cannot listen on %s for the store: %s\n", addr, strerror(err));
-        return -1;
-    }
-    *sock = fd;
-    return 0;
-}
-
-static void plat_close_store(sock_t sock) { close((int)sock); }
-
 /* Two pipes per rank need fds; lift the soft limit when a big job needs it.
    Ranks get the original limit back. */
 static void raise_fd_limit(int nkids) {
@@ -900,18 +860,13 @@ static void close_fd_range(unsigned lo, unsigned hi) {
     for (unsigned fd = lo; fd <= hi && fd < (unsigned)max; fd++) close((int)fd);
 }
 
-/* A rank sees stdio, plus the store socket for rank 0, and nothing else:
-   like Python's subprocess, distrun does not pass on fds it inherited. */
-static void close_other_fds(int keep) {
-    if (keep < 3) { close_fd_range(3, ~0U); return; }
-    close_fd_range(3, (unsigned)keep - 1);
-    close_fd_range((unsigned)keep + 1, ~0U);
-}
+/* A rank sees stdio and nothing else: like Python's subprocess, distrun
+   does not pass on fds it inherited. */
+static void close_other_fds(void) { close_fd_range(3, ~0U); }
 
 /* In the forked child, up to exec.  distrun is single-threaded, so setenv
    and dprintf are safe here. */
-static void exec_rank(const job *j, const rank_env *env, const int out[2], const int err[2],
-                      int store_fd, pid_t launcher) {
+static void exec_rank(const job *j, const rank_env *env, const int out[2], const int err[2], pid_t launcher) {
     struct sigaction dfl;
     /* Its own process group: a signal for the rank reaches everything it
        started (a shell script's children too), and the terminal's Ctrl-C
@@ -939,8 +894,7 @@ static void exec_rank(const job *j, const rank_env *env, const int out[2], const
         int null = open("/dev/null", O_RDONLY);
         if (null > 0) { dup2(null, 0); close(null); }
     }
-    if (store_fd >= 0 && fcntl(store_fd, F_SETFD, 0) != 0) _exit(EXIT_EXEC);
-    close_other_fds(store_fd);
+    close_other_fds();
     for (int i = 0; i < env->n; i++) {
         const env_var *v = &env->v[i];
         if (!v->value) { unsetenv(v->name); continue; }
@@ -965,7 +919,7 @@ static void close_pair(int p[2]) {
     for (int k = 0; k < 2; k++) if (p[k] >= 0) { close(p[k]); p[k] = -1; }
 }
 
-static int plat_start_rank(job *j, child *c, const rank_env *env, sock_t sock) {
+static int plat_start_rank(job *j, child *c, const rank_env *env) {
     int out[2] = { -1, -1 }, err[2] = { -1, -1 };
     pid_t launcher = getpid(), pid;
     if (j->opt.prefix && (make_pipe(out) != 0 || make_pipe(err) != 0)) {
@@ -975,7 +929,7 @@ static int plat_start_rank(job *j, child *c, const rank_env *env, sock_t sock) {
         return EXIT_LAUNCH;
     }
     pid = fork();
-    if (pid == 0) exec_rank(j, env, out, err, (int)sock, launcher);
+    if (pid == 0) exec_rank(j, env, out, err, launcher);
     if (out[1] >= 0) { close(out[1]); close(err[1]); }
     if (pid < 0) {
         fprintf(stderr, "distrun: cannot start rank %d: %s\n", c->rank, strerror(errno));
@@ -1365,9 +1319,9 @@ static VOID CALLBACK on_process_end(PVOID ctx, BOOLEAN timed_out) {
     PostQueuedCompletionStatus(win_port, 0, PKT_EXIT, (LPOVERLAPPED)ctx);
 }
 
-/* The rank gets exactly its three standard handles (and rank 0 the store
-   socket): the handle list keeps anything else distrun holds from it. */
-static BOOL create_process(wchar_t *cmd, wchar_t *envblock, HANDLE std[3], sock_t sock, PROCESS_INFORMATION *pi) {
+/* The rank gets exactly its three standard handles: the handle list keeps
+   anything else distrun holds from it. */
+static BOOL create_process(wchar_t *cmd, wchar_t *envblock, HANDLE std[3], PROCESS_INFORMATION *pi) {
     STARTUPINFOEXW si;
     HANDLE list[4];
     SIZE_T size = 0;
@@ -1380,7 +1334,6 @@ static BOOL create_process(wchar_t *cmd, wchar_t *envblock, HANDLE std[3], sock_
         for (int i = 0; i < nlist; i++) dup |= list[i] == std[k];
         if (std[k] && !dup) list[nlist++] = std[k];
     }
-    if (sock != NO_SOCK) list[nlist++] = (HANDLE)sock;
     memset(&si, 0, sizeof si);
     si.StartupInfo.cb = sizeof si.StartupInfo;
     si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
@@ -1419,7 +1372,7 @@ static BOOL create_process(wchar_t *cmd, wchar_t *envblock, HANDLE std[3], sock_
     return ok;
 }
 
-static int plat_start_rank(job *j, child *c, const rank_env *env, sock_t sock) {
+static int plat_start_rank(job *j, child *c, const rank_env *env) {
     HANDLE std[3] = { NULL, NULL, NULL };
     PROCESS_INFORMATION pi;
     wchar_t *cmd = NULL, *envblock = NULL;
@@ -1444,10 +1397,8 @@ static int plat_start_rank(job *j, child *c, const rank_env *env, sock_t sock) {
         fprintf(stderr, "distrun: out of memory starting rank %d\n", c->rank);
         goto done;
     }
-    if (sock != NO_SOCK) SetHandleInformation((HANDLE)sock, HANDLE_FLAG_INHERIT, HANDLE_FLAG_INHERIT);
-    made = create_process(cmd, envblock, std, sock, &pi);
+    made = create_process(cmd, envblock, std, &pi);
     err = GetLastError();
-    if (sock != NO_SOCK) SetHandleInformation((HANDLE)sock, HANDLE_FLAG_INHERIT, 0);
     if (!made) {
         if (err == ERROR_NOT_ENOUGH_MEMORY || err == ERROR_OUTOFMEMORY || err == ERROR_NO_SYSTEM_RESOURCES ||
             err == ERROR_COMMITMENT_LIMIT) {
@@ -1494,110 +1445,6 @@ done:
     free(envblock);
     return rc;
 }
-
-/* ---- the store's socket (Winsock, loaded when needed) ------------------ */
-
-typedef int (WSAAPI *ws_startup_fn)(WORD, LPWSADATA);
-typedef SOCKET (WSAAPI *ws_socket_fn)(int, int, int);
-typedef int (WSAAPI *ws_bind_fn)(SOCKET, const struct sockaddr *, int);
-typedef int (WSAAPI *ws_listen_fn)(SOCKET, int);
-typedef int (WSAAPI *ws_getsockname_fn)(SOCKET, struct sockaddr *, int *);
-typedef int (WSAAPI *ws_setsockopt_fn)(SOCKET, int, int, const char *, int);
-typedef int (WSAAPI *ws_closesocket_fn)(SOCKET);
-typedef int (WSAAPI *ws_getaddrinfo_fn)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
-typedef void (WSAAPI *ws_freeaddrinfo_fn)(struct addrinfo *);
-typedef int (WSAAPI *ws_lasterror_fn)(void);
-
-static struct {
-    ws_startup_fn p_startup;
-    ws_socket_fn p_socket;
-    ws_bind_fn p_bind;
-    ws_listen_fn p_listen;
-    ws_getsockname_fn p_getsockname;
-    ws_setsockopt_fn p_setsockopt;
-    ws_closesocket_fn p_closesocket;
-    ws_getaddrinfo_fn p_getaddrinfo;
-    ws_freeaddrinfo_fn p_freeaddrinfo;
-    ws_lasterror_fn p_lasterror;
-} ws;
-
-static int load_winsock(void) {
-    static int state;   /* 0: not yet, 1: loaded, -1: failed */
-    WSADATA wd;
-    HMODULE m;
-    if (state) return state > 0 ? 0 : -1;
-    state = -1;
-    if (!(m = LoadLibraryA("ws2_32.dll"))) return -1;
-#define WS_LOAD(field, type, name) \
-    if (!(ws.field = (type)(void (*)(void))GetProcAddress(m, name))) return -1
-    WS_LOAD(p_startup, ws_startup_fn, "WSAStartup");
-    WS_LOAD(p_socket, ws_socket_fn, "socket");
-    WS_LOAD(p_bind, ws_bind_fn, "bind");
-    WS_LOAD(p_listen, ws_listen_fn, "listen");
-    WS_LOAD(p_getsockname, ws_getsockname_fn, "getsockname");
-    WS_LOAD(p_setsockopt, ws_setsockopt_fn, "setsockopt");
-    WS_LOAD(p_closesocket, ws_closesocket_fn, "closesocket");
-    WS_LOAD(p_getaddrinfo, ws_getaddrinfo_fn, "getaddrinfo");
-    WS_LOAD(p_freeaddrinfo, ws_freeaddrinfo_fn, "freeaddrinfo");
-    WS_LOAD(p_lasterror, ws_lasterror_fn, "WSAGetLastError");
-#undef WS_LOAD
-    if (ws.p_startup(MAKEWORD(2, 2), &wd) != 0) return -1;
-    state = 1;
-    return 0;
-}
-
-/* As on POSIX; the socket is not inheritable but while rank 0 starts.
-   SO_EXCLUSIVEADDRUSE: Windows' SO_REUSEADDR would let others share the port. */
-static int plat_open_store(const char *addr, int *port, sock_t *sock) {
-    struct addrinfo hints, *res = NULL, *ai;
-    SOCKET fd = INVALID_SOCKET;
-    int rc, err = 0;
-    if (load_winsock() != 0) {
-        fprintf(stderr, "distrun: cannot load Winsock (ws2_32.dll): %s\n", win_error(GetLastError()));
-        return -1;
-    }
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    if ((rc = ws.p_getaddrinfo(addr, "0", &hints, &res)) != 0) {
-        fprintf(stderr, "distrun: cannot resolve --master-addr '%s': %s\n", addr, win_error((DWORD)rc));
-        return -1;
-    }
-    for (ai = res; ai && fd == INVALID_SOCKET; ai = ai->ai_next) {
-        struct sockaddr_storage ss;
-        int len = (int)sizeof ss;
-        BOOL one = TRUE;
-        const unsigned char *pb;
-        fd = ws.p_socket(ai->ai_family, SOCK_STREAM, IPPROTO_TCP);
-        if (fd == INVALID_SOCKET) { err = ws.p_lasterror(); continue; }
-        SetHandleInformation((HANDLE)fd, HANDLE_FLAG_INHERIT, 0);
-        if (ws.p_setsockopt(fd, SOL_SOCKET, SO_EXCLUSIVEADDRUSE, (const char *)&one, (int)sizeof one) != 0 ||
-            ws.p_bind(fd, ai->ai_addr, (int)ai->ai_addrlen) != 0 || ws.p_listen(fd, 128) != 0 ||
-            ws.p_getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
-            err = ws.p_lasterror();
-            ws.p_closesocket(fd);
-            fd = INVALID_SOCKET;
-            continue;
-        }
-        pb = ss.ss_family == AF_INET6 ? (const unsigned char *)&((struct sockaddr_in6 *)&ss)->sin6_port
-                                      : (const unsigned char *)&((struct sockaddr_in *)&ss)->sin_port;
-        *port = pb[0] << 8 | pb[1];    /* network byte order */
-    }
-    if (res) ws.p_freeaddrinfo(res);
-    if (fd == INVALID_SOCKET) {
-        fprintf(stderr, "distrun: cannot listen on %s for the store: %s\n", addr, win_error((DWORD)err));
-        return -1;
-    }
-    /* The port is rank 0's to bind: under Wine a socket a child inherits
-       cannot be waited on (WSAPoll fails on it), so it is not handed down;
-       the port stays free from here until rank 0 listens on it, a few
-       milliseconds later. */
-    ws.p_closesocket(fd);
-    *sock = NO_SOCK;
-    return 0;
-}
-
-static void plat_close_store(sock_t sock) { ws.p_closesocket((SOCKET)sock); }
 
 /* ---- stopping and waiting ----------------------------------------------- */
 

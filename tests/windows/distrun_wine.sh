@@ -48,7 +48,7 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- build ----------------------------------------------------------------
-if ! "$CC" -std=c11 -O2 -Wall -Wextra -Werror -o "$out/distrun.exe" tools/distrun.c > "$T/cc.log" 2>&1; then
+if ! "$CC" -std=c11 -O2 -Wall -Wextra -Werror -I. -o "$out/distrun.exe" tools/distrun.c -lws2_32 > "$T/cc.log" 2>&1; then
     fail "distrun.exe builds with $CC -std=c11 -O2 -Wall -Wextra -Werror" "$(head -20 "$T/cc.log")"
     exit 1
 fi
@@ -82,20 +82,20 @@ run() {
 }
 
 # ---- environment ------------------------------------------------------------
-# One node, port chosen by distrun: no rank is handed a socket (rank 0
-# binds the port; an inherited DIST_STORE_LISTEN_FD is removed).
+# One node, port chosen by distrun: distrun hosts the store there
+# (DIST_STORE_HOSTED=1; an inherited DIST_STORE_LISTEN_FD is removed).
 DISTRUN_TEST_MARK=m1 RANK=99 rank=98 DIST_STORE_LISTEN_FD=77 run 30 -n 3 "$CHILD" env
 port=$(printf '%s\n' "$OUT" | sed -n 's/^\[0\] .* MASTER_PORT=\([0-9]*\) .*/\1/p')
 rid=$(printf '%s\n' "$OUT" | sed -n 's/^\[0\] .* DIST_RUN_ID=\(distrun-[0-9a-f]\{16\}\) .*/\1/p')
 want=""
 for r in 0 1 2; do
-    store=none
+    store=ok
     want+="[$r] RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 GROUP_RANK=0 MASTER_ADDR=127.0.0.1"
-    want+=" MASTER_PORT=$port DIST_RUN_ID=$rid MARK=m1 nrank=1 store=$store"$'\n'
+    want+=" MASTER_PORT=$port DIST_RUN_ID=$rid MARK=m1 nrank=1 hosted=1 store=$store"$'\n'
 done
 if [ "$RC" = 0 ] && [ -n "$port" ] && [ "$port" -gt 0 ] && [ -n "$rid" ] &&
    [ "$(printf '%s\n' "$OUT" | sort)" = "${want%$'\n'}" ] && [ -z "$ERR" ]; then
-    pass "env per rank (one node, port $port): new block, RANK set once, no DIST_STORE_LISTEN_FD"
+    pass "env per rank (one node, port $port): new block, RANK set once, the store distrun's, no DIST_STORE_LISTEN_FD"
 else
     fail "env per rank (one node)" "rc=$RC" "got:" "$OUT" "want:" "$want" "stderr: $ERR"
 fi
@@ -106,7 +106,7 @@ want=""
 for l in 0 1 2; do
     r=$((3 + l))
     want+="[$r] RANK=$r WORLD_SIZE=6 LOCAL_RANK=$l LOCAL_WORLD_SIZE=3 GROUP_RANK=1 MASTER_ADDR=localhost"
-    want+=" MASTER_PORT=29555 DIST_RUN_ID=exp-7 MARK=m2 nrank=1 store=none"$'\n'
+    want+=" MASTER_PORT=29555 DIST_RUN_ID=exp-7 MARK=m2 nrank=1 hosted=1 store=remote"$'\n'
 done
 if [ "$RC" = 0 ] && [ "$(printf '%s\n' "$OUT" | sort)" = "${want%$'\n'}" ]; then
     pass "env per rank (--nnodes 2 --node-rank 1, given port and run id; an inherited DIST_STORE_LISTEN_FD is removed)"

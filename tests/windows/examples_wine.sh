@@ -92,7 +92,7 @@ build() {   # name compiler-arguments...
 }
 t0=$(date +%s.%N)
 names=()
-build distrun tools/distrun.c -o "$out/distrun.exe" &
+build distrun -I. tools/distrun.c -o "$out/distrun.exe" -lws2_32 &
 for src in examples/*.c; do
     name=$(basename "$src" .c)
     names+=("$name")
