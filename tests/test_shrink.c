@@ -90,6 +90,7 @@ typedef struct {
     int64_t t_kill;            /* a victim: when it killed itself (now_ns) */
     int64_t t_shrunk;          /* a survivor: its first step done on its final communicator */
     int final_size, final_rank, shrinks;
+    int64_t agree_ns, agrees;  /* time in dist_agree, and calls */
     uint64_t checksum;
 } rank_rec;
 
@@ -254,7 +255,12 @@ static int rank_main(int rank, int port, int lfd, void *p) {
            then it tries again at the next step) */
         if (g_kp.armed && g_kp.op[0] == 'a' && j->point != P_ENTRY) sleep_ms(30);
         if (c == w) rounds++;
-        r = dist_agree(c, &f, &nalive);
+        {
+            int64_t ta = now_ns();
+            r = dist_agree(c, &f, &nalive);
+            sh->r[rank].agree_ns += now_ns() - ta;
+            sh->r[rank].agrees++;
+        }
         if (g_kp.armed && g_kp.op[0] == 'a' && (j->point == P_ENTRY || step >= KILL_STEP + 20))
             return FAIL("step %d: agree returned %s without reaching its kill point (%s)", step, dist_result_name(r), g_kp.point);
         if (r != DIST_OK) return FAIL("step %d: agree -> %s: %s", step, dist_result_name(r), dist_error_message(c));
@@ -387,7 +393,12 @@ static void run_case(const char *name, job_t *j) {
             k++;
         }
     }
-    if (g_cur_failed == 0 && j->nvictims && first_kill && last_shrunk > first_kill) {
+    if (g_cur_failed == 0 && j->special == 'q' && sh->r[0].agrees) {
+        char extra[96];
+        snprintf(extra, sizeof extra, "dist_agree: %.1f us per call (mean of %lld on rank 0)", (double)sh->r[0].agree_ns / 1e3 / (double)sh->r[0].agrees,
+                 (long long)sh->r[0].agrees);
+        case_end(secs_since(t0), extra);
+    } else if (g_cur_failed == 0 && j->nvictims && first_kill && last_shrunk > first_kill) {
         char extra[96];
         snprintf(extra, sizeof extra, "kill to shrunk %.1f ms, %d survivors", (double)(last_shrunk - first_kill) / 1e6, survivors);
         case_end(secs_since(t0), extra);
