@@ -1,6 +1,6 @@
 // TIMEOUT: 300
 // TRANSPORTS: auto tcp
-// WINDOWS: no, its victims kill themselves at points of the protocol watched from a thread of their own (fork and SIGKILL; a port is next)
+// WINDOWS: no, not ported yet: its victims are forked ranks that kill themselves inside the protocol (its kill points)
 /* test_shrink.c - survivors of a communicator agree (dist_agree) and go on
    without the dead (dist_shrink), as a training loop would.
 
