@@ -9591,7 +9591,7 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
         if ((res = dist__ft_all_set(d, what, prefix, dead, &all)) != DIST_OK) goto out;
         if (all) {
             /* propose: the entries of the members not known dead */
-            uint64_t and = ~(uint64_t)0;
+            uint64_t all_and = ~(uint64_t)0;
             int64_t nid = 0;
             size_t off, len = 0;
             char other = 0;
@@ -9607,7 +9607,7 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
                 if (sscanf(rec, "%c %llx", &other, &v) != 2) { res = dist__fail(d, DIST_ERR_PROTOCOL, "%s: the entry of rank %d is malformed", what, g); goto out; }
                 if (other == 'a' && first_a < 0) first_a = g;
                 if (other == 's' && first_s < 0) first_s = g;
-                and &= (uint64_t)v;
+                all_and &= (uint64_t)v;
                 off += (size_t)snprintf(prop + 64 + off, cap - 64 - off, " %d", g);
             }
             if (!f) all = 0;
@@ -9616,7 +9616,7 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
                 int cnt = 0;
                 for (int g = 0; g < n; g++) cnt += !dead[g];
                 if (kind == 's' && (res = dist_store_add(d, "dist/next_comm_id", 1, &nid)) != DIST_OK) goto out;
-                dist__format(rec, cap, "%c %016llx %lld %d%s", kind, (unsigned long long)and, (long long)nid, cnt, prop + 64);
+                dist__format(rec, cap, "%c %016llx %lld %d%s", kind, (unsigned long long)all_and, (long long)nid, cnt, prop + 64);
             }
             if (all) {
                 DIST__TEST_POINT(d, what, "proposing");
