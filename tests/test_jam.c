@@ -304,6 +304,22 @@ typedef struct flooder {
 #endif
 } flooder;
 
+/* Adds a port on 127.0.0.1 to flood (the store's, or a rank's mesh
+   port), alive. */
+static fport *fl_add_loopback(flooder *f, int port) {
+    fport *p = &f->ports[f->nports++];
+    struct sockaddr_in *a = (struct sockaddr_in *)&p->sa;
+    memset(p, 0, sizeof *p);
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    p->salen = sizeof *a;
+    p->port = port;
+    p->family = AF_INET;
+    p->alive = 1;
+    return p;
+}
+
 /* Watching the connections: epoll (edge-triggered) on Linux.  Windows
    has no epoll: a WSAPoll set there, level-triggered, so a connection is
    watched for POLLOUT while it connects and for POLLIN once open
@@ -502,16 +518,7 @@ static void fl_scan(flooder *f) {
     for (int r = 0; r < N; r++) {
         int port = LOAD(sh->r[r].mesh_port);
         if (f->posted[r] == 0 && port > 0 && !LOAD(sh->r[r].inited) && f->nports < MAXPORTS) {
-            fport *p = &f->ports[f->nports++];
-            struct sockaddr_in *b4 = (struct sockaddr_in *)&p->sa;
-            memset(p, 0, sizeof *p);
-            b4->sin_family = AF_INET;
-            b4->sin_port = htons((uint16_t)port);
-            b4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            p->salen = sizeof *b4;
-            p->port = port;
-            p->family = AF_INET;
-            p->alive = 1;
+            fl_add_loopback(f, port);
             f->posted[r] = 1;
             INC(f->out->mesh_found);
             if (getenv("JAM_DEBUG"))
@@ -832,16 +839,7 @@ static int flooder_main(int store_port, int rate, int idle_target, int idle_rate
     if (!f.c || f.ep < 0) { STORE(f.out->ready, 1); return 1; }
 #endif
     {   /* the store's port, the first */
-        fport *p = &f.ports[f.nports++];
-        struct sockaddr_in *a = (struct sockaddr_in *)&p->sa;
-        memset(p, 0, sizeof *p);
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)store_port);
-        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        p->salen = sizeof *a;
-        p->family = AF_INET;
-        p->port = store_port;
-        p->alive = p->is_store = 1;
+        fl_add_loopback(&f, store_port)->is_store = 1;
     }
     t_begin = t_last = now_ns();
     /* warm-up: fill the store's backlog with idle connections (at most 1 s) */
