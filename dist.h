@@ -356,6 +356,7 @@ extern "C" {
     X(DIST_ERR_FAILED,     -11, "the communicator failed earlier")          \
     X(DIST_ERR_UNSUPPORTED,-12, "not supported by this build")              \
     X(DIST_ERR_NOT_FOUND,  -13, "no such key")                              \
+    X(DIST_ERR_REVOKED,    -14, "the communicator was revoked")             \
     X(DIST_ERR_NO_DEVICE, -100, "no CUDA device or CUDA library")           \
     X(DIST_ERR_CUDA,      -101, "a CUDA call failed")                       \
     X(DIST_ERR_NCCL,      -102, "an NCCL call failed")                      \
@@ -682,10 +683,26 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
    it instead: see dist_store_host_start).
    dist_failed_ranks  the members of d this rank knows dead now (their
                 connection failed or they left): up to cap of them into
-                ranks (may be NULL); returns how many there are. */
+                ranks (may be NULL); returns how many there are.
+   dist_revoke  interrupts every operation on d, on every member: what is
+                pending (a receive, a send not yet on the wire, a
+                collective) and what is called later fails at once with
+                DIST_ERR_REVOKED, naming the rank that revoked; a send
+                already partly on the wire finishes.  Any one member calls
+                it (a rank that gives up on a step while the others wait in
+                it); every member then calls dist_agree or dist_shrink,
+                which work on a revoked d, and goes on with the shrunk
+                communicator (or a fresh dist_new_group of the world).
+                Messages of d that arrive later are dropped.  The notice
+                goes to every member from each that hears it first, so it
+                arrives even if the revoker dies at once.  Groups made from
+                d are not revoked with it.
+   dist_revoked  1 once d is revoked (here or by another member). */
 DIST_API dist_result dist_agree(dist_t *d, uint64_t *flags, int *nalive);
 DIST_API dist_result dist_shrink(dist_t *d, dist_t **survivors);
 DIST_API int dist_failed_ranks(dist_t *d, int *ranks, int cap);
+DIST_API dist_result dist_revoke(dist_t *d);
+DIST_API int dist_revoked(const dist_t *d);
 
 /* ---- local launch (torch.multiprocessing.spawn) ----
    Starts nprocs ranks of this program on this host.  Each runs
@@ -3077,7 +3094,7 @@ enum {
 #define DIST__FRAME_PROMPT    0x20   /* an announcement by reference the budget paid for: copied at once,
                                         received or not, as an eager message would be */
 /* Why a receiver did not take an announced message (CANCEL's count). */
-enum { DIST__REFUSED_MISMATCH = 1, DIST__REFUSED_WITHDRAWN, DIST__REFUSED_GONE };
+enum { DIST__REFUSED_MISMATCH = 1, DIST__REFUSED_WITHDRAWN, DIST__REFUSED_GONE, DIST__REFUSED_REVOKED };
 
 /* Collective kinds (the low 4 bits of a COLL frame's byte 3; the high 4
    bits say which algorithm, so ranks that chose differently also fail). */
@@ -4177,6 +4194,7 @@ struct dist_req {
     int in_first;                  /* ...as op(incoming, rbuf) instead of op(rbuf, incoming) */
     int detached;                  /* released when complete; nobody waits */
     int by_peer;                   /* failed because another rank reported a failure */
+    dist_result withdrawn;         /* why its waiter withdrew it: DIST_ERR_TIMEOUT, or DIST_ERR_REVOKED (its communicator) */
     dist_req_t *cnext;             /* the collective's list of its requests */
     dist_result result;
     char *err;                     /* its failure's sentence (allocated when it fails; NULL: none) */
@@ -4337,6 +4355,7 @@ typedef struct dist__engine {
     dist__shm_world shm;
     int aborted;                     /* dist_abort was called: every call fails from now on (atomic loads) */
     char abort_why[128];             /* set once, before `aborted` */
+    int nrevoked;                    /* communicators revoked (their frames are dropped as they come) */
 } dist__engine;
 
 typedef struct dist__job dist__job;
@@ -4396,6 +4415,9 @@ struct dist {
     int shm_off;                     /* a shared-memory collective failed here: no more of them */
     int ngroups_made;                /* dist_new_group calls so far (the same on every rank) */
     uint64_t ft_rounds;              /* dist_agree and dist_shrink calls so far (the same on every live member) */
+    int revoked;                     /* dist_revoke here or by a member: operations fail (atomic loads; set under the
+                                        engine lock, after revoke_note) */
+    dist__abort_note revoke_note;    /* why, for every collective from then on */
     /* -- async collectives: under q_lock -- */
     dist__mutex q_lock;
     dist__cond q_cond;
@@ -5543,6 +5565,14 @@ static int dist__on_message(dist__engine *e, dist__peer *p) {
     }
     p->held += charge;
     x->charge = 0;
+    if (e->nrevoked) {
+        dist_t *cd = dist__engine_comm(e, f->comm);
+        if (cd && cd->revoked) {       /* nobody receives on a revoked communicator: dropped */
+            if (rts) { dist__refuse(e, p, f->sid, DIST__REFUSED_REVOKED); dist__credit_release(e, p, charge); }
+            else { x->charge = charge; dist__rx_payload(x, NULL, f->nbytes); }
+            return 0;
+        }
+    }
     if ((r = dist__find_receive(e, p->rank, f)) != NULL) {
         dist__unpost(e, r);
         if (!dist__recv_sizes_agree(e, r, p->rank, f)) {
@@ -5694,7 +5724,7 @@ static int dist__on_control(dist__engine *e, dist__peer *p) {
             r = n ? DIST__CONTAINER(n, dist_req_t, link) : NULL;
             if (!r || r->state != DIST__RS_REVOKING) { dist__peer_fail(e, p, "rank %d dropped a message that was not withdrawn", p->rank); return -1; }
             dist__ix_unlink(&e->ix, r->ixq, &r->link); r->ixq = NULL;
-            dist__req_complete(e, r, DIST_ERR_TIMEOUT);      /* its sentence is written */
+            dist__req_complete(e, r, r->withdrawn);          /* its sentence is written */
             return 0;
         }
         if ((r = dist__announced(e, p, (uint64_t)f->tag)) == NULL) {
@@ -5704,12 +5734,16 @@ static int dist__on_control(dist__engine *e, dist__peer *p) {
             for (dist__link *n = p->streamq.next; n != &p->streamq && !r; n = n->next)
                 if (DIST__CONTAINER(n, dist_req_t, link)->sid == (uint64_t)f->tag) { r = DIST__CONTAINER(n, dist_req_t, link); dist__unlink(n); }
         }
-        if (r) {
+        if (r && f->count == DIST__REFUSED_REVOKED && r->comm && r->comm->revoked)
+            dist__req_failf(e, r, DIST_ERR_REVOKED, "%s", r->comm->revoke_note.text);   /* the cause, as this rank knows it */
+        else if (r) {
             r->by_peer = 1;        /* its words, not a timeout of ours */
-            dist__req_failf(e, r, f->count == DIST__REFUSED_MISMATCH ? DIST_ERR_MISMATCH : f->count == DIST__REFUSED_WITHDRAWN ? DIST_ERR_TIMEOUT : DIST_ERR_PEER_LOST,
+            dist__req_failf(e, r, f->count == DIST__REFUSED_MISMATCH ? DIST_ERR_MISMATCH : f->count == DIST__REFUSED_WITHDRAWN ? DIST_ERR_TIMEOUT :
+                                  f->count == DIST__REFUSED_REVOKED ? DIST_ERR_REVOKED : DIST_ERR_PEER_LOST,
                             "rank %d did not take it (%s)", p->rank,
                             f->count == DIST__REFUSED_MISMATCH ? "its receive expects another message" :
-                            f->count == DIST__REFUSED_WITHDRAWN ? "its receive timed out" : "its receive ended before it came");
+                            f->count == DIST__REFUSED_WITHDRAWN ? "its receive timed out" :
+                            f->count == DIST__REFUSED_REVOKED ? "the communicator was revoked there" : "its receive ended before it came");
         }
         return 0;
     case DIST__FRAME_CREDIT:
@@ -6219,12 +6253,18 @@ static void dist__send_wait_why(dist__engine *e, const dist_req_t *r, int waited
 }
 
 /* Withdraws a request whose wait ran out of time (or whose collective
-   ended), so nothing is written to its buffer after the caller gets it
-   back, and its peer learns of it (why: DIST__REFUSED_*). */
-static int dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms, int why) {
+   ended, or whose communicator was revoked: code DIST_ERR_REVOKED, and its
+   sentence is the revocation's), so nothing is written to its buffer after
+   the caller gets it back, and its peer learns of it (why:
+   DIST__REFUSED_*).  Returns 0 when the peer must answer first. */
+#define DIST__WITHDRAWN(e, r, ...) do { \
+        if ((r)->withdrawn == DIST_ERR_REVOKED) dist__req_failf(e, r, DIST_ERR_REVOKED, "%s", (r)->comm->revoke_note.text); \
+        else dist__req_failf(e, r, DIST_ERR_TIMEOUT, __VA_ARGS__); } while (0)
+static int dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms, int why, dist_result code) {
     char why_text[DIST__ERRLEN];
     dist__peer *p = r->kind == DIST__REQ_RECV ? (r->source >= 0 && r->source < e->world ? &e->peers[r->source] : NULL)
                                               : &e->peers[r->peer];
+    r->withdrawn = code == DIST_ERR_REVOKED && r->comm ? DIST_ERR_REVOKED : DIST_ERR_TIMEOUT;
     if (r->kind == DIST__REQ_RECV) {
         switch (r->state) {
         case DIST__RS_POSTED: dist__unpost(e, r); break;
@@ -6242,20 +6282,20 @@ static int dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms, int
             break;
         default: break;
         }
-        dist__req_failf(e, r, DIST_ERR_TIMEOUT, "no message after %.1f s", waited_ms / 1000.0);
+        DIST__WITHDRAWN(e, r, "no message after %.1f s", waited_ms / 1000.0);
         return 1;
     }
     dist__send_wait_why(e, r, waited_ms, why_text, sizeof why_text);
     switch (r->state) {
     case DIST__RS_QUEUED:
         dist__unlink(&r->link);
-        dist__req_failf(e, r, DIST_ERR_TIMEOUT, "%s", why_text);
+        DIST__WITHDRAWN(e, r, "%s", why_text);
         return 1;
     case DIST__RS_WIRE:
         if (p->wire.off == 0) {                 /* chosen, not begun: as if never */
             p->credit += r->charge; p->charged -= r->charge;
             dist__wire_reset(&p->wire);
-            dist__req_failf(e, r, DIST_ERR_TIMEOUT, "%s", why_text);
+            DIST__WITHDRAWN(e, r, "%s", why_text);
             return 1;
         }
         break;
@@ -6265,19 +6305,20 @@ static int dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms, int
                it dropped the announcement (CANCEL) or copied it (ACK) first. */
             char what[160];
             dist__req_describe(r, what, sizeof what);
-            if (dist__req_err_buf(r) != dist__req_err_oom) dist__format(r->err, DIST__ERRLEN, "%s: %s", what, why_text);
+            if (dist__req_err_buf(r) != dist__req_err_oom)
+                dist__format(r->err, DIST__ERRLEN, "%s: %s", what, r->withdrawn == DIST_ERR_REVOKED ? r->comm->revoke_note.text : why_text);
             r->state = DIST__RS_REVOKING;
             dist__send_ctl(e, p, DIST__FRAME_CANCEL, (int64_t)r->sid, 0, 0);
             return 0;
         }
         dist__ix_unlink(&e->ix, r->ixq, &r->link); r->ixq = NULL;
         dist__send_ctl(e, p, DIST__FRAME_CANCEL, (int64_t)r->sid, 0, 0);
-        dist__req_failf(e, r, DIST_ERR_TIMEOUT, "%s", why_text);
+        DIST__WITHDRAWN(e, r, "%s", why_text);
         return 1;
     case DIST__RS_STREAM:
         dist__unlink(&r->link);
         dist__send_ctl(e, p, DIST__FRAME_CANCEL, (int64_t)r->sid, 0, 0);
-        dist__req_failf(e, r, DIST_ERR_TIMEOUT, "rank %d did not take the rest of the data within %.1f s", r->peer, waited_ms / 1000.0);
+        DIST__WITHDRAWN(e, r, "rank %d did not take the rest of the data within %.1f s", r->peer, waited_ms / 1000.0);
         return 1;
     case DIST__RS_REVOKING:
         return 0;
@@ -6289,7 +6330,7 @@ static int dist__req_withdraw(dist__engine *e, dist_req_t *r, int waited_ms, int
        else needed the connection has lost its peer. */
     if (p->wire.req == r) p->wire.req = NULL;
     else if (dist__linked(&r->link)) { if (r->ixq) dist__ix_unlink(&e->ix, r->ixq, &r->link); else dist__unlink(&r->link); r->ixq = NULL; }
-    dist__req_failf(e, r, DIST_ERR_TIMEOUT, "rank %d did not take the rest of the data within %.1f s; the connection was closed",
+    DIST__WITHDRAWN(e, r, "rank %d did not take the rest of the data within %.1f s; the connection was closed",
                     r->peer, waited_ms / 1000.0);
     dist__peer_fail(e, p, "a send to rank %d timed out after %.1f s mid-message; the connection was closed",
                     r->peer, waited_ms / 1000.0);
@@ -6311,8 +6352,8 @@ static int dist__req_is_done(dist__engine *e, void *arg);
 /* Withdraws r; a send the peer may be copying from our memory waits (at
    most 1 s) for the peer to say it dropped it or copied it, else the
    connection closes: nothing reads the caller's buffer after this. */
-static void dist__withdraw_wait(dist__engine *e, dist_req_t *r, int waited_ms, int why) {
-    if (dist__req_withdraw(e, r, waited_ms, why)) return;
+static void dist__withdraw_wait(dist__engine *e, dist_req_t *r, int waited_ms, int why, dist_result code) {
+    if (dist__req_withdraw(e, r, waited_ms, why, code)) return;
     if (!dist__wait_for(e, dist__req_is_done, r, dist__now_ns() + 1000000000) && !r->done) {
         /* It timed out (r's sentence says so); the peer did not answer
            either, so the connection goes, and with it any copying. */
@@ -6320,7 +6361,7 @@ static void dist__withdraw_wait(dist__engine *e, dist_req_t *r, int waited_ms, i
         if (r->err && r->err != dist__req_err_oom && n + 1 < DIST__ERRLEN)
             dist__format(r->err + n, DIST__ERRLEN - n, "; it did not answer the withdrawal within 1 s either, so the connection was closed");
         dist__ix_unlink(&e->ix, r->ixq, &r->link); r->ixq = NULL;
-        dist__req_complete(e, r, DIST_ERR_TIMEOUT);
+        dist__req_complete(e, r, r->withdrawn);
         dist__peer_fail(e, &e->peers[r->peer], "a send to rank %d timed out after %.1f s, and rank %d did not answer its withdrawal "
                         "within 1 s; the connection was closed", r->peer, waited_ms / 1000.0, r->peer);
     }
@@ -6357,15 +6398,29 @@ static int dist__req_is_done(dist__engine *e, void *arg) {
     return r->done != 0;
 }
 
+/* Done, or to be withdrawn because its communicator was revoked (a send
+   partly on the wire finishes first). */
+static int dist__req_settled(dist__engine *e, void *arg) {
+    dist_req_t *r = (dist_req_t *)arg;
+    return dist__req_is_done(e, r) ||
+           (r->kind != DIST__REQ_COLL && r->comm && DIST__LOAD_ACQ(&r->comm->revoked) && !dist__send_in_flight(e, r));
+}
+
+/* A request settled but not done: its communicator was revoked. */
+static void dist__req_revoked_out(dist__engine *e, dist_req_t *r) {
+    if (!r->done) dist__withdraw_wait(e, r, 0, DIST__REFUSED_REVOKED, DIST_ERR_REVOKED);
+}
+
 /* Waits for one request under the lock, at most `timeout_ms`; a request
-   that runs out of time is withdrawn. */
+   that runs out of time (or whose communicator is revoked) is withdrawn. */
 static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
     int64_t deadline = dist__now_ns() + (int64_t)timeout_ms * 1000000;
-    while (!dist__wait_for(e, dist__req_is_done, r, deadline)) {
+    while (!dist__wait_for(e, dist__req_settled, r, deadline)) {
         if (r->kind == DIST__REQ_COLL) { deadline = dist__now_ns() + 1000000000; continue; }   /* its job has its own bound */
-        dist__withdraw_wait(e, r, timeout_ms, DIST__REFUSED_WITHDRAWN);
-        break;
+        dist__withdraw_wait(e, r, timeout_ms, DIST__REFUSED_WITHDRAWN, DIST_ERR_TIMEOUT);
+        return;
     }
+    dist__req_revoked_out(e, r);
 }
 
 
@@ -7186,6 +7241,7 @@ static dist_result dist__p2p_check(dist_t *d, const char *what, const void *buf,
                                    int peer, int tag, int any_ok) {
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", what);
     if (DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, d->eng->abort_why);
+    if (DIST__LOAD_ACQ(&d->revoked)) return dist__fail(d, DIST_ERR_REVOKED, "%s: %s", what, d->revoke_note.text);
     if (dtype < 0 || dtype >= DIST_DTYPE_COUNT)
         return dist__fail(d, DIST_ERR_INVALID, "%s: unknown dtype %d", what, (int)dtype);
     if (peer < (any_ok ? DIST_ANY_SOURCE : 0) || peer >= d->world)
@@ -7331,6 +7387,7 @@ DIST_API dist_result dist_test(dist_req_t *r, int *done) {
     if ((res = dist__req_lock_valid(r, "test")) != DIST_OK) return res;
     e = r->eng;
     if (!r->done && !e->driving) dist__drive_once(e, 0, 0);
+    if (dist__req_settled(e, r)) dist__req_revoked_out(e, r);
     *done = dist__req_is_done(e, r);
     res = r->done ? r->result : DIST_OK;
     if (res != DIST_OK) dist__fail(r->comm, res, "%s", dist__req_err(r));
@@ -7375,7 +7432,7 @@ static int dist__probe_ready(dist__engine *e, void *arg) {
     key.comm = ps->d;
     if ((ps->found = dist__find_message(e, &key)) != NULL) return 1;
     if (e->blocked_peers) dist__pull_for(e, &key);     /* as a receive would */
-    if (DIST__LOAD_ACQ(&e->aborted)) return 1;
+    if (DIST__LOAD_ACQ(&e->aborted) || DIST__LOAD_ACQ(&ps->d->revoked)) return 1;
     if (ps->src != DIST_ANY_SOURCE) {
         const dist__peer *p = &e->peers[ps->src];
         if (ps->src != e->rank && p->state != DIST__PEER_OK) { ps->gone = p->why; return 1; }
@@ -7427,6 +7484,7 @@ static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int timeou
     dist__mutex_unlock(&e->lock);
     if (ps.found) return DIST_OK;
     if (DIST__LOAD_ACQ(&e->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, e->abort_why);
+    if (DIST__LOAD_ACQ(&d->revoked)) return dist__fail(d, DIST_ERR_REVOKED, "%s: %s", what, d->revoke_note.text);
     if (ps.gone) return dist__fail(d, DIST_ERR_PEER_LOST, "%s for a message from %s with tag %d: %s", what, who, tag, ps.gone);
     if (wait && !ok)
         return dist__fail(d, DIST_ERR_TIMEOUT, "%s: no message from %s with tag %d arrived within %.1f s", what, who, tag, timeout_ms / 1000.0);
@@ -7561,14 +7619,17 @@ static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const di
 }
 
 /* Drops unclaimed frames of collectives of `d` that have ended (an
-   announcement is refused, so its sender does not wait for it).  Under
-   the engine lock; only after a failure. */
+   announcement is refused, so its sender does not wait for it), or once d
+   is revoked, every unclaimed message of d.  Under the engine lock; only
+   after a failure. */
 static void dist__purge_stale(dist__engine *e, dist_t *d) {
     dist__msg *list = NULL;
     uint64_t done = DIST__LOAD_RELAXED(&d->done_seq);
+    int all = d->revoked;
     for (size_t i = 0; i < e->ix.cap; i++) {
         dist__queue *q = e->ix.slot[i];
-        if (!q || q->table != DIST__IX_UNEXP || q->kind != DIST__FRAME_COLL || q->comm != d->id || (uint64_t)q->tag > done) continue;
+        if (!q || q->table != DIST__IX_UNEXP || q->comm != d->id ||
+            (!all && (q->kind != DIST__FRAME_COLL || (uint64_t)q->tag > done))) continue;
         for (dist__link *n = q->items.next; n != &q->items; n = n->next) {
             dist__msg *m = DIST__CONTAINER(n, dist__msg, lsrc);
             if (!m->claimed) { m->next_free = list; list = m; }
@@ -7577,7 +7638,7 @@ static void dist__purge_stale(dist__engine *e, dist_t *d) {
     while (list) {
         dist__msg *m = list;
         list = m->next_free;
-        if (m->f.flags & DIST__FRAME_RTS) dist__refuse(e, &e->peers[m->src], m->f.sid, DIST__REFUSED_MISMATCH);
+        if (m->f.flags & DIST__FRAME_RTS) dist__refuse(e, &e->peers[m->src], m->f.sid, all ? DIST__REFUSED_REVOKED : DIST__REFUSED_MISMATCH);
         if (m->complete) dist__msg_drop(e, m);
         else m->dead = 1;
     }
@@ -7652,11 +7713,15 @@ static dist_t *dist__engine_comm(dist__engine *e, uint32_t id) {
     return NULL;
 }
 
-/* Why collective `seq` of d failed, or NULL if it has not. */
+/* Why collective `seq` of d failed, or NULL if it has not (every one
+   fails once d is revoked). */
 static const dist__abort_note *dist__coll_aborted(const dist_t *d, uint64_t seq) {
     const dist__abort_note *a = &d->aborts[seq % DIST__ABORT_NOTES];
-    return seq && a->seq == seq ? a : NULL;
+    if (seq && a->seq == seq) return a;
+    return DIST__LOAD_ACQ(&d->revoked) ? &d->revoke_note : NULL;
 }
+
+static void dist__revoke_locked(dist__engine *e, dist_t *d, const char *why, int local);
 
 /* An ABORT frame: rank `src` says collective `seq` of communicator `comm`
    failed.  Its pending receives fail now; a later start of that collective
@@ -7706,7 +7771,11 @@ static void dist__waits_note(dist_t *d, uint64_t seq, int src, int on) {
 static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq, int32_t code, int blamed, const char *text) {
     dist_t *d = dist__engine_comm(e, comm);
     char why[DIST__ERRLEN];
-    if (!d || seq <= 0) return;
+    if (!d || seq < 0) return;
+    if (seq == 0) {          /* not one collective: the communicator (dist_revoke) */
+        if (code == DIST_ERR_REVOKED) dist__revoke_locked(e, d, text, 0);
+        return;
+    }
     if (code == DIST_ERR_TIMEOUT && blamed >= 0) {
         /* A member timed out waiting for `blamed`: not adopted as the
            cause (that member may itself be what the others wait for);
@@ -7723,26 +7792,75 @@ static void dist__on_abort(dist__engine *e, int src, uint32_t comm, int64_t seq,
     dist__coll_fail_seq(e, d, (uint64_t)seq, code < 0 && code > -100 ? (dist_result)code : DIST_ERR_FAILED, 0, why);
 }
 
-/* Every other member of `d` learns that collective `seq` failed, and why
-   (and whom this rank blames, a group rank, or -1).  Under the engine
-   lock. */
+/* Member g of `d` (not this rank) learns that collective `seq` failed
+   (seq 0: that d was revoked), and why (and whom this rank blames, a
+   group rank, or -1).  Under the engine lock. */
+static void dist__notify_one(dist__engine *e, dist_t *d, int g, uint64_t seq, dist_result code, const char *why, int blamed) {
+    dist__peer *p = &e->peers[dist__wrank(d, g)];
+    dist__frame f;
+    dist_req_t *a;
+    if (g == d->rank || p->fd == DIST__NO_SOCKET || p->bye_sent || (a = dist__req_alloc(e)) == NULL) return;
+    a->comm = d; a->kind = DIST__REQ_SEND; a->peer = p->rank; a->detached = 1;
+    if (dist__req_err_buf(a) == dist__req_err_oom) { dist__req_release(e, a); return; }
+    dist__format(a->err, DIST__MIN(DIST__ERRLEN, DIST__MAX_ABORT_TEXT + 1), "%s", why);
+    a->sbuf = (const uint8_t *)a->err;
+    a->nbytes = strlen(a->err);
+    memset(&f, 0, sizeof f);
+    f.kind = DIST__FRAME_ABORT; f.comm = d->id; f.tag = (int64_t)seq; f.root = (int32_t)code; f.nbytes = a->nbytes;
+    f.count = blamed >= 0 && blamed < d->world ? (uint64_t)dist__wrank(d, blamed) + 1 : 0;
+    if (dist__ctl_push(e, p, &f, a) != 0) { dist__req_release(e, a); return; }
+    dist__peer_write(e, p);
+}
+
+/* Every other member learns it. */
 static void dist__coll_notify(dist__engine *e, dist_t *d, uint64_t seq, dist_result code, const char *why, int blamed) {
-    for (int g = 0; g < d->world; g++) {
-        dist__peer *p = &e->peers[dist__wrank(d, g)];
-        dist__frame f;
-        dist_req_t *a;
-        if (g == d->rank || p->fd == DIST__NO_SOCKET || p->bye_sent || (a = dist__req_alloc(e)) == NULL) continue;
-        a->comm = d; a->kind = DIST__REQ_SEND; a->peer = p->rank; a->detached = 1;
-        if (dist__req_err_buf(a) == dist__req_err_oom) { dist__req_release(e, a); continue; }
-        dist__format(a->err, DIST__MIN(DIST__ERRLEN, DIST__MAX_ABORT_TEXT + 1), "%s", why);
-        a->sbuf = (const uint8_t *)a->err;
-        a->nbytes = strlen(a->err);
-        memset(&f, 0, sizeof f);
-        f.kind = DIST__FRAME_ABORT; f.comm = d->id; f.tag = (int64_t)seq; f.root = (int32_t)code; f.nbytes = a->nbytes;
-        f.count = blamed >= 0 && blamed < d->world ? (uint64_t)dist__wrank(d, blamed) + 1 : 0;
-        if (dist__ctl_push(e, p, &f, a) != 0) { dist__req_release(e, a); continue; }
-        dist__peer_write(e, p);
+    for (int g = 0; g < d->world; g++) dist__notify_one(e, d, g, seq, code, why, blamed);
+}
+
+/* Communicator d is revoked (dist_revoke here, or a member's notice):
+   every operation on it fails, DIST_ERR_REVOKED with `why`, now or when it
+   begins.  Receives posted on it fail now; a send or receive someone waits
+   on is withdrawn by its waiter (one already on the wire finishes);
+   collectives fail through revoke_note; messages of d that came and those
+   that come are dropped (announcements refused).  Every member is told,
+   by this rank and by every member that hears of it first (as ULFM
+   revokes), so the notice reaches all even if its sender dies at once.
+   Under the engine lock. */
+#ifdef DIST_TEST_HOOKS
+static int dist__test_revoke_only = -1;     /* >= 0: dist_revoke tells that member only, as if it died then */
+#endif
+static void dist__revoke_locked(dist__engine *e, dist_t *d, const char *why, int local) {
+    dist__abort_note *a = &d->revoke_note;
+    dist_req_t *list;
+    if (d->revoked) return;
+    a->seq = UINT64_MAX; a->code = DIST_ERR_REVOKED; a->local = 0;
+    dist__format(a->text, sizeof a->text, "%s", why);
+    DIST__STORE_REL(&d->revoked, 1);
+    e->nrevoked++;
+    DIST__STORE_RELAXED(&e->events, e->events + 1);
+    DIST__STORE_RELAXED(&d->abort_gen, d->abort_gen + 1);   /* small collectives take the locked path */
+    list = NULL;
+    for (size_t i = 0; i < e->ix.cap; i++) {
+        dist__queue *q = e->ix.slot[i];
+        if (!q || (q->table != DIST__IX_POSTED && q->table != DIST__IX_POSTED_ANY) || q->comm != d->id) continue;
+        for (dist__link *n = q->items.next; n != &q->items; n = n->next) {
+            dist_req_t *r = DIST__CONTAINER(n, dist_req_t, link);
+            r->state = DIST__RS_IDLE;
+            r->next = list;
+            list = r;
+        }
     }
+    dist__fail_list(e, list, DIST_ERR_REVOKED, a->text);
+    dist__purge_stale(e, d);
+    for (int g = 0; g < d->world; g++) {
+#ifdef DIST_TEST_HOOKS
+        if (local && dist__test_revoke_only >= 0 && g != dist__test_revoke_only) continue;
+#endif
+        dist__notify_one(e, d, g, 0, DIST_ERR_REVOKED, a->text, -1);
+    }
+    (void)local;
+    dist__cond_broadcast(&e->cond);
+    if (e->polling) dist__wakeup_signal(&e->wake);
 }
 
 /* A frame of a collective this rank finished already: it can only come
@@ -8025,6 +8143,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     }
     dist__mutex_lock(&c->e->lock);
     dist__view_begin(d, c->seq);
+    if (DIST__LOAD_ACQ(&d->revoked)) dist__coll_failf(c, DIST_ERR_REVOKED, "%s", d->revoke_note.text);   /* (and told nobody) */
     dist__coll_tell_now(c);
     dist__coll_check_queued(c);
     if ((a = dist__coll_aborted(d, c->seq)) != NULL) dist__coll_failf(c, a->code, "%s", a->text);
@@ -8125,7 +8244,7 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
         }
         /* timed out: withdrawn here; after another failure, when the
            collective ends (dist__coll_end) */
-        if (!r->done && timed_out) dist__withdraw_wait(e, r, c->d->timeout_ms, DIST__REFUSED_WITHDRAWN);
+        if (!r->done && timed_out) dist__withdraw_wait(e, r, c->d->timeout_ms, DIST__REFUSED_WITHDRAWN, DIST_ERR_TIMEOUT);
     }
     if (!r->done) {
         /* Another rank reported that this collective failed while this
@@ -8181,7 +8300,7 @@ static dist_result dist__coll_end(dist__coll *c) {
        "rank N did not take it".  Even a failure another rank reported is
        passed on: a rank that only hears from this one (and then its
        goodbye) learns the real cause. */
-    if (c->res != DIST_OK) dist__coll_notify(e, d, c->seq, c->res, c->why, c->blamed);
+    if (c->res != DIST_OK && !d->revoked) dist__coll_notify(e, d, c->seq, c->res, c->why, c->blamed);   /* (revoked: all know) */
     if (c->fast && c->res == DIST_OK) dist__coll_check_queued(c);
     while (c->reqs) {
         dist_req_t *r = c->reqs;
@@ -8189,7 +8308,7 @@ static dist_result dist__coll_end(dist__coll *c) {
             int64_t left = end - dist__now_ns();
             dist__wait_locked(e, r, left > 0 ? (int)((left + 999999) / 1000000) : 0);
         } else if (!r->done) {
-            dist__withdraw_wait(e, r, 0, c->res == DIST_OK ? DIST__REFUSED_WITHDRAWN : DIST__REFUSED_GONE);
+            dist__withdraw_wait(e, r, 0, c->res == DIST_OK ? DIST__REFUSED_WITHDRAWN : DIST__REFUSED_GONE, DIST_ERR_TIMEOUT);
         }
         c->reqs = r->cnext;
         dist__req_release(e, r);
@@ -10777,6 +10896,19 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
 }
 
 DIST_API dist_result dist_destroy(dist_t *d) { return dist__destroy(d, -1); }
+
+DIST_API dist_result dist_revoke(dist_t *d) {
+    char why[DIST__ERRLEN];
+    if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "revoke: NULL communicator");
+    dist__format(why, sizeof why, "rank %d revoked the communicator (dist_revoke)%s", d->rank,
+                 d->top == d ? "" : " (a group)");
+    dist__mutex_lock(&d->eng->lock);
+    dist__revoke_locked(d->eng, d, why, 1);
+    dist__mutex_unlock(&d->eng->lock);
+    return DIST_OK;
+}
+
+DIST_API int dist_revoked(const dist_t *d) { return d && DIST__LOAD_ACQ(&d->revoked); }
 
 DIST_API dist_result dist_abort(dist_t *d) {
     dist__engine *e;
