@@ -130,6 +130,14 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
                              a launcher (distrun and dist_spawn do so:
                              dist_store_host_start), and rank 0 joins it
                              as the others do (cfg.store_hosted)
+   DIST_JOINING              1: this process joins the running job when its
+                             ranks call dist_grow, instead of forming one
+                             (cfg.join; distrun sets it on restarted ranks)
+   DIST_MAX_JOINS            how many processes may join the job over its
+                             life (default 64, or the world size if more);
+                             each costs a peer slot (~1.3 KiB) on every rank
+   DIST_RESTART_COUNT        how many times the launcher restarted this
+                             rank (dist_restart_count; distrun sets it)
 
 STEP BY STEP
    1. dist_init(&world, &cfg) joins the job.  Rank 0 (or the launcher:
@@ -443,6 +451,10 @@ typedef struct dist_config {
                                 store is hosted outside the ranks (a
                                 launcher: dist_store_host_start), and rank 0
                                 joins it as the others do                   */
+    int join;                /* 0: $DIST_JOINING, else no.  1: this process
+                                joins a running job when its ranks call
+                                dist_grow, instead of forming one (see
+                                "growing")                                 */
 } dist_config;
 
 typedef struct dist dist_t;          /* a communicator */
@@ -704,6 +716,29 @@ DIST_API int dist_failed_ranks(dist_t *d, int *ranks, int cap);
 DIST_API dist_result dist_revoke(dist_t *d);
 DIST_API int dist_revoked(const dist_t *d);
 
+/* ---- growing: newcomers join a running job ----
+   A process started with cfg.join = 1 (or DIST_JOINING=1), with the job's
+   init method, run id and secret, waits in dist_init (up to its timeout)
+   until the running ranks admit it; dist_init then returns the grown
+   communicator (destroying it destroys everything of this process's).
+   dist_grow    every live member of d calls it at a point of its choosing
+                (between steps): it admits every newcomer waiting (once at
+                least min_new are: 0 admits whoever is there, maybe nobody)
+                and gives *grown, a new communicator of d's members counted
+                alive (as dist_shrink counts them, in their order) followed
+                by the newcomers in the order they asked.  A newcomer is
+                a new rank of the job even when it replaces a dead one (a
+                restarted process); a job may take DIST_MAX_JOINS
+                newcomers in its life (default: 64, or its size if more).
+                Newcomers talk TCP with everyone.  On a revoked d too.
+   dist_joined  1 in a process that joined this way (it has no checkpoint
+                of its own to reload unless it restarted: see below).
+   dist_restart_count  how many times the launcher restarted this rank
+                (DIST_RESTART_COUNT, set by distrun --max-restarts; 0). */
+DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown);
+DIST_API int dist_joined(const dist_t *d);
+DIST_API int dist_restart_count(void);
+
 /* ---- local launch (torch.multiprocessing.spawn) ----
    Starts nprocs ranks of this program on this host.  Each runs
    fn(world, arg) with a communicator already initialised (over loopback,
@@ -779,6 +814,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    [SECTION] groups
    [SECTION] surviving failures: agree, shrink
    [SECTION] rendezvous: init methods and the mesh
+   [SECTION] growing: newcomers join a running job
    [SECTION] life cycle: init, destroy
    [SECTION] spawn
 */
@@ -2941,6 +2977,7 @@ static void dist__random_bytes(uint8_t *out, size_t n) {
 #define DIST__HELLO_SIZE 80
 #define DIST__PROOF_SIZE 32
 #define DIST__HELLO_SECRET 1u   /* flags: this end has a secret */
+#define DIST__HELLO_JOIN   2u   /* flags (to the store): a newcomer (dist_grow), no rank of its own yet */
 enum { DIST__PURPOSE_MESH = 1, DIST__PURPOSE_STORE = 2 };
 
 typedef struct dist__hello {
@@ -3675,7 +3712,8 @@ static int dist__store_formed(dist__store_server *sv) {
    for rank h->rank, or hung up on the store's proof (which its own secret
    did not verify): remembered for dist__store_bad_secret. */
 static void dist__store_bad_claim(dist__store_server *sv, const dist__hello *h, const char *why) {
-    if (h->world != sv->world || h->job != sv->run_id || h->rank < 0 || h->rank >= sv->world || sv->joined[h->rank]) return;
+    if ((h->flags & DIST__HELLO_JOIN) || h->world != sv->world || h->job != sv->run_id || h->rank < 0 || h->rank >= sv->world ||
+        sv->joined[h->rank]) return;
     if (!sv->bad_claim_ms[h->rank]) sv->bad_claim_ms[h->rank] = dist__now_ms();
     dist__format(sv->bad_claim, sizeof sv->bad_claim, "%s", why);
 }
@@ -3695,6 +3733,23 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
         dist__format(why, sizeof why, "a client at %s:%d claiming rank %d: %s", peer, port, (int)h.rank, reason);
         dist__store_bad_claim(sv, &h, why);
         dist__store_refuse(sv, c, why, 0, 0);
+        return;
+    }
+    if (h.flags & DIST__HELLO_JOIN) {
+        /* A newcomer (dist_grow): it claims no rank; of this launch, it may
+           ask to join (the running ranks decide when). */
+        if (h.job != sv->run_id) {
+            dist__format(why, sizeof why, "a newcomer at %s:%d has %s, not this job's: are two launches sharing port %d?", peer, port,
+                         h.job ? "another launch's run id" : "no run id", sv->port);
+            dist__store_refuse(sv, c, why, 0, 0);
+            return;
+        }
+        c->rank = -1;
+        c->hello_done = 1;
+        memset(&h, 0, sizeof h);
+        h.magic = DIST__MAGIC; h.version = DIST__PROTOCOL_VERSION; h.purpose = DIST__PURPOSE_STORE; h.world = sv->world;
+        dist__hello_encode(&h, b);
+        dist__store_queue(c, b, sizeof b);
         return;
     }
     if ((formed = dist__store_formed(sv)) != 0) {
@@ -4329,8 +4384,9 @@ typedef struct dist__engine {
     dist__mutex lock;
     dist__cond cond;                 /* completions; driver role released */
     dist__cond bg_cond;              /* the progress thread's nap */
-    int rank, world;
-    dist__peer *peers;               /* [world]; peers[rank] is unused */
+    int rank, world;                 /* world: the ranks the job has had (grows with dist_grow; the dead stay) */
+    int cap;                         /* room in peers[] (fixed at creation: lists hang from the peers) */
+    dist__peer *peers;               /* [cap], [world] in use; peers[rank] is unused */
     dist__wakeup wake;
     int driving, polling, bg_driving, want_drive, sleepers, stop;
     int failed_peers;               /* connections failed; written under the lock, also read without it */
@@ -4432,6 +4488,13 @@ struct dist {
     dist__store_server *server;      /* rank 0 only (none when the store is hosted) */
     int store_hosted;                /* the store is a launcher's (DIST_STORE_HOSTED), not rank 0's */
     char file_path[512];             /* file:// rendezvous, removed by rank 0 */
+    /* -- growing (dist_grow, a newcomer's init) -- */
+    char mesh_host[256];             /* the world: the address this rank's mesh listeners bind */
+    const unsigned char *mesh_plan;  /* while a mesh forms after init: engine rank j is called (1), accepted (2), or not (0) */
+    dist__socket *mesh_fds;          /* ...and its connection lands here, installed once all are there */
+    char mesh_prefix[32];            /* ...its published address: "<prefix><rank>" ("dist/addr/" at init) */
+    int joined;                      /* the world: this process joined a running job (dist_grow) */
+    int owns_top;                    /* a newcomer's communicator: destroying it destroys its world */
 };
 
 /* Defined with the collectives; the engine calls them. */
@@ -4442,7 +4505,7 @@ static int dist__coll_check_early(dist__engine *e, dist_t *d, int src, const dis
 static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dist__frame *f);
 
 /* A group's rank of a world rank (-1: not a member), and back. */
-static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->group_of[wrank] : wrank; }
+static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->group_of[wrank] : wrank < d->world ? wrank : -1; }
 static int dist__wrank(const dist_t *d, int grank) { return d->members ? d->members[grank] : grank; }
 
 /* Who hosts the store, for sentences. */
@@ -7151,22 +7214,22 @@ static void dist__engine_free(dist__engine *e) {
     DIST_FREE(e);
 }
 
-static dist__engine *dist__engine_new(int rank, int world, const dist__log *log) {
+static dist__engine *dist__engine_new(int rank, int world, int cap, const dist__log *log) {
     dist__engine *e = (dist__engine *)DIST_MALLOC(sizeof *e);
     if (!e) return NULL;
     memset(e, 0, sizeof *e);
-    e->rank = rank; e->world = world; e->log = *log;
+    e->rank = rank; e->world = world; e->cap = cap = DIST__MAX(cap, world); e->log = *log;
     e->wake.rfd = e->wake.wfd = DIST__NO_SOCKET;
     dist__shm_file_clear(&e->shm.seg_file);
     e->budget = DIST_EAGER_BYTES;
     dist__mutex_init(&e->lock);
     dist__cond_init(&e->cond); dist__cond_init(&e->bg_cond);
-    e->peers = (dist__peer *)DIST_MALLOC(sizeof *e->peers * (size_t)world);
-    e->pfds = (dist__pollfd *)DIST_MALLOC(sizeof *e->pfds * ((size_t)world + 1));
-    e->pfd_peer = (int *)DIST_MALLOC(sizeof(int) * ((size_t)world + 1));
+    e->peers = (dist__peer *)DIST_MALLOC(sizeof *e->peers * (size_t)cap);
+    e->pfds = (dist__pollfd *)DIST_MALLOC(sizeof *e->pfds * ((size_t)cap + 1));
+    e->pfd_peer = (int *)DIST_MALLOC(sizeof(int) * ((size_t)cap + 1));
     if (!e->peers || !e->pfds || !e->pfd_peer || dist__wakeup_open(&e->wake) != 0) { dist__engine_free(e); return NULL; }
-    memset(e->peers, 0, sizeof *e->peers * (size_t)world);
-    for (int i = 0; i < world; i++) {
+    memset(e->peers, 0, sizeof *e->peers * (size_t)cap);
+    for (int i = 0; i < cap; i++) {
         dist__peer *p = &e->peers[i];
         p->fd = DIST__NO_SOCKET; p->rank = i; p->t = &dist__tcp_transport;
         dist__list_init(&p->sendq); dist__list_init(&p->streamq); dist__list_init(&p->pullq);
@@ -9480,10 +9543,12 @@ static size_t dist__format_members(char *buf, size_t cap, int n, const int *rank
     return off;
 }
 
-/* A group of `parent` with members sorted[0..n) (parent ranks, ascending),
-   this rank being member `me`, and the job-wide id `id`: registered with
-   the engine, which routes its frames from then on. */
-static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, int me, int64_t id, const char *what, dist_t **group) {
+/* A group of `parent` with members sorted[0..n) (parent ranks, ascending;
+   or with `wranks`, the engine's ranks in the group's order), this rank
+   being member `me`, and the job-wide id `id`: registered with the
+   engine, which routes its frames from then on. */
+static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, int wranks, int me, int64_t id, const char *what,
+                                    dist_t **group) {
     dist_t *g = (dist_t *)DIST_MALLOC(sizeof *g);
     if (!g) return dist__fail(parent, DIST_ERR_NOMEM, "%s: out of memory", what);
     memset(g, 0, sizeof *g);
@@ -9500,13 +9565,13 @@ static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, in
     dist__mutex_init(&g->err_lock);
     dist__comm_init_collectives(g, parent->algo_override);
     g->members = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
-    g->group_of = (int *)DIST_MALLOC(sizeof(int) * (size_t)g->top->world);
+    g->group_of = (int *)DIST_MALLOC(sizeof(int) * (size_t)g->eng->cap);   /* every rank the engine may ever have */
     if (g->members && g->group_of) {
         /* filled before the engine can see the group (the progress thread
            reads group_of when a notice for it arrives) */
-        for (int i = 0; i < g->top->world; i++) g->group_of[i] = -1;
+        for (int i = 0; i < g->eng->cap; i++) g->group_of[i] = -1;
         for (int i = 0; i < n; i++) {
-            g->members[i] = dist__wrank(parent, sorted[i]);
+            g->members[i] = wranks ? sorted[i] : dist__wrank(parent, sorted[i]);
             g->group_of[g->members[i]] = i;
         }
     }
@@ -9570,7 +9635,7 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
             goto out;
         }
     }
-    res = dist__group_make(parent, n, sorted, me, id, "new_group", group);
+    res = dist__group_make(parent, n, sorted, 0, me, id, "new_group", group);
 out:
     DIST_FREE(sorted); DIST_FREE(mine); DIST_FREE(theirs);
     return res;
@@ -9604,6 +9669,7 @@ out:
    A member that neither sets its entry nor dies (stopped, hung) makes the
    round time out, naming it. */
 #define DIST__FT_POLL_MS 10
+static dist_result dist__grow_waiting(dist_t *d, const char *what, int64_t *ja, int64_t *jb);   /* [SECTION] growing */
 
 /* Kill points for the tests of this protocol (tests/test_shrink.c, which
    compiles the implementation with DIST_TEST_HOOKS): the hook is called
@@ -9685,12 +9751,18 @@ static dist_result dist__ft_all_set(dist_t *d, const char *what, const char *pre
     return res;
 }
 
-/* One round (see above): kind 'a' or 's'; *flags in, the AND out; the
-   members counted alive into alive[] (ascending), *nalive; *id the new
-   communicator's id (shrink). */
-static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *alive, int *nalive, int64_t *id) {
-    const char *what = kind == 's' ? "shrink" : "agree";
+static const char *dist__ft_call(int kind) { return kind == 's' ? "dist_shrink" : kind == 'g' ? "dist_grow" : "dist_agree"; }
+
+/* One round (see above): kind 'a', 's' or 'g' (grow, see "growing");
+   *flags in, the AND out (grow: the newcomers asked for in, none out);
+   the members counted alive into alive[] (ascending), *nalive; *id the new
+   communicator's id (shrink, grow); join[] the newcomers' tickets admitted,
+   join[0] < t <= join[1], and the engine's ranks before, join[2] (grow). */
+static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *alive, int *nalive, int64_t *id, int64_t *join) {
+    const char *what = kind == 's' ? "shrink" : kind == 'g' ? "grow" : "agree";
     int n = d->world, found = 0, all = 0;
+    int64_t waiting = 0;             /* grow: newcomers seen waiting */
+    uint64_t need = 0;               /* ...and asked for */
     uint64_t k = ++d->ft_rounds;
     int64_t deadline = dist__now_ms() + d->timeout_ms;
     size_t cap = (size_t)n * 12 + 128;
@@ -9713,9 +9785,10 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
             uint64_t all_and = ~(uint64_t)0;
             int64_t nid = 0;
             size_t off, len = 0;
-            char other = 0;
-            int first_a = -1, first_s = -1, f = 1;
+            char other = 0, kind0 = 0, kind1 = 0;
+            int first0 = -1, first_other = -1, f = 1;
             off = 0;
+            need = 0;
             for (int g = 0; g < n; g++) {
                 char ek[96];
                 unsigned long long v = 0;
@@ -9724,18 +9797,28 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
                 if ((res = dist__ft_get(d, what, ek, 1, rec, cap, &f)) != DIST_OK) goto out;
                 if (!f) break;     /* deleted: the round was decided meanwhile (below) */
                 if (sscanf(rec, "%c %llx", &other, &v) != 2) { res = dist__fail(d, DIST_ERR_PROTOCOL, "%s: the entry of rank %d is malformed", what, g); goto out; }
-                if (other == 'a' && first_a < 0) first_a = g;
-                if (other == 's' && first_s < 0) first_s = g;
+                if (first0 < 0) { first0 = g; kind0 = other; }
+                else if (other != kind0 && first_other < 0) { first_other = g; kind1 = other; }
                 all_and &= (uint64_t)v;
+                need = DIST__MAX(need, (uint64_t)v);
                 off += (size_t)snprintf(prop + 64 + off, cap - 64 - off, " %d", g);
             }
             if (!f) all = 0;
-            else if (first_a >= 0 && first_s >= 0) dist__format(rec, cap, "m %d %d", first_a, first_s);
+            else if (first_other >= 0) dist__format(rec, cap, "m %d %d %c %c", first_other, first0, kind1, kind0);   /* the one that differs first */
             else {
                 int cnt = 0;
+                int64_t ja = 0, jb = 0;
                 for (int g = 0; g < n; g++) cnt += !dead[g];
-                if (kind == 's' && (res = dist_store_add(d, "dist/next_comm_id", 1, &nid)) != DIST_OK) goto out;
-                dist__format(rec, cap, "%c %016llx %lld %d%s", kind, (unsigned long long)all_and, (long long)nid, cnt, prop + 64);
+                if (kind == 'g' && (res = dist__grow_waiting(d, what, &ja, &jb)) != DIST_OK) goto out;
+                waiting = jb - ja;
+                if (kind == 'g' && (uint64_t)waiting < need) all = 0;      /* not yet: the newcomers asked for */
+                else {
+                    if ((kind == 's' || kind == 'g') && (res = dist_store_add(d, "dist/next_comm_id", 1, &nid)) != DIST_OK) goto out;
+                    dist__format(rec, cap, "%c %016llx %lld %d%s", kind, (unsigned long long)(kind == 'g' ? 0 : all_and),
+                                 (long long)nid, cnt, prop + 64);
+                    off = strlen(rec);
+                    if (kind == 'g') dist__format(rec + off, cap - off, " ; %lld %lld %d", (long long)ja, (long long)jb, d->eng->world);
+                }
             }
             if (all) {
                 DIST__TEST_POINT(d, what, "proposing");
@@ -9766,6 +9849,10 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
             if (who[0])
                 res = dist__fail(d, DIST_ERR_TIMEOUT, "%s #%llu: rank%s %s neither called it nor died within %.1f s", what,
                                  (unsigned long long)k, strchr(who, ',') ? "s" : "", who, d->timeout_ms / 1000.0);
+            else if (kind == 'g' && (uint64_t)waiting < need)
+                res = dist__fail(d, DIST_ERR_TIMEOUT, "%s #%llu: %lld newcomer%s asked to join within %.1f s, and %llu %s asked for",
+                                 what, (unsigned long long)k, (long long)waiting, waiting == 1 ? "" : "s", d->timeout_ms / 1000.0,
+                                 (unsigned long long)need, need == 1 ? "was" : "were");
             else
                 res = dist__fail(d, DIST_ERR_TIMEOUT, "%s #%llu: not decided within %.1f s (and the store could not say who was missing)",
                                  what, (unsigned long long)k, d->timeout_ms / 1000.0);
@@ -9774,10 +9861,11 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
     }
     /* the decision: "<kind> <flags> <id> <count> g0 g1 ..." or "m <g> <kind>" */
     if (rec[0] == 'm') {
-        int ga = -1, gs = -1;
-        sscanf(rec, "m %d %d", &ga, &gs);
-        res = dist__fail(d, DIST_ERR_MISMATCH, "%s #%llu: rank %d called dist_agree where rank %d called dist_shrink", what,
-                         (unsigned long long)k, ga, gs);
+        int ga = -1, gb = -1;
+        char ka = 0, kb = 0;
+        sscanf(rec, "m %d %d %c %c", &ga, &gb, &ka, &kb);
+        res = dist__fail(d, DIST_ERR_MISMATCH, "%s #%llu: rank %d called %s where rank %d called %s", what, (unsigned long long)k,
+                         ga, dist__ft_call(ka), gb, dist__ft_call(kb));
     } else {
         unsigned long long fl = 0;
         long long nid = 0;
@@ -9798,6 +9886,20 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
             p += pos;
             alive[i] = g;
             me |= g == d->rank;
+        }
+        if (kind == 'g') {
+            long long ja = 0, jb = 0;
+            int ew = 0;
+            if (sscanf(p, " ; %lld %lld %d", &ja, &jb, &ew) != 3 || ja < 0 || jb < ja || ew < 1) {
+                res = dist__fail(d, DIST_ERR_PROTOCOL, "%s #%llu: a malformed decision in the store", what, (unsigned long long)k);
+                goto out;
+            }
+            if (ew != d->eng->world) {
+                res = dist__fail(d, DIST_ERR_PROTOCOL, "%s #%llu: the job has had %d ranks here and %d where it was decided", what,
+                                 (unsigned long long)k, d->eng->world, ew);
+                goto out;
+            }
+            join[0] = ja; join[1] = jb; join[2] = ew;
         }
         *nalive = cnt;
         *flags = (uint64_t)fl;
@@ -9830,7 +9932,7 @@ DIST_API dist_result dist_agree(dist_t *d, uint64_t *flags, int *nalive) {
     if (!d || !flags) return dist__fail(d, DIST_ERR_INVALID, "agree: NULL %s", d ? "flags" : "communicator");
     if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "agree: out of memory");
     f = *flags;
-    res = dist__ft_round(d, 'a', &f, alive, &n, &id);
+    res = dist__ft_round(d, 'a', &f, alive, &n, &id, NULL);
     if (res == DIST_OK) { *flags = f; if (nalive) *nalive = n; }
     DIST_FREE(alive);
     return res;
@@ -9844,10 +9946,10 @@ DIST_API dist_result dist_shrink(dist_t *d, dist_t **survivors) {
     if (survivors) *survivors = NULL;
     if (!d || !survivors) return dist__fail(d, DIST_ERR_INVALID, "shrink: NULL %s", d ? "result pointer" : "communicator");
     if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "shrink: out of memory");
-    res = dist__ft_round(d, 's', &f, alive, &n, &id);
+    res = dist__ft_round(d, 's', &f, alive, &n, &id, NULL);
     if (res == DIST_OK && (id <= 0 || id > 0x7fffffff)) res = dist__fail(d, DIST_ERR_PROTOCOL, "shrink: a bad communicator id in the store");
     for (int i = 0; i < n && res == DIST_OK; i++) if (alive[i] == d->rank) me = i;
-    if (res == DIST_OK) res = dist__group_make(d, n, alive, me, id, "shrink", survivors);
+    if (res == DIST_OK) res = dist__group_make(d, n, alive, 0, me, id, "shrink", survivors);
     DIST_FREE(alive);
     return res;
 }
@@ -9866,6 +9968,8 @@ typedef struct dist__setup {
     uint64_t run_id;                 /* this launch's identity, hashed (0: none) */
     char run_from[96];               /* where it came from, for sentences: "DIST_RUN_ID=..." */
     int hosted;                      /* the store is a launcher's, not rank 0's */
+    int join;                        /* joins a running job (dist_grow), DIST_JOINING */
+    int max_joins;                   /* processes that may join over the job's life (DIST_MAX_JOINS) */
 } dist__setup;
 
 static int dist__parse_int(const char *s, int *out) {
@@ -10037,20 +10141,32 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
         return dist__fail(NULL, DIST_ERR_INIT, "init: unknown init method \"%s\" (env://, tcp://host:port, file:///path)", url);
     }
     dist__run_id_from(cfg, s);
+    s->join = cfg->join;
+    if (!s->join && dist__getenv("DIST_JOINING")) {
+        const char *v = dist__getenv("DIST_JOINING");
+        if (strcmp(v, "1") == 0) s->join = 1;
+        else if (*v && strcmp(v, "0") != 0) return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_JOINING=%s is not 0 or 1", v);
+    }
     /* who we are */
     dist__url_query(url, &qrank, &qworld);
     if (cfg->world_size > 0) { s->rank = cfg->rank; s->world = cfg->world_size; }
     else if (qworld > 0) { s->world = qworld; s->rank = qrank; from = "the URL"; }
     else {
         int got = dist__env_rank_world(&s->rank, &s->world, &from);
-        if (got < 0) return dist__fail(NULL, DIST_ERR_INIT, "init: %s or its world size is not a number", from);
-        if (got == 0)
+        if (got < 0 && !s->join) return dist__fail(NULL, DIST_ERR_INIT, "init: %s or its world size is not a number", from);
+        if (got <= 0 && s->join) { s->rank = 0; s->world = 1; }      /* a newcomer learns both from the running ranks */
+        else if (got == 0)
             return dist__fail(NULL, DIST_ERR_INIT, "init: world size unknown: set RANK and WORLD_SIZE (or run under "
                                                    "distrun, mpirun or srun), or set cfg.rank and cfg.world_size");
         if (qrank >= 0) s->rank = qrank;
     }
+    if (s->join && (s->world < 1 || s->world > DIST__MAX_WORLD || s->rank < 0 || s->rank >= s->world)) { s->rank = 0; s->world = 1; }
     if (s->world < 1 || s->world > DIST__MAX_WORLD || s->rank < 0 || s->rank >= s->world)
         return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d of world size %d (from %s) is out of range", s->rank, s->world, from);
+    s->max_joins = DIST__MAX(64, s->world);
+    if (dist__getenv("DIST_MAX_JOINS") &&
+        (dist__parse_int(dist__getenv("DIST_MAX_JOINS"), &s->max_joins) != 0 || s->max_joins < 0 || s->max_joins > DIST__MAX_WORLD))
+        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_MAX_JOINS=%s is not a number from 0 to %d", dist__getenv("DIST_MAX_JOINS"), DIST__MAX_WORLD);
     if (cfg->local_rank > 0) s->local_rank = cfg->local_rank; else dist__env_local_rank(&s->local_rank);
     s->spin_us = cfg->spin_us;
     if (s->spin_us == 0) {
@@ -10086,7 +10202,7 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     /* an inherited listening socket for the store (dist_spawn, distrun) */
     if (cfg->store_listen_fd > 0) fd = cfg->store_listen_fd - 1;
     else if (dist__parse_int(dist__getenv("DIST_STORE_LISTEN_FD"), &fd) != 0) fd = -1;
-    if (fd >= 0 && s->rank == 0 && !s->hosted) {
+    if (fd >= 0 && s->rank == 0 && !s->hosted && !s->join) {
         if (!dist__sock_is_listening((dist__socket)fd))
             return dist__fail(NULL, DIST_ERR_INIT, "init: inherited store socket %d is not a listening socket", fd);
         s->listen_fd = (dist__socket)fd;
@@ -10247,6 +10363,7 @@ static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, i
     *refused = 0;
     *dropped = 0;
     dist__hello_make(&h, DIST__PURPOSE_STORE, s->run_id, s->rank, s->world, &s->key, mine);   /* job: the launch */
+    if (s->join) { h.flags |= DIST__HELLO_JOIN; dist__hello_encode(&h, mine); }
     if ((r = dist__io_all(d->store_fd, mine, sizeof mine, 1, deadline)) != 0 ||
         (r = dist__io_all(d->store_fd, theirs, sizeof theirs, 0, deadline)) != 0) {
         *dropped = r != -3;   /* closed or reset, not timed out */
@@ -10280,7 +10397,7 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
     char why[300];
     int refused = 0, dropped = 0, drops = 0, backoff = 5;
     dist_result r;
-    if (s->rank == 0 && !s->hosted) {
+    if (s->rank == 0 && !s->hosted && !s->join) {
         dist__socket ls = s->listen_fd;
         if (s->method == 'f') {
             char adv[256];
@@ -10382,10 +10499,19 @@ typedef struct dist__pending_conn {
     size_t got;
 } dist__pending_conn;
 
+/* Where the connection to engine rank j goes (the peer itself at init),
+   and whether this rank calls j (how 1) or accepts its call (how 2). */
+static dist__socket *dist__mesh_slot(dist_t *d, int j) { return d->mesh_fds ? &d->mesh_fds[j] : &d->eng->peers[j].fd; }
+static int dist__mesh_wants(const dist_t *d, int j, int how) {
+    int me = d->eng->rank;
+    if (j == me || j < 0 || j >= d->eng->world) return 0;
+    return d->mesh_plan ? d->mesh_plan[j] == how : how == 1 ? j < me : j > me;
+}
+
 /* Opens the handshake on a fresh connection: our hello. */
 static int dist__mesh_greet(dist_t *d, dist__pending_conn *pc, int64_t deadline) {
     dist__hello h;
-    dist__hello_make(&h, DIST__PURPOSE_MESH, d->job, d->rank, d->world, &d->key, pc->mine);
+    dist__hello_make(&h, DIST__PURPOSE_MESH, d->job, d->eng->rank, d->eng->world, &d->key, pc->mine);
     pc->hello_checked = 0;
     pc->got = 0;
     return dist__io_all(pc->fd, pc->mine, DIST__HELLO_SIZE, 1, deadline);
@@ -10406,8 +10532,8 @@ static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadl
         uint8_t proof[DIST__PROOF_SIZE];
         if (h.purpose != DIST__PURPOSE_MESH) { dist__format(why, cap, "not a mesh connection"); goto refuse; }
         if (h.job != d->job) { dist__format(why, cap, "it belongs to another job"); goto refuse; }
-        if (h.world != d->world) { dist__format(why, cap, "it says world size %d", (int)h.world); goto refuse; }
-        if (pc->expect_rank >= 0 ? h.rank != pc->expect_rank : (h.rank <= d->rank || e->peers[h.rank].fd != DIST__NO_SOCKET)) {
+        if (h.world != e->world) { dist__format(why, cap, "it says world size %d", (int)h.world); goto refuse; }
+        if (pc->expect_rank >= 0 ? h.rank != pc->expect_rank : (!dist__mesh_wants(d, h.rank, 2) || *dist__mesh_slot(d, h.rank) != DIST__NO_SOCKET)) {
             dist__format(why, cap, "it claims rank %d", (int)h.rank);
             goto refuse;
         }
@@ -10417,8 +10543,8 @@ static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadl
     }
     if (pc->got < DIST__HELLO_SIZE + DIST__PROOF_SIZE) return 0;
     if (dist__proof_check(&d->key, peer, pc->buf, pc->mine, pc->buf + DIST__HELLO_SIZE, why, cap) != 0) goto refuse;
-    if (e->peers[h.rank].fd != DIST__NO_SOCKET) { dist__format(why, cap, "rank %d is connected already", (int)h.rank); goto refuse; }
-    e->peers[h.rank].fd = pc->fd;
+    if (*dist__mesh_slot(d, h.rank) != DIST__NO_SOCKET) { dist__format(why, cap, "rank %d is connected already", (int)h.rank); goto refuse; }
+    *dist__mesh_slot(d, h.rank) = pc->fd;
     pc->fd = DIST__NO_SOCKET;
     return 1;
 refuse:
@@ -10481,11 +10607,11 @@ static dist_result dist__settle(dist_t *d, int64_t deadline) {
    says hello.  `quick`: after j hung up on this rank, j's listener must
    answer at once (a rank that exited refuses instead). */
 static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int quick, int64_t deadline) {
-    char key[32], val[300], host[256], why[300];
+    char key[64], val[300], host[256], why[300];
     size_t len = 0;
     int port = 0;
     dist_result res;
-    snprintf(key, sizeof key, "dist/addr/%d", j);
+    snprintf(key, sizeof key, "%s%d", d->mesh_prefix[0] ? d->mesh_prefix : "dist/addr/", j);
     if ((res = dist_store_get(d, key, val, sizeof val - 1, &len)) != DIST_OK) {
         char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
         return res == DIST_ERR_INIT ? res : dist__rendezvous_timeout(d, w);
@@ -10529,7 +10655,8 @@ typedef struct dist__mesh_retry { int64_t at; int pause_ms, drops; } dist__mesh_
 
 static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline) {
     dist__engine *e = d->eng;
-    int n = d->world, npend = 0, naccepted = 0, connected = 0, told = 0, pause_ms = 0, no_fds = 0, cap = dist__pending_cap(n);
+    int n = e->world, me = e->rank, want = 0, npend = 0, naccepted = 0, connected = 0, told = 0, pause_ms = 0, no_fds = 0,
+        cap = dist__pending_cap(n);
     int64_t next_check = 0, accept_pause_until = 0;
     dist__log_budget lb = { 0, 0, 0 };
     dist__pending_conn *pend = (dist__pending_conn *)DIST_MALLOC(sizeof *pend * (size_t)(cap + n));
@@ -10541,11 +10668,12 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory for the mesh");
     }
     memset(retry, 0, sizeof *retry * (size_t)n);
+    for (int j = 0; j < n; j++) want += dist__mesh_wants(d, j, 1) || dist__mesh_wants(d, j, 2);
     dist__set_nonblocking(ls, 1);
     /* Call every lower rank; their answers are read below with the accepts. */
-    for (int j = 0; j < d->rank && res == DIST_OK; j++)
-        if ((res = dist__mesh_call(d, j, &pend[npend], 0, deadline)) == DIST_OK) npend++;
-    while (res == DIST_OK && connected < n - 1) {
+    for (int j = 0; j < me && res == DIST_OK; j++)
+        if (dist__mesh_wants(d, j, 1) && (res = dist__mesh_call(d, j, &pend[npend], 0, deadline)) == DIST_OK) npend++;
+    while (res == DIST_OK && connected < want) {
         int np = 0, rd, wr;
         int64_t now = dist__now_ms(), wake = deadline;
         if (now >= next_check) {   /* can the job still form? */
@@ -10554,13 +10682,13 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
             /* a rank already connected that went away (its peers would
                otherwise only see the ranks it never reached) */
             for (int j = 0; j < n && res == DIST_OK; j++) {
-                if (j == d->rank || e->peers[j].fd == DIST__NO_SOCKET) continue;
-                if (dist__sock_gone(e->peers[j].fd)) {
+                if (j == me || *dist__mesh_slot(d, j) == DIST__NO_SOCKET) continue;
+                if (dist__sock_gone(*dist__mesh_slot(d, j))) {
                     /* the first rank to see it says why in the store, so the
                        ranks that only see the job fall apart learn the cause */
                     if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
                     res = dist__fail(NULL, DIST_ERR_PEER_LOST, "init: rank %d of %d: rank %d closed its connection during the rendezvous (did it exit or crash?)",
-                                     d->rank, n, j);
+                                     me, n, j);
                 }
             }
             if (res != DIST_OK) break;
@@ -10568,15 +10696,16 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         if (now >= deadline) {
             char w[240]; int off = snprintf(w, sizeof w, "the mesh (no connection from rank");
             for (int j = 0; j < n && off < (int)sizeof w - 16; j++)
-                if (j != d->rank && e->peers[j].fd == DIST__NO_SOCKET) off += snprintf(w + off, sizeof w - (size_t)off, " %d", j);
-            for (int j = 0; j < d->rank && off < (int)sizeof w - 48; j++)
+                if ((dist__mesh_wants(d, j, 1) || dist__mesh_wants(d, j, 2)) && *dist__mesh_slot(d, j) == DIST__NO_SOCKET)
+                    off += snprintf(w + off, sizeof w - (size_t)off, " %d", j);
+            for (int j = 0; j < me && off < (int)sizeof w - 48; j++)
                 if (retry[j].drops) off += snprintf(w + off, sizeof w - (size_t)off, "; rank %d hung up on it %d times", j, retry[j].drops);
             snprintf(w + off, sizeof w - (size_t)off, ")");
             res = dist__rendezvous_timeout(d, w);
             break;
         }
         /* callers to call again */
-        for (int j = 0; j < d->rank && res == DIST_OK; j++) {
+        for (int j = 0; j < me && res == DIST_OK; j++) {
             if (!retry[j].at) continue;
             if (now < retry[j].at) { wake = DIST__MIN(wake, retry[j].at); continue; }
             retry[j].at = 0;
@@ -10599,13 +10728,13 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
             h = dist__mesh_step(d, pc, deadline, why, sizeof why, &lb);
             if (h > 0) connected++;
             else if (h == -1 && exp >= 0)
-                res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the mesh connection to rank %d failed its handshake: %s", d->rank, exp, why);
+                res = dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the mesh connection to rank %d failed its handshake: %s", me, exp, why);
             else if (h == -2 && exp >= 0) {   /* dropped: call again */
                 retry[exp].drops++;
                 retry[exp].pause_ms = retry[exp].pause_ms ? DIST__MIN(retry[exp].pause_ms * 2, 500) : 10;
                 retry[exp].at = dist__now_ms() + retry[exp].pause_ms;
                 if (retry[exp].drops == 1)
-                    dist__logf(&e->log, DIST_LOG_INFO, "mesh: rank %d hung up on rank %d during the handshake; calling again", exp, d->rank);
+                    dist__logf(&e->log, DIST_LOG_INFO, "mesh: rank %d hung up on rank %d during the handshake; calling again", exp, me);
             }
         }
         /* New callers, as many as are waiting (at most 64 a round).  A
@@ -10655,7 +10784,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
     for (int i = 0; i < npend; i++) dist__close(pend[i].fd);
     DIST_FREE(pend); DIST_FREE(pfds); DIST_FREE(retry);
     dist__log_budget_flush(&e->log, &lb, "mesh: dropped a connection", 1);
-    if (res != DIST_OK && !told) {
+    if (res != DIST_OK && !told && !d->mesh_plan) {     /* (a job that grows has formed: its failure is the caller's alone) */
         /* The first rank to fail says why in the store (rank 0 keeps it up
            a moment), so ranks that only see the job fall apart afterwards
            report the cause rather than the rank that left first. */
@@ -10669,6 +10798,323 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         dist__fail(NULL, res, "init: %s", why);
     }
     return res;
+}
+
+/* [SECTION] growing: newcomers join a running job
+   ---------------------------------------------------------------------------
+   A newcomer (dist_init with cfg.join or DIST_JOINING=1) does not form a
+   job: it reaches the store (its hello says it is a newcomer: the store
+   takes it after the job formed, if it has the job's run id and secret),
+   listens for the mesh, takes a ticket t (dist/join/next counts them) and
+   leaves its address under "dist/join/t<t>", then waits for its admission
+   "dist/join/a<t>".  The running ranks admit the newcomers waiting when
+   they call dist_grow on a communicator d: a round of the agreement above
+   (kind 'g', each member asking for at least min_new newcomers) whose
+   decision also says which tickets are admitted, those after
+   "dist/join/done" up to the last one taken (once at least min_new are
+   waiting; at most as many as the engine has room for), and how many
+   ranks the job has had, E.  Newcomer i becomes the engine's rank E + i
+   (ranks are never reused: a rank that dies stays dead, and its
+   replacement is a new rank), and the grown communicator is the members
+   of d counted alive, in their order, then the newcomers in ticket order.
+   Every member then writes the admissions and "dist/join/done" (the same
+   bytes from each, so the death of any one does not lose them), opens a
+   listener and publishes it as "dist/g<E'>/addr/<rank>" (E' the new count);
+   each newcomer publishes its own there and calls every member of lower
+   rank, as at init (the engine's listener is closed after init: a
+   running rank accepts only inside dist_grow).  The connections are
+   installed as peers (TCP: a newcomer does not share memory segments)
+   once all have proved the job's secret.  A newcomer's own world is the
+   job's E' ranks, those not in its communicator marked gone; what it gets
+   from dist_init is the grown communicator, and destroying that destroys
+   its world. */
+static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline);
+
+/* The newcomers waiting: tickets ja < t <= jb (at most as many as there
+   is room for in this rank's engine). */
+static dist_result dist__grow_waiting(dist_t *d, const char *what, int64_t *ja, int64_t *jb) {
+    char v[32];
+    int found = 0;
+    dist_result res = dist__ft_get(d, what, "dist/join/done", 1, v, sizeof v, &found);
+    *ja = 0; *jb = 0;
+    if (res != DIST_OK) return res;
+    if (found) *ja = strtoll(v, NULL, 10);
+    if ((res = dist_store_add(d, "dist/join/next", 0, jb)) != DIST_OK) return res;
+    if (*jb < *ja) *jb = *ja;
+    *jb = DIST__MIN(*jb, *ja + (int64_t)(d->eng->cap - d->eng->world));
+    return DIST_OK;
+}
+
+/* Opens a listener for a growth's mesh on the world's address, published
+   as "<prefix><rank>". */
+static dist_result dist__grow_listen(dist_t *d, const char *host, const char *what, dist__socket *ls) {
+    char key[64], addr[300], why[300];
+    int port = 0;
+    dist_result res;
+    *ls = dist__sock_listen(host, DIST__IP_ANY, 0, why, sizeof why);
+    if (*ls == DIST__NO_SOCKET) return dist__fail(d, DIST_ERR_SYSTEM, "%s: rank %d cannot listen for newcomers: %s", what, d->eng->rank, why);
+    dist__sock_name(*ls, 0, why, sizeof why, &port);
+    dist__format(key, sizeof key, "%s%d", d->mesh_prefix, d->eng->rank);
+    dist__format(addr, sizeof addr, "%s %d", host, port);
+    if ((res = dist_store_set(d, key, addr, strlen(addr))) != DIST_OK) { dist__close(*ls); *ls = DIST__NO_SOCKET; }
+    return res;
+}
+
+/* Forms the mesh of a growth (d->mesh_plan says whom to call and whom to
+   accept), then installs the connections as peers: staging, TCP, and
+   this rank's credit, under the engine lock (its progress thread may be
+   running).  A peer planned but not connected is marked gone. */
+static dist_result dist__grow_mesh(dist_t *top, dist__socket ls, int64_t deadline, const char *what) {
+    dist__engine *e = top->eng;
+    int n = e->world;
+    dist_result res = dist__mesh_connect(top, ls, deadline);
+    uint8_t **stage = (uint8_t **)DIST_MALLOC(sizeof *stage * (size_t)n);
+    if (res != DIST_OK) res = dist__fail(top, res, "%s: %s", what, dist_error_message(NULL));
+    if (!stage && res == DIST_OK) res = dist__fail(top, DIST_ERR_NOMEM, "%s: out of memory", what);
+    for (int j = 0; stage && j < n; j++) {
+        stage[j] = NULL;
+        if (res == DIST_OK && top->mesh_fds[j] != DIST__NO_SOCKET && (stage[j] = (uint8_t *)DIST_MALLOC(DIST__STAGE_SIZE)) == NULL)
+            res = dist__fail(top, DIST_ERR_NOMEM, "%s: out of memory", what);
+    }
+    dist__mutex_lock(&e->lock);
+    for (int j = 0; j < n; j++) {
+        dist__peer *p = &e->peers[j];
+        if (!top->mesh_plan[j] || j == e->rank) continue;
+        if (res != DIST_OK || top->mesh_fds[j] == DIST__NO_SOCKET) {
+            dist__close(top->mesh_fds[j]);
+            top->mesh_fds[j] = DIST__NO_SOCKET;
+            if (p->fd == DIST__NO_SOCKET && p->state == DIST__PEER_OK) {
+                p->state = DIST__PEER_LEFT;
+                dist__format(p->why, sizeof p->why, "rank %d did not join (%s failed)", j, what);
+            }
+            continue;
+        }
+        p->rx.stage = stage[j];
+        stage[j] = NULL;
+        p->t = &dist__tcp_transport;
+        p->fd = top->mesh_fds[j];
+        top->mesh_fds[j] = DIST__NO_SOCKET;
+        e->shm.ntcp++;
+        dist__send_ctl(e, p, DIST__FRAME_CREDIT, 0, e->budget, 1);
+        dist__peer_write(e, p);
+    }
+    if (e->polling) dist__wakeup_signal(&e->wake);     /* the poller takes the new sockets */
+    dist__mutex_unlock(&e->lock);
+    for (int j = 0; stage && j < n; j++) DIST_FREE(stage[j]);
+    DIST_FREE(stage);
+    return res;
+}
+
+/* The plan and the landing places of a growth's mesh, on d's world. */
+static dist_result dist__grow_prepare(dist_t *top, int nworld, const char *what) {
+    unsigned char *plan = (unsigned char *)DIST_MALLOC((size_t)nworld);
+    dist__socket *fds = (dist__socket *)DIST_MALLOC(sizeof *fds * (size_t)nworld);
+    if (!plan || !fds) { DIST_FREE(plan); DIST_FREE(fds); return dist__fail(top, DIST_ERR_NOMEM, "%s: out of memory", what); }
+    memset(plan, 0, (size_t)nworld);
+    for (int j = 0; j < nworld; j++) fds[j] = DIST__NO_SOCKET;
+    top->mesh_plan = plan;
+    top->mesh_fds = fds;
+    dist__format(top->mesh_prefix, sizeof top->mesh_prefix, "dist/g%d/addr/", nworld);
+    return DIST_OK;
+}
+
+static void dist__grow_done(dist_t *top) {
+    DIST_FREE((void *)top->mesh_plan);
+    DIST_FREE(top->mesh_fds);
+    top->mesh_plan = NULL;
+    top->mesh_fds = NULL;
+    top->mesh_prefix[0] = 0;
+}
+
+DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
+    const char *what = "grow";
+    int *alive = NULL, *members = NULL, n = 0, me = -1, k = 0, ew = 0, total = 0;
+    int64_t id = 0, join[3] = { 0, 0, 0 };
+    uint64_t f = (uint64_t)(min_new > 0 ? min_new : 0);
+    dist__socket ls = DIST__NO_SOCKET;
+    dist_t *top;
+    dist__engine *e;
+    dist_result res;
+    char *adm = NULL;
+    size_t cap;
+    if (grown) *grown = NULL;
+    if (!d || !grown) return dist__fail(d, DIST_ERR_INVALID, "grow: NULL %s", d ? "result pointer" : "communicator");
+    if (min_new < 0) return dist__fail(d, DIST_ERR_INVALID, "grow: %d newcomers asked for", min_new);
+    top = d->top; e = d->eng;
+    if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "grow: out of memory");
+    res = dist__ft_round(d, 'g', &f, alive, &n, &id, join);
+    if (res == DIST_OK && (id <= 0 || id > 0x7fffffff)) res = dist__fail(d, DIST_ERR_PROTOCOL, "grow: a bad communicator id in the store");
+    if (res != DIST_OK) goto out;
+    k = (int)(join[1] - join[0]);
+    ew = (int)join[2];
+    total = n + k;
+    if (ew + k > e->cap) {
+        res = dist__fail(d, DIST_ERR_INVALID, "grow: the job would have had %d ranks (the dead counted), more than the %d this rank "
+                         "has room for (DIST_MAX_JOINS)", ew + k, e->cap);
+        goto out;
+    }
+    cap = (size_t)total * 12 + 128;
+    members = (int *)DIST_MALLOC(sizeof(int) * (size_t)total);
+    adm = (char *)DIST_MALLOC(cap);
+    if (!members || !adm) { res = dist__fail(d, DIST_ERR_NOMEM, "grow: out of memory"); goto out; }
+    for (int i = 0; i < n; i++) {
+        members[i] = dist__wrank(d, alive[i]);
+        if (alive[i] == d->rank) me = i;
+    }
+    for (int i = 0; i < k; i++) members[n + i] = ew + i;
+    if (k > 0) {
+        /* the newcomers' admissions (the same bytes from every member) */
+        size_t off;
+        for (int i = 0; i < k && res == DIST_OK; i++) {
+            char key[64];
+            dist__format(adm, cap, "%016llx %d %d %lld %d", (unsigned long long)d->job, ew + k, ew + i, (long long)id, total);
+            off = strlen(adm);
+            for (int j = 0; j < total && off < cap; j++) off += (size_t)snprintf(adm + off, cap - off, " %d", members[j]);
+            dist__format(key, sizeof key, "dist/join/a%lld", (long long)(join[0] + 1 + i));
+            res = dist_store_set(d, key, adm, strlen(adm));
+        }
+        if (res == DIST_OK) {
+            char v[32];
+            dist__format(v, sizeof v, "%lld", (long long)join[1]);
+            res = dist_store_set(d, "dist/join/done", v, strlen(v));
+        }
+        /* room for them, then the mesh: this rank accepts each */
+        if (res == DIST_OK) res = dist__grow_prepare(top, ew + k, what);
+        if (res == DIST_OK) {
+            for (int i = 0; i < k; i++) ((unsigned char *)top->mesh_plan)[ew + i] = 2;
+            dist__mutex_lock(&e->lock);
+            e->world = ew + k;         /* (the new peers are idle until installed) */
+            dist__mutex_unlock(&e->lock);
+            res = dist__grow_listen(top, top->mesh_host, what, &ls);
+            if (res == DIST_OK) res = dist__grow_mesh(top, ls, dist__now_ms() + d->timeout_ms, what);
+            dist__close(ls);
+            dist__grow_done(top);
+        }
+        if (res != DIST_OK) goto out;
+    }
+    res = dist__group_make(d, total, members, 1, me, id, what, grown);
+out:
+    DIST_FREE(alive); DIST_FREE(members); DIST_FREE(adm);
+    return res;
+}
+
+DIST_API int dist_joined(const dist_t *d) { return d && d->top->joined; }
+
+DIST_API int dist_restart_count(void) {
+    int v = 0;
+    if (dist__parse_int(dist__getenv("DIST_RESTART_COUNT"), &v) != 0 || v < 0) return 0;
+    return v;
+}
+
+static void dist__free_comm(dist_t *d);
+static DIST__THREAD_RETURN dist__progress_thread(void *arg);
+
+/* A newcomer's init (see above): *out is the grown communicator. */
+static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log) {
+    const char *what = "init (joining)";
+    int64_t deadline = dist__now_ms() + s->timeout_ms, t = 0;
+    char host[256], key[64], buf[64], *adm = NULL;
+    size_t cap = 0, len = 0;
+    dist__socket ls = DIST__NO_SOCKET;
+    dist_t *d;
+    dist__engine *e;
+    dist_result r;
+    int found = 0, ew = 0, rank = -1, total = 0, me = -1, pos = 0, *members = NULL;
+    long long nid = 0;
+    unsigned long long job = 0;
+    d = (dist_t *)DIST_MALLOC(sizeof *d);
+    if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what);
+    memset(d, 0, sizeof *d);
+    d->rank = 0; d->world = 1; d->local_rank = s->local_rank; d->timeout_ms = s->timeout_ms;
+    d->store_hosted = s->hosted; d->store_fd = DIST__NO_SOCKET; d->top = d; d->joined = 1;
+    d->id = 0xffffffffu;             /* its world: never used to talk (the others' ids come from dist/next_comm_id) */
+    d->key = s->key;
+    dist__mutex_init(&d->err_lock);
+    dist__mutex_init(&d->store_lock);
+    dist__comm_init_collectives(d, s->algo);
+    if ((r = dist__store_join(d, s, log, deadline)) != DIST_OK) goto fail;
+    if ((r = dist_store_get(d, "dist/job", buf, sizeof buf - 1, &len)) != DIST_OK) goto fail;
+    buf[len] = 0;
+    d->job = strtoull(buf, NULL, 16);
+    if (s->ifname) {
+        if (dist__ifname_address(s->ifname, host, sizeof host) != 0) {
+            r = dist__fail(NULL, DIST_ERR_INIT, "%s: DIST_SOCKET_IFNAME=%s: no such interface with an address", what, s->ifname);
+            goto fail;
+        }
+    } else if (dist__sock_name(d->store_fd, 0, host, sizeof host, NULL) != 0) {
+        r = dist__fail(NULL, DIST_ERR_SYSTEM, "%s: cannot read the local address: %s", what, dist__err_text(dist__errno()));
+        goto fail;
+    }
+    dist__format(d->mesh_host, sizeof d->mesh_host, "%s", host);
+    /* a ticket, then the admission the running ranks write in dist_grow */
+    if ((r = dist_store_add(d, "dist/join/next", 1, &t)) != DIST_OK) goto fail;
+    dist__logf(log, DIST_LOG_INFO, "joining a running job: newcomer #%lld waits for its ranks to call dist_grow", (long long)t);
+    dist__format(key, sizeof key, "dist/join/a%lld", (long long)t);
+    cap = 64 + (size_t)12 * DIST__MAX_WORLD;
+    if ((adm = (char *)DIST_MALLOC(cap)) == NULL) { r = dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what); goto fail; }
+    while (!found) {
+        int left = dist__ms_left(deadline, 1000);
+        if (left <= 0) {
+            r = dist__fail(NULL, DIST_ERR_TIMEOUT, "%s: the job's ranks did not admit this process within %.1f s (newcomer #%lld): "
+                           "they admit newcomers when they call dist_grow", what, s->timeout_ms / 1000.0, (long long)t);
+            goto fail;
+        }
+        if ((r = dist__ft_get(d, what, key, left, adm, cap, &found)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
+    }
+    if (sscanf(adm, "%llx %d %d %lld %d%n", &job, &ew, &rank, &nid, &total, &pos) != 5 || job != d->job || ew < 2 || ew > DIST__MAX_WORLD ||
+        rank < 0 || rank >= ew || nid <= 0 || nid > 0x7fffffff || total < 1 || total > ew ||
+        (members = (int *)DIST_MALLOC(sizeof(int) * (size_t)total)) == NULL) {
+        r = dist__fail(NULL, members ? DIST_ERR_PROTOCOL : DIST_ERR_NOMEM, "%s: a malformed admission in the store", what);
+        goto fail;
+    }
+    for (int i = 0, p = pos; i < total; i++) {
+        if (sscanf(adm + p, " %d%n", &members[i], &pos) != 1 || members[i] < 0 || members[i] >= ew) {
+            r = dist__fail(NULL, DIST_ERR_PROTOCOL, "%s: a malformed admission in the store", what);
+            goto fail;
+        }
+        p += pos;
+        if (members[i] == rank) me = i;
+    }
+    if (me < 0) { r = dist__fail(NULL, DIST_ERR_PROTOCOL, "%s: an admission that leaves this process out", what); goto fail; }
+    /* its engine: the job's ranks so far, those not in its communicator gone */
+    d->rank = rank; d->world = ew;
+    d->eng = e = dist__engine_new(rank, ew, (int)DIST__MIN((int64_t)ew + s->max_joins, (int64_t)DIST__MAX_WORLD), log);
+    if (!e || dist__comm_register(d) != DIST_OK) { r = dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what); goto fail; }
+    e->spin_ns = (int64_t)s->spin_us * 1000;
+    e->budget = s->eager ? s->eager : dist__default_budget(total);
+    if ((r = dist__grow_prepare(d, ew, what)) != DIST_OK) goto fail;
+    for (int j = 0; j < ew; j++) if (j != rank) { e->peers[j].state = DIST__PEER_LEFT; dist__format(e->peers[j].why, sizeof e->peers[j].why,
+        "rank %d is not in this rank's communicator (it left before this rank joined, or belongs to another one)", j); }
+    for (int i = 0; i < total; i++)
+        if (members[i] != rank) {
+            e->peers[members[i]].state = DIST__PEER_OK;
+            ((unsigned char *)d->mesh_plan)[members[i]] = members[i] < rank ? 1 : 2;
+        }
+    if ((r = dist__grow_listen(d, host, what, &ls)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
+    r = dist__grow_mesh(d, ls, dist__now_ms() + s->timeout_ms, what);
+    dist__close(ls);
+    dist__grow_done(d);
+    if (r != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
+    if (dist__thread_start(&e->thread, dist__progress_thread, e) != 0) {
+        r = dist__fail(NULL, DIST_ERR_SYSTEM, "%s: cannot start the progress thread", what);
+        goto fail;
+    }
+    e->thread_started = 1;
+    if ((r = dist__group_make(d, total, members, 1, me, nid, what, out)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
+    (*out)->owns_top = 1;
+    dist__logf(log, DIST_LOG_INFO, "joined: rank %d of a communicator of %d (the job's rank %d)", me, total, rank);
+    DIST_FREE(adm); DIST_FREE(members);
+    return DIST_OK;
+fail:
+    {
+        char msg[DIST__ERRLEN];
+        memcpy(msg, dist__thread_error, sizeof msg);
+        dist__grow_done(d);
+        dist__free_comm(d);
+        memcpy(dist__thread_error, msg, sizeof msg);
+    }
+    DIST_FREE(adm); DIST_FREE(members);
+    return r;
 }
 
 /* [SECTION] life cycle: init, destroy */
@@ -10724,6 +11170,7 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
     }
     ls = dist__sock_listen(host, DIST__IP_ANY, 0, why, sizeof why);
     if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: %s", s->rank, why);
+    dist__format(d->mesh_host, sizeof d->mesh_host, "%s", host);
     dist__sock_name(ls, 0, why, sizeof why, &port);
     dist__logf(log, DIST_LOG_DEBUG, "init: rank %d listens for its peers on %s port %d", s->rank, host, port);
     snprintf(key, sizeof key, "dist/addr/%d", s->rank);
@@ -10751,6 +11198,7 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     if ((r = dist__setup_from(cfg, &s)) != DIST_OK) return r;
     dist__log_setup(&log, cfg);
     log.rank = s.rank;
+    if (s.join) return dist__join(world, &s, &log);
     deadline = dist__now_ms() + s.timeout_ms;
     d = (dist_t *)DIST_MALLOC(sizeof *d);
     if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
@@ -10762,7 +11210,7 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     dist__mutex_init(&d->err_lock);
     dist__mutex_init(&d->store_lock);
     dist__comm_init_collectives(d, s.algo);
-    d->eng = e = dist__engine_new(s.rank, s.world, &log);
+    d->eng = e = dist__engine_new(s.rank, s.world, (int)DIST__MIN((int64_t)s.world + s.max_joins, (int64_t)DIST__MAX_WORLD), &log);
     if (!e || dist__comm_register(d) != DIST_OK) {
         dist__close(s.listen_fd); dist__free_comm(d);
         return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
@@ -10873,6 +11321,7 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
     int timeout_ms;
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "destroy: NULL communicator");
     if (d->top != d) {               /* a group: the world's connections stay */
+        if (d->owns_top) return dist__destroy(d->top, wait_ms);     /* a newcomer's: its world goes too */
         dist__group_free(d);
         return DIST_OK;
     }

@@ -69,7 +69,7 @@ int main(void) {
            env("MASTER_ADDR"), env("MASTER_PORT"), env("DIST_STORE_HOSTED"));
     print_fds();
     check_store();
-    printf("\n");
+    printf(" joining=%s restarts=%s\n", env("DIST_JOINING"), env("DIST_RESTART_COUNT"));
     return 0;
 }
 EOF
@@ -108,9 +108,9 @@ fi
 # environment, as an older launcher above it would set); no rank may see
 # either.
 DIST_STORE_LISTEN_FD=9 run 10 -n 3 "$T/helper" 9> "$T/leak"
-if grep -q '^\[0\] .* hosted=1 fds=0,1,2 store=ok$' "$T/out" &&
-   grep -q '^\[1\] .* hosted=1 fds=0,1,2 store=ok$' "$T/out" &&
-   grep -q '^\[2\] .* hosted=1 fds=0,1,2 store=ok$' "$T/out"; then
+if grep -q '^\[0\] .* hosted=1 fds=0,1,2 store=ok joining=- restarts=0$' "$T/out" &&
+   grep -q '^\[1\] .* hosted=1 fds=0,1,2 store=ok joining=- restarts=0$' "$T/out" &&
+   grep -q '^\[2\] .* hosted=1 fds=0,1,2 store=ok joining=- restarts=0$' "$T/out"; then
     pass "the store is distrun's: every rank has DIST_STORE_HOSTED=1, none an fd of it, and MASTER_PORT answers; no leaked fds"
 else
     fail "hosted store / fd leaks" "rc=$RC" "$OUT" "$ERR"
@@ -119,8 +119,8 @@ fi
 # ---- environment, multi-node ---------------------------------------------
 run 10 --nnodes 2 --node_rank=1 --master-addr 10.1.2.3 --master-port 29555 --nproc-per-node 2 "$T/helper"
 if [ "$RC" = 0 ] &&
-   grep -q '^\[2\] RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 hosted=1 fds=0,1,2 store=remote$' "$T/out" &&
-   grep -q '^\[3\] RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 hosted=1 fds=0,1,2 store=remote$' "$T/out" &&
+   grep -q '^\[2\] RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 hosted=1 fds=0,1,2 store=remote joining=- restarts=0$' "$T/out" &&
+   grep -q '^\[3\] RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 hosted=1 fds=0,1,2 store=remote joining=- restarts=0$' "$T/out" &&
    [ "$(wc -l < "$T/out")" = 2 ]; then
     pass "env per rank (--nnodes 2 --node-rank 1, given port: node 0 hosts the store)"
 else
@@ -130,8 +130,8 @@ fi
 # ---- --master-port on one node: the store listens there ------------------
 mp=$((30000 + $$ % 20000))
 run 10 -n 2 --master-port $mp "$T/helper"
-if [ "$RC" = 0 ] && grep -q "^\[0\] RANK=0 .*MASTER_PORT=$mp hosted=1 fds=0,1,2 store=ok\$" "$T/out" &&
-   grep -q "^\[1\] RANK=1 .*MASTER_PORT=$mp hosted=1 fds=0,1,2 store=ok\$" "$T/out"; then
+if [ "$RC" = 0 ] && grep -q "^\[0\] RANK=0 .*MASTER_PORT=$mp hosted=1 fds=0,1,2 store=ok joining=- restarts=0\$" "$T/out" &&
+   grep -q "^\[1\] RANK=1 .*MASTER_PORT=$mp hosted=1 fds=0,1,2 store=ok joining=- restarts=0\$" "$T/out"; then
     pass "--master-port on one node: distrun's store listens on it"
 else
     fail "--master-port on one node" "rc=$RC" "$OUT" "$ERR"
@@ -203,6 +203,37 @@ else
     fail "exec failure" "rc=$RC" "$ERR"
 fi
 
+# ---- --max-restarts: a failed rank is restarted as a newcomer -------------
+run 20 -n 3 --max-restarts 2 sh -c 'if [ "$DIST_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then kill -KILL $$; fi; sleep 0.3; echo "rank $RANK joining=${DIST_JOINING:-no} restarts=$DIST_RESTART_COUNT"'
+if [ "$RC" = 0 ] && printf '%s\n' "$OUT" | grep -qx '\[1\] rank 1 joining=1 restarts=1' &&
+   printf '%s\n' "$OUT" | grep -qx '\[0\] rank 0 joining=no restarts=0' && printf '%s\n' "$OUT" | grep -qx '\[2\] rank 2 joining=no restarts=0' &&
+   printf '%s\n' "$ERR" | grep -q 'rank 1 (pid [0-9]*) was killed by signal 9 ([A-Za-z]*); restarting it (restart 1 of 2)'; then
+    pass "--max-restarts: a killed rank restarts (DIST_JOINING=1, DIST_RESTART_COUNT=1), the others go on"
+else
+    fail "--max-restarts" "rc=$RC" "$OUT" "$ERR"
+fi
+run 20 -n 2 --max-restarts 1 sh -c 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 20'
+if [ "$RC" = 3 ] && [ "$MS" -lt 10000 ] && printf '%s\n' "$ERR" | grep -q 'restart 1 of 1' &&
+   printf '%s\n' "$ERR" | grep -q 'rank 1 (pid [0-9]*) exited with code 3; stopped 1 other rank'; then
+    pass "--max-restarts used up: the next failure stops the job (exit 3)"
+else
+    fail "--max-restarts used up" "rc=$RC ms=$MS" "$ERR"
+fi
+
+# ---- --nnodes MIN:MAX: nodes past MIN join the job ---------------------------
+run 10 --nnodes 2:4 --node-rank 3 --master-addr 10.1.2.3 --master-port 29555 -n 2 "$T/helper"
+if [ "$RC" = 0 ] && grep -q '^\[6\] RANK=6 WORLD_SIZE=4 .* joining=1 restarts=0$' "$T/out" && grep -q '^\[7\] RANK=7 WORLD_SIZE=4 .* joining=1 restarts=0$' "$T/out"; then
+    pass "--nnodes 2:4: node 3's ranks join a job of 2 nodes (WORLD_SIZE=4, DIST_JOINING=1)"
+else
+    fail "--nnodes MIN:MAX, a node past MIN" "rc=$RC" "$OUT" "$ERR"
+fi
+run 10 --nnodes 2:4 --node-rank 1 --master-addr 10.1.2.3 --master-port 29555 -n 2 "$T/helper"
+if [ "$RC" = 0 ] && grep -q '^\[2\] RANK=2 WORLD_SIZE=4 .* joining=- restarts=0$' "$T/out"; then
+    pass "--nnodes 2:4: node 1's ranks form the job"
+else
+    fail "--nnodes MIN:MAX, a node below MIN" "rc=$RC" "$OUT" "$ERR"
+fi
+
 # ---- --timeout -> 124 -------------------------------------------------------
 run 20 -n 3 --timeout 0.5 sleep 20
 if [ "$RC" = 124 ] && [ "$MS" -lt 5000 ] &&
@@ -267,7 +298,8 @@ fi
 # ---- arguments --------------------------------------------------------------
 bad=0
 for args in "-n 0 true" "--bogus true" "" "--nnodes 2 true" "--nnodes 2 --node-rank 2 --master-port 1 true" \
-            "--master-port 70000 true" "--timeout x true" "-n"; do
+            "--master-port 70000 true" "--timeout x true" "-n" "--nnodes 3:2 --master-port 1 true" "--nnodes :2 true" \
+            "--max-restarts -1 true"; do
     # shellcheck disable=SC2086
     run 10 $args
     if [ "$RC" != 2 ] || ! printf '%s\n' "$ERR" | grep -q "^Try 'distrun --help'"; then

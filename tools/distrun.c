@@ -194,7 +194,9 @@ static int plat_finish(job *j);
 
 typedef struct options {
     int nproc;              /* ranks on this node */
-    int nnodes;
+    int nnodes;             /* nodes at most (--nnodes MIN:MAX: MAX) */
+    int nnodes_min;         /* nodes that form the job (MIN); the others' ranks join it */
+    int max_restarts;       /* ranks of this node that fail are restarted, this many times in all */
     int node_rank;
     const char *master_addr;
     int master_port;        /* 0: distrun picks one (single node only) */
@@ -207,7 +209,7 @@ typedef struct options {
 } options;
 
 enum opt_id { OPT_NPROC, OPT_NNODES, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT,
-              OPT_KILL_GRACE, OPT_TIMEOUT, OPT_NO_PREFIX, OPT_RUN_ID, OPT_HELP };
+              OPT_KILL_GRACE, OPT_TIMEOUT, OPT_NO_PREFIX, OPT_RUN_ID, OPT_MAX_RESTARTS, OPT_HELP };
 
 typedef struct long_opt { const char *name; enum opt_id id; int has_arg; } long_opt;
 
@@ -221,6 +223,7 @@ static const long_opt long_opts[] = {
     { "timeout",        OPT_TIMEOUT,     1 },
     { "no-prefix",      OPT_NO_PREFIX,   0 },
     { "run-id",         OPT_RUN_ID,      1 },
+    { "max-restarts",   OPT_MAX_RESTARTS, 1 },
     { "help",           OPT_HELP,        0 },
 };
 
@@ -231,7 +234,14 @@ static void print_usage(FILE *f) {
           "\n"
           "options:\n"
           "  -n, --nproc-per-node N  ranks on this node (default 1)\n"
-          "      --nnodes M          nodes in the job (default 1)\n"
+          "      --nnodes M          nodes in the job (default 1); MIN:MAX: the first MIN\n"
+          "                          nodes form it, the ranks of the others join it when\n"
+          "                          its ranks call dist_grow (an elastic job)\n"
+          "      --max-restarts N    restart a rank of this node that fails, N times in\n"
+          "                          all, instead of stopping the job: the new process\n"
+          "                          joins the running job (DIST_JOINING=1) when its ranks\n"
+          "                          call dist_grow, and dist_restart_count() says how\n"
+          "                          many times it was restarted (default 0)\n"
           "      --node-rank K       this node's index, 0..M-1 (default 0)\n"
           "      --master-addr HOST  node 0's address, where its distrun hosts the job's\n"
           "                          store (default 127.0.0.1)\n"
@@ -309,7 +319,22 @@ static void apply_option(options *o, const long_opt *lo, const char *v) {
     const char *want = "";
     switch (lo->id) {
     case OPT_NPROC:       ok = !parse_int(v, 1, MAX_NPROC, &o->nproc);   want = "a count from 1 to 4096"; break;
-    case OPT_NNODES:      ok = !parse_int(v, 1, INT_MAX, &o->nnodes);    want = "a positive count"; break;
+    case OPT_NNODES: {
+        const char *colon = strchr(v, ':');
+        if (colon) {
+            char lo[32];
+            size_t n = (size_t)(colon - v);
+            ok = n > 0 && n < sizeof lo;
+            if (ok) { memcpy(lo, v, n); lo[n] = 0; }
+            ok = ok && !parse_int(lo, 1, INT_MAX, &o->nnodes_min) && !parse_int(colon + 1, 1, INT_MAX, &o->nnodes) && o->nnodes_min <= o->nnodes;
+        } else {
+            ok = !parse_int(v, 1, INT_MAX, &o->nnodes);
+            o->nnodes_min = o->nnodes;
+        }
+        want = "a positive count, or MIN:MAX";
+        break;
+    }
+    case OPT_MAX_RESTARTS: ok = !parse_int(v, 0, INT_MAX, &o->max_restarts); want = "a count"; break;
     case OPT_NODE_RANK:   ok = !parse_int(v, 0, INT_MAX, &o->node_rank); want = "a node index"; break;
     case OPT_MASTER_PORT: ok = !parse_int(v, 1, 65535, &o->master_port); want = "a port from 1 to 65535"; break;
     case OPT_MASTER_ADDR: ok = v[0] != '\0'; o->master_addr = v;        want = "a host name or address"; break;
@@ -326,7 +351,7 @@ static void apply_option(options *o, const long_opt *lo, const char *v) {
    "--") is PROG, and everything after it is PROG's, untouched. */
 static void parse_args(int argc, char **argv, options *o) {
     int i = 1;
-    *o = (options){ .nproc = 1, .nnodes = 1, .master_addr = "127.0.0.1", .kill_grace_s = 3, .prefix = 1 };
+    *o = (options){ .nproc = 1, .nnodes = 1, .nnodes_min = 1, .master_addr = "127.0.0.1", .kill_grace_s = 3, .prefix = 1 };
     while (i < argc) {
         const char *a = argv[i], *val = NULL;
         const long_opt *lo;
@@ -382,6 +407,7 @@ struct stream {
 struct child {
     long pid;               /* 0 when not running (ended, or never started) */
     int rank;
+    int restarts;           /* times it was restarted */
     char prefix[24];        /* "[RANK] " */
     stream out, err;
     plat_child p;
@@ -396,6 +422,8 @@ struct job {
     int64_t kill_at;        /* when stopping: SIGKILL whatever is left then */
     int64_t deadline;       /* --timeout, or 0 */
     int exit_code;
+    int restarts;           /* ranks restarted so far (--max-restarts) */
+    int port;               /* MASTER_PORT of the ranks */
     int stdin_tty;          /* distrun's stdin is a terminal (a console) */
     char summary[320];      /* the one line printed at the end, if any */
     dist_store_host *store; /* node 0: the job's store (dist.h) */
@@ -404,7 +432,7 @@ struct job {
 
 /* A rank's variables, in the order they are set; value NULL: unset. */
 typedef struct env_var { const char *name, *value; } env_var;
-struct rank_env { env_var v[10]; int n; char num[7][24]; };
+struct rank_env { env_var v[14]; int n; char num[10][24]; };
 
 static int64_t seconds_to_ms(double s) { return (int64_t)(s * 1000.0 + 0.5); }
 
@@ -467,7 +495,7 @@ static void close_stream(child *c, stream *s) {
 /* ---- starting ranks ----------------------------------------------------- */
 
 static const char *env_num(rank_env *e, long v) {
-    char *b = e->num[e->n < 7 ? e->n : 6];
+    char *b = e->num[e->n < 10 ? e->n : 9];
     snprintf(b, sizeof e->num[0], "%ld", v);
     return b;
 }
@@ -478,12 +506,16 @@ static void env_add(rank_env *e, const char *name, const char *value) {
     e->n++;
 }
 
-/* What a rank's environment gets besides distrun's own. */
+/* What a rank's environment gets besides distrun's own.  A rank of a node
+   past --nnodes MIN, or a restarted one, joins the running job. */
 static void make_rank_env(const job *j, int local, int port, rank_env *e) {
     const options *o = &j->opt;
+    const child *c = &j->kids[local];
     e->n = 0;
     env_add(e, "RANK", env_num(e, (long)o->node_rank * o->nproc + local));
-    env_add(e, "WORLD_SIZE", env_num(e, (long)o->nnodes * o->nproc));
+    env_add(e, "WORLD_SIZE", env_num(e, (long)o->nnodes_min * o->nproc));
+    env_add(e, "DIST_JOINING", o->node_rank >= o->nnodes_min || c->restarts > 0 ? "1" : NULL);
+    env_add(e, "DIST_RESTART_COUNT", env_num(e, c->restarts));
     env_add(e, "LOCAL_RANK", env_num(e, local));
     env_add(e, "LOCAL_WORLD_SIZE", env_num(e, o->nproc));
     env_add(e, "GROUP_RANK", env_num(e, o->node_rank));
@@ -539,6 +571,22 @@ static void rank_ended(job *j, child *c, int code, int sig) {
     c->pid = 0;
     j->running--;
     if (j->stopping || (sig == 0 && code == 0)) return;
+    if (j->restarts < j->opt.max_restarts) {
+        /* --max-restarts: a new process in its place, which joins the
+           running job (the others go on: they shrink, and admit it with
+           dist_grow) */
+        int rc;
+        char how[64];
+        if (sig == 0) snprintf(how, sizeof how, "exited with code %d", code);
+        else snprintf(how, sizeof how, "was killed by signal %d (%s)", sig, plat_signal_name(sig));
+        j->restarts++;
+        c->restarts++;
+        fprintf(stderr, "distrun: rank %d (pid %ld) %s; restarting it (restart %d of %d) to join the running job\n", c->rank, pid, how,
+                j->restarts, j->opt.max_restarts);
+        rc = start_rank(j, (int)(c - j->kids), j->port);
+        if (rc == 0) return;
+        code = rc; sig = 0;
+    }
     if (sig == 0) {
         status = code;
         if ((unsigned)code > 255)   /* Windows: an NTSTATUS, such as 0xC0000005 */
@@ -632,12 +680,13 @@ static void start_all(job *j) {
         hc.run_id = j->opt.run_id;
         /* bound now, served once the ranks are started (no fork while
            the store's thread runs: see dist__store_host_open) */
-        if (dist__store_host_open(&j->store, &hc, j->opt.nnodes * j->opt.nproc, j->opt.master_addr, port) != DIST_OK) {
+        if (dist__store_host_open(&j->store, &hc, j->opt.nnodes_min * j->opt.nproc, j->opt.master_addr, port) != DIST_OK) {
             fprintf(stderr, "distrun: %s\n", dist_error_message(NULL));
             j->stopping = 1;
             j->exit_code = EXIT_LAUNCH;
         } else port = dist_store_host_port(j->store);
     }
+    j->port = port;
     fflush(NULL);           /* or each forked child would print distrun's buffered output again */
     for (int i = 0; i < j->nkids && !j->stopping; i++) {
         int rc = start_rank(j, i, port);
@@ -864,9 +913,73 @@ static void close_fd_range(unsigned lo, unsigned hi) {
    does not pass on fds it inherited. */
 static void close_other_fds(void) { close_fd_range(3, ~0U); }
 
-/* In the forked child, up to exec.  distrun is single-threaded, so setenv
-   and dprintf are safe here. */
-static void exec_rank(const job *j, const rank_env *env, const int out[2], const int err[2], pid_t launcher) {
+/* The rank's environment, made before the fork: distrun's own with the
+   rank's variables replaced.  (The child may not allocate: a rank
+   restarted while the store's thread runs is forked from a process with
+   two threads, and a lock that thread held at the fork, the allocator's,
+   would stay held in the child forever.) */
+static char **make_envp(const rank_env *env) {
+    extern char **environ;
+    size_t n = 0, k = 0;
+    char **v;
+    for (char **p = environ; p && *p; p++) n++;
+    if ((v = calloc(n + (size_t)env->n + 1, sizeof *v)) == NULL) return NULL;
+    for (char **p = environ; p && *p; p++) {
+        int ours = 0;
+        for (int i = 0; i < env->n && !ours; i++) {
+            size_t l = strlen(env->v[i].name);
+            ours = strncmp(*p, env->v[i].name, l) == 0 && (*p)[l] == '=';
+        }
+        if (!ours) v[k++] = *p;
+    }
+    for (int i = 0; i < env->n; i++) {
+        size_t l;
+        if (!env->v[i].value) continue;
+        l = strlen(env->v[i].name) + strlen(env->v[i].value) + 2;
+        if ((v[k] = malloc(l)) == NULL) break;
+        snprintf(v[k++], l, "%s=%s", env->v[i].name, env->v[i].value);
+    }
+    v[k] = NULL;
+    return v;
+}
+
+static void free_envp(char **v) {
+    extern char **environ;
+    size_t n = 0;
+    if (!v) return;
+    for (char **p = environ; p && *p; p++) n++;
+    for (size_t i = 0; v[i]; i++) {
+        int inherited = 0;
+        for (size_t e = 0; e < n && !inherited; e++) inherited = v[i] == environ[e];
+        if (!inherited) free(v[i]);
+    }
+    free(v);
+}
+
+/* PROG as execvp would find it (PATH searched when it has no slash),
+   found before the fork; NULL: not found (errno says why). */
+static char *find_prog(const char *prog) {
+    const char *path = getenv("PATH");
+    int saved = ENOENT;
+    if (strchr(prog, '/')) return strdup(prog);
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        size_t dl = strcspn(path, ":"), l = dl + strlen(prog) + 2;
+        char *f = malloc(l);
+        if (!f) return NULL;
+        snprintf(f, l, "%.*s%s%s", (int)dl, dl ? path : ".", "/", prog);
+        if (access(f, X_OK) == 0) return f;
+        if (errno != ENOENT) saved = errno;
+        free(f);
+        path += dl + (path[dl] == ':');
+    }
+    errno = saved;
+    return NULL;
+}
+
+/* In the forked child, up to exec: only calls that allocate nothing (see
+   make_envp). */
+static void exec_rank(const job *j, char *const *envp, const char *prog, const int out[2], const int err[2], pid_t launcher) {
     struct sigaction dfl;
     /* Its own process group: a signal for the rank reaches everything it
        started (a shell script's children too), and the terminal's Ctrl-C
@@ -895,16 +1008,13 @@ static void exec_rank(const job *j, const rank_env *env, const int out[2], const
         if (null > 0) { dup2(null, 0); close(null); }
     }
     close_other_fds();
-    for (int i = 0; i < env->n; i++) {
-        const env_var *v = &env->v[i];
-        if (!v->value) { unsetenv(v->name); continue; }
-        if (setenv(v->name, v->value, 1) != 0) {
-            dprintf(2, "distrun: cannot set %s: %s\n", v->name, strerror(errno));
-            _exit(EXIT_EXEC);
-        }
+    execve(prog, j->opt.argv, envp);
+    {   /* (write(2) alone: see above) */
+        static const char a[] = "distrun: cannot execute '";
+        const char *b = j->opt.argv[0], *e = strerror(errno);
+        if (write(2, a, sizeof a - 1) < 0 || write(2, b, strlen(b)) < 0 || write(2, "': ", 3) < 0 || write(2, e, strlen(e)) < 0 ||
+            write(2, "\n", 1) < 0) _exit(EXIT_EXEC);
     }
-    execvp(j->opt.argv[0], j->opt.argv);
-    dprintf(2, "distrun: cannot execute '%s': %s\n", j->opt.argv[0], strerror(errno));
     _exit(EXIT_EXEC);
 }
 
@@ -922,14 +1032,26 @@ static void close_pair(int p[2]) {
 static int plat_start_rank(job *j, child *c, const rank_env *env) {
     int out[2] = { -1, -1 }, err[2] = { -1, -1 };
     pid_t launcher = getpid(), pid;
+    char **envp, *prog = find_prog(j->opt.argv[0]);
+    if (!prog) {
+        fprintf(stderr, "distrun: cannot execute '%s': %s\n", j->opt.argv[0], strerror(errno));
+        return EXIT_EXEC;
+    }
+    if ((envp = make_envp(env)) == NULL) {
+        fprintf(stderr, "distrun: out of memory for rank %d's environment\n", c->rank);
+        free(prog);
+        return EXIT_LAUNCH;
+    }
     if (j->opt.prefix && (make_pipe(out) != 0 || make_pipe(err) != 0)) {
         fprintf(stderr, "distrun: cannot create pipes for rank %d: %s\n", c->rank, strerror(errno));
         close_pair(out);
         close_pair(err);
+        free_envp(envp); free(prog);
         return EXIT_LAUNCH;
     }
     pid = fork();
-    if (pid == 0) exec_rank(j, env, out, err, launcher);
+    if (pid == 0) exec_rank(j, envp, prog, out, err, launcher);
+    free_envp(envp); free(prog);
     if (out[1] >= 0) { close(out[1]); close(err[1]); }
     if (pid < 0) {
         fprintf(stderr, "distrun: cannot start rank %d: %s\n", c->rank, strerror(errno));
