@@ -731,12 +731,19 @@ DIST_API int dist_revoked(const dist_t *d);
                 restarted process); a job may take DIST_MAX_JOINS
                 newcomers in its life (default: 64, or its size if more).
                 Newcomers talk TCP with everyone.  On a revoked d too.
+   dist_newcomers  how many members of d joined by the dist_grow that made
+                it (the same on every member, newcomers included; 0 for any
+                other communicator): when it is not 0, every member calls
+                what brings the newcomers up to date (a broadcast of the
+                parameters from rank 0).  Not the change in size: members
+                that died are left out of the grown communicator.
    dist_joined  1 in a process that joined this way (it has no checkpoint
                 of its own to reload unless it restarted: see below).
    dist_restart_count  how many times the launcher restarted this rank
                 (DIST_RESTART_COUNT, set by distrun --max-restarts; 0). */
 DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown);
 DIST_API int dist_joined(const dist_t *d);
+DIST_API int dist_newcomers(const dist_t *d);
 DIST_API int dist_restart_count(void);
 
 /* ---- local launch (torch.multiprocessing.spawn) ----
@@ -4495,6 +4502,7 @@ struct dist {
     char mesh_prefix[32];            /* ...its published address: "<prefix><rank>" ("dist/addr/" at init) */
     int joined;                      /* the world: this process joined a running job (dist_grow) */
     int owns_top;                    /* a newcomer's communicator: destroying it destroys its world */
+    int newcomers;                   /* made by dist_grow: how many of its members joined then */
 };
 
 /* Defined with the collectives; the engine calls them. */
@@ -10508,6 +10516,16 @@ static int dist__mesh_wants(const dist_t *d, int j, int how) {
     return d->mesh_plan ? d->mesh_plan[j] == how : how == 1 ? j < me : j > me;
 }
 
+/* Growing: member j (whom this rank calls) is gone (res DIST_ERR_PEER_LOST):
+   the mesh goes on without it (plan 3), and it is marked dead once the
+   mesh is installed.  1 when so taken. */
+static int dist__mesh_unreachable(dist_t *d, int j, dist_result res) {
+    if (!d->mesh_plan || res != DIST_ERR_PEER_LOST) return 0;
+    ((unsigned char *)d->mesh_plan)[j] = 3;
+    dist__logf(&d->eng->log, DIST_LOG_INFO, "growing: %s; going on without it", dist_error_message(NULL));
+    return 1;
+}
+
 /* Opens the handshake on a fresh connection: our hello. */
 static int dist__mesh_greet(dist_t *d, dist__pending_conn *pc, int64_t deadline) {
     dist__hello h;
@@ -10618,7 +10636,10 @@ static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int
     }
     val[len] = 0;
     if (sscanf(val, "%255s %d", host, &port) != 2) return dist__fail(NULL, DIST_ERR_PROTOCOL, "init: rank %d published a bad address \"%s\"", j, val);
+    if (d->mesh_plan) quick = 1;      /* growing: a member that refuses has died (it listened before it was counted) */
     pc->fd = dist__connect_retry(host, port, quick ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
+    if (pc->fd == DIST__NO_SOCKET && d->mesh_plan)
+        return dist__fail(NULL, DIST_ERR_PEER_LOST, "rank %d did not answer at %s:%d: %s", j, host, port, why);
     if (pc->fd == DIST__NO_SOCKET) {
         if (quick) return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d hung up on rank %d during the handshake and then refused it: %s (did it exit?)",
                                      j, d->rank, why);
@@ -10672,7 +10693,10 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
     dist__set_nonblocking(ls, 1);
     /* Call every lower rank; their answers are read below with the accepts. */
     for (int j = 0; j < me && res == DIST_OK; j++)
-        if (dist__mesh_wants(d, j, 1) && (res = dist__mesh_call(d, j, &pend[npend], 0, deadline)) == DIST_OK) npend++;
+        if (dist__mesh_wants(d, j, 1)) {
+            if ((res = dist__mesh_call(d, j, &pend[npend], 0, deadline)) == DIST_OK) npend++;
+            else if (dist__mesh_unreachable(d, j, res)) { want--; res = DIST_OK; }
+        }
     while (res == DIST_OK && connected < want) {
         int np = 0, rd, wr;
         int64_t now = dist__now_ms(), wake = deadline;
@@ -10684,6 +10708,12 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
             for (int j = 0; j < n && res == DIST_OK; j++) {
                 if (j == me || *dist__mesh_slot(d, j) == DIST__NO_SOCKET) continue;
                 if (dist__sock_gone(*dist__mesh_slot(d, j))) {
+                    if (dist__mesh_unreachable(d, j, DIST_ERR_PEER_LOST)) {   /* growing: it died meanwhile */
+                        dist__close(*dist__mesh_slot(d, j));
+                        *dist__mesh_slot(d, j) = DIST__NO_SOCKET;
+                        connected--; want--;
+                        continue;
+                    }
                     /* the first rank to see it says why in the store, so the
                        ranks that only see the job fall apart learn the cause */
                     if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
@@ -10710,6 +10740,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
             if (now < retry[j].at) { wake = DIST__MIN(wake, retry[j].at); continue; }
             retry[j].at = 0;
             if ((res = dist__mesh_call(d, j, &pend[npend], 1, deadline)) == DIST_OK) npend++;
+            else if (dist__mesh_unreachable(d, j, res)) { want--; res = DIST_OK; }
         }
         if (res != DIST_OK) break;
         {   /* out of descriptors, the listener rests a while: accept would fail at once, again and again */
@@ -10864,22 +10895,31 @@ static dist_result dist__grow_listen(dist_t *d, const char *host, const char *wh
    accept), then installs the connections as peers: staging, TCP, and
    this rank's credit, under the engine lock (its progress thread may be
    running).  A peer planned but not connected is marked gone. */
-static dist_result dist__grow_mesh(dist_t *top, dist__socket ls, int64_t deadline, const char *what) {
+static dist_result dist__grow_mesh(dist_t *d, dist_t *top, dist__socket ls, int64_t deadline, const char *what) {
     dist__engine *e = top->eng;
     int n = e->world;
     dist_result res = dist__mesh_connect(top, ls, deadline);
     uint8_t **stage = (uint8_t **)DIST_MALLOC(sizeof *stage * (size_t)n);
-    if (res != DIST_OK) res = dist__fail(top, res, "%s: %s", what, dist_error_message(NULL));
-    if (!stage && res == DIST_OK) res = dist__fail(top, DIST_ERR_NOMEM, "%s: out of memory", what);
+    if (res != DIST_OK) {
+        const char *m = dist_error_message(NULL);
+        res = dist__fail(d, res, "%s: %s", what, strncmp(m, "init: ", 6) == 0 ? m + 6 : m);
+    }
+    if (!stage && res == DIST_OK) res = dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory", what);
     for (int j = 0; stage && j < n; j++) {
         stage[j] = NULL;
         if (res == DIST_OK && top->mesh_fds[j] != DIST__NO_SOCKET && (stage[j] = (uint8_t *)DIST_MALLOC(DIST__STAGE_SIZE)) == NULL)
-            res = dist__fail(top, DIST_ERR_NOMEM, "%s: out of memory", what);
+            res = dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory", what);
     }
     dist__mutex_lock(&e->lock);
     for (int j = 0; j < n; j++) {
         dist__peer *p = &e->peers[j];
         if (!top->mesh_plan[j] || j == e->rank) continue;
+        if (top->mesh_plan[j] == 3) {       /* a member that died while this rank joined */
+            dist__close(top->mesh_fds[j]);
+            top->mesh_fds[j] = DIST__NO_SOCKET;
+            dist__peer_fail(e, p, "rank %d did not answer when this rank joined (did it die?)", j);
+            continue;
+        }
         if (res != DIST_OK || top->mesh_fds[j] == DIST__NO_SOCKET) {
             dist__close(top->mesh_fds[j]);
             top->mesh_fds[j] = DIST__NO_SOCKET;
@@ -10907,6 +10947,8 @@ static dist_result dist__grow_mesh(dist_t *top, dist__socket ls, int64_t deadlin
 
 /* The plan and the landing places of a growth's mesh, on d's world. */
 static dist_result dist__grow_prepare(dist_t *top, int nworld, const char *what) {
+    char prefix[sizeof top->mesh_prefix];
+    memcpy(prefix, top->mesh_prefix, sizeof prefix);
     unsigned char *plan = (unsigned char *)DIST_MALLOC((size_t)nworld);
     dist__socket *fds = (dist__socket *)DIST_MALLOC(sizeof *fds * (size_t)nworld);
     if (!plan || !fds) { DIST_FREE(plan); DIST_FREE(fds); return dist__fail(top, DIST_ERR_NOMEM, "%s: out of memory", what); }
@@ -10914,7 +10956,7 @@ static dist_result dist__grow_prepare(dist_t *top, int nworld, const char *what)
     for (int j = 0; j < nworld; j++) fds[j] = DIST__NO_SOCKET;
     top->mesh_plan = plan;
     top->mesh_fds = fds;
-    dist__format(top->mesh_prefix, sizeof top->mesh_prefix, "dist/g%d/addr/", nworld);
+    memcpy(top->mesh_prefix, prefix, sizeof prefix);
     return DIST_OK;
 }
 
@@ -10930,7 +10972,7 @@ DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
     const char *what = "grow";
     int *alive = NULL, *members = NULL, n = 0, me = -1, k = 0, ew = 0, total = 0;
     int64_t id = 0, join[3] = { 0, 0, 0 };
-    uint64_t f = (uint64_t)(min_new > 0 ? min_new : 0);
+    uint64_t f = (uint64_t)(min_new > 0 ? min_new : 0), round;
     dist__socket ls = DIST__NO_SOCKET;
     dist_t *top;
     dist__engine *e;
@@ -10942,7 +10984,13 @@ DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
     if (min_new < 0) return dist__fail(d, DIST_ERR_INVALID, "grow: %d newcomers asked for", min_new);
     top = d->top; e = d->eng;
     if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "grow: out of memory");
-    res = dist__ft_round(d, 'g', &f, alive, &n, &id, join);
+    /* this rank's listener for newcomers, published before its entry: a
+       member counted alive has one (a newcomer that finds it refusing
+       knows it died) */
+    round = d->ft_rounds + 1;
+    dist__format(top->mesh_prefix, sizeof top->mesh_prefix, "dist/ga/%u/%llu/", (unsigned)d->id, (unsigned long long)round);
+    res = dist__grow_listen(top, top->mesh_host, what, &ls);
+    if (res == DIST_OK) res = dist__ft_round(d, 'g', &f, alive, &n, &id, join);
     if (res == DIST_OK && (id <= 0 || id > 0x7fffffff)) res = dist__fail(d, DIST_ERR_PROTOCOL, "grow: a bad communicator id in the store");
     if (res != DIST_OK) goto out;
     k = (int)(join[1] - join[0]);
@@ -10967,7 +11015,8 @@ DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
         size_t off;
         for (int i = 0; i < k && res == DIST_OK; i++) {
             char key[64];
-            dist__format(adm, cap, "%016llx %d %d %lld %d", (unsigned long long)d->job, ew + k, ew + i, (long long)id, total);
+            dist__format(adm, cap, "%016llx %d %d %lld %d %u %llu %d", (unsigned long long)d->job, ew + k, ew + i, (long long)id, total,
+                         (unsigned)d->id, (unsigned long long)round, k);
             off = strlen(adm);
             for (int j = 0; j < total && off < cap; j++) off += (size_t)snprintf(adm + off, cap - off, " %d", members[j]);
             dist__format(key, sizeof key, "dist/join/a%lld", (long long)(join[0] + 1 + i));
@@ -10985,20 +11034,27 @@ DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
             dist__mutex_lock(&e->lock);
             e->world = ew + k;         /* (the new peers are idle until installed) */
             dist__mutex_unlock(&e->lock);
-            res = dist__grow_listen(top, top->mesh_host, what, &ls);
-            if (res == DIST_OK) res = dist__grow_mesh(top, ls, dist__now_ms() + d->timeout_ms, what);
-            dist__close(ls);
+            res = dist__grow_mesh(d, top, ls, dist__now_ms() + d->timeout_ms, what);
             dist__grow_done(top);
         }
         if (res != DIST_OK) goto out;
     }
     res = dist__group_make(d, total, members, 1, me, id, what, grown);
+    if (res == DIST_OK) (*grown)->newcomers = k;
 out:
+    if (ls != DIST__NO_SOCKET) {
+        char key[64];
+        dist__close(ls);
+        dist__format(key, sizeof key, "dist/ga/%u/%llu/%d", (unsigned)d->id, (unsigned long long)round, e->rank);
+        dist_store_delete(d, key, NULL);
+    }
+    top->mesh_prefix[0] = 0;
     DIST_FREE(alive); DIST_FREE(members); DIST_FREE(adm);
     return res;
 }
 
 DIST_API int dist_joined(const dist_t *d) { return d && d->top->joined; }
+DIST_API int dist_newcomers(const dist_t *d) { return d ? d->newcomers : 0; }
 
 DIST_API int dist_restart_count(void) {
     int v = 0;
@@ -11019,9 +11075,10 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     dist_t *d;
     dist__engine *e;
     dist_result r;
-    int found = 0, ew = 0, rank = -1, total = 0, me = -1, pos = 0, *members = NULL;
+    int found = 0, ew = 0, rank = -1, total = 0, me = -1, pos = 0, nnew = 0, *members = NULL;
     long long nid = 0;
-    unsigned long long job = 0;
+    unsigned long long job = 0, pround = 0;
+    unsigned pid = 0;
     d = (dist_t *)DIST_MALLOC(sizeof *d);
     if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what);
     memset(d, 0, sizeof *d);
@@ -11061,7 +11118,8 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
         }
         if ((r = dist__ft_get(d, what, key, left, adm, cap, &found)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
     }
-    if (sscanf(adm, "%llx %d %d %lld %d%n", &job, &ew, &rank, &nid, &total, &pos) != 5 || job != d->job || ew < 2 || ew > DIST__MAX_WORLD ||
+    if (sscanf(adm, "%llx %d %d %lld %d %u %llu %d%n", &job, &ew, &rank, &nid, &total, &pid, &pround, &nnew, &pos) != 8 || job != d->job ||
+        ew < 2 || ew > DIST__MAX_WORLD || nnew < 1 || nnew > total ||
         rank < 0 || rank >= ew || nid <= 0 || nid > 0x7fffffff || total < 1 || total > ew ||
         (members = (int *)DIST_MALLOC(sizeof(int) * (size_t)total)) == NULL) {
         r = dist__fail(NULL, members ? DIST_ERR_PROTOCOL : DIST_ERR_NOMEM, "%s: a malformed admission in the store", what);
@@ -11082,6 +11140,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     if (!e || dist__comm_register(d) != DIST_OK) { r = dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what); goto fail; }
     e->spin_ns = (int64_t)s->spin_us * 1000;
     e->budget = s->eager ? s->eager : dist__default_budget(total);
+    dist__format(d->mesh_prefix, sizeof d->mesh_prefix, "dist/ga/%u/%llu/", pid, pround);   /* where the members listen */
     if ((r = dist__grow_prepare(d, ew, what)) != DIST_OK) goto fail;
     for (int j = 0; j < ew; j++) if (j != rank) { e->peers[j].state = DIST__PEER_LEFT; dist__format(e->peers[j].why, sizeof e->peers[j].why,
         "rank %d is not in this rank's communicator (it left before this rank joined, or belongs to another one)", j); }
@@ -11091,8 +11150,10 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
             ((unsigned char *)d->mesh_plan)[members[i]] = members[i] < rank ? 1 : 2;
         }
     if ((r = dist__grow_listen(d, host, what, &ls)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
-    r = dist__grow_mesh(d, ls, dist__now_ms() + s->timeout_ms, what);
+    r = dist__grow_mesh(d, d, ls, dist__now_ms() + s->timeout_ms, what);
     dist__close(ls);
+    dist__format(key, sizeof key, "%s%d", d->mesh_prefix, rank);
+    dist_store_delete(d, key, NULL);
     dist__grow_done(d);
     if (r != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
     if (dist__thread_start(&e->thread, dist__progress_thread, e) != 0) {
@@ -11102,6 +11163,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     e->thread_started = 1;
     if ((r = dist__group_make(d, total, members, 1, me, nid, what, out)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
     (*out)->owns_top = 1;
+    (*out)->newcomers = nnew;
     dist__logf(log, DIST_LOG_INFO, "joined: rank %d of a communicator of %d (the job's rank %d)", me, total, rank);
     DIST_FREE(adm); DIST_FREE(members);
     return DIST_OK;

@@ -13,15 +13,19 @@
    bit 0 or fewer members are alive than c has, dist_shrink and the step
    again; else the result goes into the parameters and s moves on.  After
    every 5th step, dist_grow(c, 0) admits the newcomers waiting, which get
-   the parameters and the step number by broadcast from rank 0.  Meanwhile
+   (when dist_newcomers says there are any) the parameters and the step
+   number by broadcast from rank 0 (a step of
+   its own, agreed on and redone after a shrink like the others).  Meanwhile
    this process kills (SIGKILL) a random rank every 100-300 ms, CHAOS_KILLS
    times in all (20), never leaving fewer than 4, and forks a newcomer
    (cfg.join) in its place; once the last newcomer has joined it tells the
-   ranks to finish.  A rank is killed only between its own steps' calls
-   of the loop, not inside a dist_grow (a member that dies during one
-   stalls the newcomers' connections until the timeout: not survived
-   yet); a rank marks the steps that end in a dist_grow, and the killer
-   takes only ranks not so marked (an atomic claim, so neither races).
+   ranks to finish.  Any rank that has joined may be killed at any point of
+   the loop, inside dist_agree, dist_shrink and dist_grow too (a newcomer
+   that finds a member dead goes on without it, and the next step shrinks
+   it away); newcomers are not killed while they join (a newcomer that
+   dies then leaves the members' dist_grow waiting for it until the
+   timeout: not survived yet).  The victim is claimed atomically, so a
+   rank that ends meanwhile is not taken.
 
    Checks: every kill was survived (every rank not killed exits 0, each
    killed one died of SIGKILL, no hang); every step's result exact; every
@@ -106,14 +110,29 @@ static int member(int rank, int port, int lfd, void *arg) {
     memset(params, 0, sizeof params);
     if ((r = dist_init(&w, &cfg)) != DIST_OK) return FAIL("init%s -> %s: %s", newcomer ? " (joining)" : "", dist_result_name(r), dist_error_message(NULL));
     c = w;
-    if (newcomer) {    /* the state so far, from the members' rank 0 */
-        OK(dist_broadcast(c, params, G + 1, DIST_INT64, 0));
-    }
-    atomic_store(&sh->p[rank].state, S_STEPPING);
+    int sync = newcomer;      /* the state so far, from rank 0, before the next step */
+    if (!newcomer) atomic_store(&sh->p[rank].state, S_STEPPING);
     for (;;) {
         int64_t s = params[G];
-        int grow_after = s % 5 == 4, alive = 0, size = dist_world_size(c);
+        int grow_after = s % 5 == 4 && !sync, alive = 0, size = dist_world_size(c);
         uint64_t flags;
+        if (sync) {
+            r = dist_broadcast(c, params, G + 1, DIST_INT64, 0);
+            flags = (uint64_t)(r == DIST_OK);
+            if ((r = dist_agree(c, &flags, &alive)) != DIST_OK) return FAIL("agree after a sync at step %lld: %s", (long long)s, dist_error_message(c));
+            if (!(flags & 1) || alive < size) {
+                dist_t *sm = NULL;
+                if ((r = dist_shrink(c, &sm)) != DIST_OK) return FAIL("shrink at a sync: %s", dist_error_message(c));
+                if (c != w) dist_destroy(c);
+                c = sm;
+                sh->p[rank].shrinks++;
+                if (dist_rank(c) == 0 && newcomer && params[G] == 0) return FAIL("a newcomer became rank 0 of %d before it had the parameters (%d alive of %d, flags %llu)", dist_world_size(c), alive, size, (unsigned long long)flags);
+                continue;
+            }
+            sync = 0;
+            if (newcomer) { int want = S_NONE; atomic_compare_exchange_strong(&sh->p[rank].state, &want, S_STEPPING); }
+            continue;
+        }
         if (grow_after) mark(rank, S_STEPPING, S_GROWING);
         for (int i = 0; i < G; i++) v[i] = 1;
         r = dist_all_reduce(c, v, G, DIST_INT64, DIST_SUM);
@@ -138,8 +157,8 @@ static int member(int rank, int port, int lfd, void *arg) {
         if (grow_after) {
             dist_t *g = NULL;
             if ((r = dist_grow(c, 0, &g)) != DIST_OK) return FAIL("grow after step %lld: %s", (long long)s, dist_error_message(c));
-            if (dist_world_size(g) > size) {
-                OK(dist_broadcast(g, params, G + 1, DIST_INT64, 0));
+            if (dist_newcomers(g) > 0) {      /* (not the size: a member may have died meanwhile) */
+                sync = 1;
                 sh->p[rank].grows++;
             }
             if (c != w) dist_destroy(c);
@@ -220,14 +239,26 @@ int main(void) {
     }
     for (int i = 0; i < N; i++) pid[i] = start(i, 0);
     for (int k = 0; k < kills && !g_cur_failed; k++) {
-        int victim = -1, alive = 0;
+        int victim = -1;
         sleep_ms(100 + (int)(mix64(rnd + (uint64_t)k) % 200));
-        for (int i = 0; i < np; i++) alive += !sh->p[i].killed && !reaped[i];
-        for (int tries = 0; tries < 200 && victim < 0 && alive > 4; tries++) {
-            int i = (int)(mix64(rnd ^ (uint64_t)(k * 1000 + tries)) % (uint64_t)np), want = S_STEPPING;
+        for (int tries = 0; tries < 5000 && victim < 0 && !g_cur_failed; tries++) {
+            int alive = 0;
+            for (int i = 0; i < np; i++) {     /* the members: newcomers still joining do not count */
+                int st_i = atomic_load(&sh->p[i].state);
+                alive += !sh->p[i].killed && (st_i == S_STEPPING || st_i == S_GROWING);
+            }
+            if (alive <= 4) { sleep_ms(2); continue; }     /* until the newcomers are in */
+            int i = (int)(mix64(rnd ^ (uint64_t)(k * 1000 + tries)) % (uint64_t)np), want = S_STEPPING, want2 = S_GROWING;
             if (sh->p[i].killed || reaped[i]) continue;
-            if (atomic_compare_exchange_strong(&sh->p[i].state, &want, S_DOOMED)) victim = i;
+            if (atomic_compare_exchange_strong(&sh->p[i].state, &want, S_DOOMED) ||
+                atomic_compare_exchange_strong(&sh->p[i].state, &want2, S_DOOMED)) victim = i;
             else sleep_ms(1);
+        }
+        if (getenv("CHAOS_DEBUG")) {
+            char states[MAXP + 1];
+            for (int i = 0; i < np; i++) states[i] = sh->p[i].killed ? 'x' : "NJSGDd"[atomic_load(&sh->p[i].state)];
+            states[np] = 0;
+            fprintf(stderr, "chaos: %.2f s kill %d: process %d; states %s\n", secs_since(t0), k, victim, states);
         }
         if (victim < 0) continue;
         kill(pid[victim], SIGKILL);

@@ -32,7 +32,8 @@
      stranger     N=2, K=1: the newcomer has another run id: the store
                   turns it away at once, saying so.
    Checks, on every member: its rank and size in each communicator;
-   dist_joined() 1 exactly on newcomers; every result exact; parameters
+   dist_joined() 1 exactly on newcomers; dist_newcomers() of each grown
+   communicator, the same on old members and newcomers; every result exact; parameters
    bitwise identical to rank 0's after every broadcast; everyone exits 0
    (the killed rank by SIGKILL).  Prints the time of each dist_grow call
    that admitted newcomers (on rank 0), and from a newcomer's start to its
@@ -143,6 +144,7 @@ static int grow(int rank, dist_t **c, int min_new, int k, int *jr, dist_t *keep)
     if (k && rank == 0) sh->r[0].grow_ns += now_ns() - t0;
     if (dist_world_size(g) != n + k || dist_rank(g) != me)
         return FAIL("grow(%d): rank %d of %d, want %d of %d", min_new, dist_rank(g), dist_world_size(g), me, n + k);
+    if (dist_newcomers(g) != k) return FAIL("grow(%d): dist_newcomers %d, want %d", min_new, dist_newcomers(g), k);
     if (dist_joined(g) != g_newcomer) return FAIL("dist_joined is %d on a %s", dist_joined(g), g_newcomer ? "newcomer" : "rank that formed the job");
     if (*c != keep) dist_destroy(*c);
     *c = g;
@@ -186,6 +188,7 @@ static int rank_main(int rank, int port, int lfd, void *p) {
         if (r != DIST_OK) return FAIL("a newcomer's init -> %s: %s", dist_result_name(r), dist_error_message(NULL));
         c = w;
         if (!dist_joined(c)) return FAIL("dist_joined is 0 on a newcomer");
+        if (dist_newcomers(c) != (j->kind == C_TWO ? 2 : 1)) return FAIL("dist_newcomers is %d on a newcomer", dist_newcomers(c));
         if ((bad = job_ranks(rank, c, rank, jr)) != 0) return bad;
         {   /* after the members it joined, in their order */
             int old = j->kind == C_REPLACE ? 3 : j->kind == C_TWICE ? (rank == j->n ? 3 : 4) : j->n;
