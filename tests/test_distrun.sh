@@ -224,6 +224,82 @@ else
     fail "--max-restarts used up" "rc=$RC ms=$MS" "$ERR"
 fi
 
+# ---- --max-restarts with a dist program: the job trains on ----------------
+# An elastic loop (all_reduce, agree, shrink on failure, dist_grow every 5
+# steps, a broadcast when dist_newcomers says someone joined): rank 1 kills
+# itself at step 20; distrun restarts it; the restarted process joins; the
+# job ends at step 60 with 4 members, all at the same step with the same
+# parameters.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cat > "$T/elastic.c" <<'EOF2'
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define G 16
+int main(void) {
+    dist_t *w = NULL, *c;
+    int64_t p[G + 1] = { 0 }, v[G];
+    int sync, rank = atoi(getenv("RANK") ? getenv("RANK") : "-1");
+    uint64_t sum = 0;
+    if (dist_init(&w, NULL) != DIST_OK) { fprintf(stderr, "init: %s\n", dist_error_message(NULL)); return 1; }
+    c = w;
+    sync = dist_joined(w);
+    for (;;) {
+        uint64_t ok;
+        int alive = 0, n = dist_world_size(c);
+        dist_result r;
+        if (!sync && p[G] == 20 && rank == 1 && dist_restart_count() == 0) { fflush(NULL); raise(SIGKILL); }
+        if (sync) r = dist_broadcast(c, p, G + 1, DIST_INT64, 0);
+        else {
+            for (int i = 0; i < G; i++) v[i] = 1;
+            r = dist_all_reduce(c, v, G, DIST_INT64, DIST_SUM);
+            for (int i = 0; r == DIST_OK && i < G; i++) if (v[i] != n) { fprintf(stderr, "bad sum\n"); return 1; }
+        }
+        ok = r == DIST_OK;
+        if (dist_agree(c, &ok, &alive) != DIST_OK) { fprintf(stderr, "agree: %s\n", dist_error_message(c)); return 1; }
+        if (!ok || alive < n) {
+            dist_t *s = NULL;
+            if (dist_shrink(c, &s) != DIST_OK) { fprintf(stderr, "shrink: %s\n", dist_error_message(c)); return 1; }
+            c = s;
+            continue;
+        }
+        if (sync) { sync = 0; continue; }
+        for (int i = 0; i < G; i++) p[i] += v[i];
+        p[G]++;
+        if (p[G] % 5 == 0) {   /* admit whoever waits; at the end, wait for the fourth */
+            dist_t *g = NULL;
+            int need = p[G] >= 60 && n < 4 ? 4 - n : 0;
+            if (dist_grow(c, need, &g) != DIST_OK) { fprintf(stderr, "grow: %s\n", dist_error_message(c)); return 1; }
+            c = g;
+            sync = dist_newcomers(g) > 0;
+            if (sync) continue;
+        }
+        if (p[G] >= 60 && dist_world_size(c) == 4) break;
+    }
+    for (int i = 0; i <= G; i++) sum = sum * 1000003u + (uint64_t)p[i];
+    printf("done size=%d step=%lld sum=%llx joined=%d restarts=%d\n", dist_world_size(c), (long long)p[G], (unsigned long long)sum,
+           dist_joined(c), dist_restart_count());
+    fflush(NULL);
+    dist_abort(w);
+    return 0;
+}
+EOF2
+if ${CC:-cc} -std=c11 -O1 -I"$ROOT" -o "$T/elastic" "$T/elastic.c" -pthread -lm 2> "$T/cc.err"; then
+    run 60 -n 4 --max-restarts 2 "$T/elastic"
+    n_done=$(grep -c 'done size=4 ' "$T/out")
+    n_sums=$(sed -n 's/.*done size=4 step=\([0-9]*\) sum=\([0-9a-f]*\) .*/\1 \2/p' "$T/out" | sort -u | wc -l)
+    if [ "$RC" = 0 ] && [ "$n_done" = 4 ] && [ "$n_sums" = 1 ] && grep -q '^\[1\] done size=4 .* joined=1 restarts=1$' "$T/out" &&
+       printf '%s\n' "$ERR" | grep -q 'restarting it (restart 1 of 2)'; then
+        pass "--max-restarts with a dist program: rank 1 killed at step 20, restarted, joined; 4 ranks end at one step with one sum ($MS ms)"
+    else
+        fail "--max-restarts with a dist program" "rc=$RC done=$n_done distinct=$n_sums" "$OUT" "$ERR"
+    fi
+else
+    fail "--max-restarts with a dist program: cannot compile it" "$(cat "$T/cc.err")"
+fi
+
 # ---- --nnodes MIN:MAX: nodes past MIN join the job ---------------------------
 run 10 --nnodes 2:4 --node-rank 3 --master-addr 10.1.2.3 --master-port 29555 -n 2 "$T/helper"
 if [ "$RC" = 0 ] && grep -q '^\[6\] RANK=6 WORLD_SIZE=4 .* joining=1 restarts=0$' "$T/out" && grep -q '^\[7\] RANK=7 WORLD_SIZE=4 .* joining=1 restarts=0$' "$T/out"; then
