@@ -3427,6 +3427,7 @@ typedef struct dist__store_conn {
     uint8_t *out; size_t out_len, out_off, out_cap;
     int parked;                 /* a GET or WAIT waiting for its keys */
     int64_t park_deadline;
+    long long ticket;           /* a newcomer's (its ADD to dist/join/next): its close is recorded as dist/join/gone/<ticket> */
 } dist__store_conn;
 
 typedef struct dist__store_server {
@@ -3596,6 +3597,7 @@ static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size
             if (*end) { dist__store_reply(c, DIST_ERR_INVALID, 0, NULL, 0, 0); return 1; }
         }
         cur = (long long)((uint64_t)cur + (uint64_t)num);
+        if (c->rank < 0 && c->hello_done && num == 1 && len[0] == 14 && memcmp(ptr[0], "dist/join/next", 14) == 0) c->ticket = cur;
         snprintf(text, sizeof text, "%lld", cur);
         dist__store_reply(c, dist__kv_set(sv, (const char *)ptr[0], len[0], text, strlen(text)) ? DIST_ERR_NOMEM : DIST_OK, cur, NULL, 0, 0);
         return 1;
@@ -4062,6 +4064,11 @@ static DIST__THREAD_RETURN dist__store_thread(void *arg) {
         for (int i = 0; i < sv->nconns;) {
             dist__store_conn *c = &sv->conns[i];
             if (c->closing && c->out_len == c->out_off) {
+                if (c->ticket > 0) {   /* a newcomer went: the ranks growing need not wait for it (dist__mesh_connect) */
+                    char k[48];
+                    snprintf(k, sizeof k, "dist/join/gone/%lld", c->ticket);
+                    dist__kv_set(sv, k, strlen(k), "1", 1);
+                }
                 dist__store_conn_free(c);
                 sv->conns[i] = sv->conns[--sv->nconns];
             } else i++;
@@ -4500,6 +4507,8 @@ struct dist {
     const unsigned char *mesh_plan;  /* while a mesh forms after init: engine rank j is called (1), accepted (2), or not (0) */
     dist__socket *mesh_fds;          /* ...and its connection lands here, installed once all are there */
     char mesh_prefix[32];            /* ...its published address: "<prefix><rank>" ("dist/addr/" at init) */
+    int mesh_new_first;              /* ...the newcomers' first engine rank, */
+    int64_t mesh_ticket0;            /* ...and its ticket (the others' follow) */
     int joined;                      /* the world: this process joined a running job (dist_grow) */
     int owns_top;                    /* a newcomer's communicator: destroying it destroys its world */
     int newcomers;                   /* made by dist_grow: how many of its members joined then */
@@ -10703,6 +10712,21 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
         if (now >= next_check) {   /* can the job still form? */
             next_check = now + 250;
             if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
+            /* growing: a newcomer not connected yet whose store connection
+               closed has died (the store recorded it) */
+            for (int j = d->mesh_new_first; d->mesh_plan && d->mesh_ticket0 > 0 && j < n && res == DIST_OK; j++) {
+                char gk[48];
+                const char *kp = gk;
+                int gone = 0;
+                if (!(dist__mesh_wants(d, j, 1) || dist__mesh_wants(d, j, 2)) || *dist__mesh_slot(d, j) != DIST__NO_SOCKET) continue;
+                dist__format(gk, sizeof gk, "dist/join/gone/%lld", (long long)(d->mesh_ticket0 + (j - d->mesh_new_first)));
+                if (dist_store_check(d, &kp, 1, &gone) == DIST_OK && gone) {
+                    dist__fail(NULL, DIST_ERR_PEER_LOST, "newcomer rank %d died while it joined", j);
+                    for (int i = 0; i < npend; i++)
+                        if (pend[i].expect_rank == j) { dist__close(pend[i].fd); pend[i].fd = DIST__NO_SOCKET; }
+                    if (dist__mesh_unreachable(d, j, DIST_ERR_PEER_LOST)) want--;
+                }
+            }
             /* a rank already connected that went away (its peers would
                otherwise only see the ranks it never reached) */
             for (int j = 0; j < n && res == DIST_OK; j++) {
@@ -10961,6 +10985,8 @@ static dist_result dist__grow_prepare(dist_t *top, int nworld, const char *what)
 }
 
 static void dist__grow_done(dist_t *top) {
+    top->mesh_new_first = 0;
+    top->mesh_ticket0 = 0;
     DIST_FREE((void *)top->mesh_plan);
     DIST_FREE(top->mesh_fds);
     top->mesh_plan = NULL;
@@ -11030,6 +11056,8 @@ DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
         /* room for them, then the mesh: this rank accepts each */
         if (res == DIST_OK) res = dist__grow_prepare(top, ew + k, what);
         if (res == DIST_OK) {
+            top->mesh_new_first = ew;
+            top->mesh_ticket0 = join[0] + 1;
             for (int i = 0; i < k; i++) ((unsigned char *)top->mesh_plan)[ew + i] = 2;
             dist__mutex_lock(&e->lock);
             e->world = ew + k;         /* (the new peers are idle until installed) */
@@ -11141,6 +11169,8 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     e->spin_ns = (int64_t)s->spin_us * 1000;
     e->budget = s->eager ? s->eager : dist__default_budget(total);
     dist__format(d->mesh_prefix, sizeof d->mesh_prefix, "dist/ga/%u/%llu/", pid, pround);   /* where the members listen */
+    d->mesh_new_first = ew - nnew;
+    d->mesh_ticket0 = t - (rank - d->mesh_new_first);
     if ((r = dist__grow_prepare(d, ew, what)) != DIST_OK) goto fail;
     for (int j = 0; j < ew; j++) if (j != rank) { e->peers[j].state = DIST__PEER_LEFT; dist__format(e->peers[j].why, sizeof e->peers[j].why,
         "rank %d is not in this rank's communicator (it left before this rank joined, or belongs to another one)", j); }
