@@ -10855,6 +10855,18 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
     return res;
 }
 
+/* This rank's mesh address: the interface asked for, else the one that
+   reached the store. */
+static dist_result dist__mesh_address(dist_t *d, const dist__setup *s, const char *what, char *host, size_t cap) {
+    if (s->ifname) {
+        if (dist__ifname_address(s->ifname, host, cap) != 0)
+            return dist__fail(NULL, DIST_ERR_INIT, "%s: DIST_SOCKET_IFNAME=%s: no such interface with an address", what, s->ifname);
+    } else if (dist__sock_name(d->store_fd, 0, host, cap, NULL) != 0) {
+        return dist__fail(NULL, DIST_ERR_SYSTEM, "%s: cannot read the local address: %s", what, dist__err_text(dist__errno()));
+    }
+    return DIST_OK;
+}
+
 /* [SECTION] growing: newcomers join a running job
    ---------------------------------------------------------------------------
    A newcomer (dist_init with cfg.join or DIST_JOINING=1) does not form a
@@ -11121,15 +11133,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     if ((r = dist_store_get(d, "dist/job", buf, sizeof buf - 1, &len)) != DIST_OK) goto fail;
     buf[len] = 0;
     d->job = strtoull(buf, NULL, 16);
-    if (s->ifname) {
-        if (dist__ifname_address(s->ifname, host, sizeof host) != 0) {
-            r = dist__fail(NULL, DIST_ERR_INIT, "%s: DIST_SOCKET_IFNAME=%s: no such interface with an address", what, s->ifname);
-            goto fail;
-        }
-    } else if (dist__sock_name(d->store_fd, 0, host, sizeof host, NULL) != 0) {
-        r = dist__fail(NULL, DIST_ERR_SYSTEM, "%s: cannot read the local address: %s", what, dist__err_text(dist__errno()));
-        goto fail;
-    }
+    if ((r = dist__mesh_address(d, s, what, host, sizeof host)) != DIST_OK) goto fail;
     dist__format(d->mesh_host, sizeof d->mesh_host, "%s", host);
     /* a ticket, then the admission the running ranks write in dist_grow */
     if ((r = dist_store_add(d, "dist/join/next", 1, &t)) != DIST_OK) goto fail;
@@ -11253,13 +11257,7 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
         addr[len] = 0;
         d->job = strtoull(addr, NULL, 16);
     }
-    /* our mesh address: the interface asked for, else the one that reached the store */
-    if (s->ifname) {
-        if (dist__ifname_address(s->ifname, host, sizeof host) != 0)
-            return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_SOCKET_IFNAME=%s: no such interface with an address", s->ifname);
-    } else if (dist__sock_name(d->store_fd, 0, host, sizeof host, NULL) != 0) {
-        return dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot read the local address: %s", dist__err_text(dist__errno()));
-    }
+    if ((r = dist__mesh_address(d, s, "init", host, sizeof host)) != DIST_OK) return r;
     ls = dist__sock_listen(host, DIST__IP_ANY, 0, why, sizeof why);
     if (ls == DIST__NO_SOCKET) return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: %s", s->rank, why);
     dist__format(d->mesh_host, sizeof d->mesh_host, "%s", host);
