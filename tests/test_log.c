@@ -61,6 +61,7 @@ static const struct { dist_result code; const char *name, *text; } results[] = {
     E(DIST_ERR_REMOTE, "the remote function failed"),
     E(DIST_ERR_UNKNOWN_FUNCTION, "no function of that name"),
     E(DIST_ERR_TYPE, "value of another type"),
+    E(DIST_ERR_REVOKED, "the communicator was revoked"),
 };
 #undef E
 
@@ -90,7 +91,7 @@ static void test_tables(void) {
     else ok("dist_result_name / dist_result_text for every code (%d codes)", n);
 
     {
-        static const int unknown[] = { 1, -14, -99, -103, -199, -203, 12345, -0x7fffffff };
+        static const int unknown[] = { 1, -15, -99, -103, -199, -203, 12345, -0x7fffffff };
         bad = 0;
         for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
             const char *nm = dist_result_name((dist_result)unknown[i]), *tx = dist_result_text((dist_result)unknown[i]);
