@@ -740,11 +740,32 @@ DIST_API int dist_revoked(const dist_t *d);
    dist_joined  1 in a process that joined this way (it has no checkpoint
                 of its own to reload unless it restarted: see below).
    dist_restart_count  how many times the launcher restarted this rank
-                (DIST_RESTART_COUNT, set by distrun --max-restarts; 0). */
+                (DIST_RESTART_COUNT, set by distrun --max-restarts; 0).
+   dist_joins_waiting  *n = how many newcomers wait to be admitted now (a
+                store round trip): a rank that only grows when someone
+                waits polls this between steps (every member must then
+                call dist_grow; they agree on whom it admits).
+   dist_world   the world communicator d belongs to: the job's ranks, as
+                dist_init gives it (a newcomer's too: the communicator
+                dist_init gave it is a group of it).  Its ranks never
+                change: once a dist_grow admitted newcomers, they are ranks
+                of the world on every member (its size counts every rank
+                the job has had, the dead included), so point-to-point
+                reaches any live rank of the job by a number that stays
+                its own; the dead fail as ever (DIST_ERR_PEER_LOST).  From
+                then on the world takes no collectives, groups, agree,
+                shrink or grow (DIST_ERR_INVALID says so): its members
+                differ from rank to rank's view; use the communicators
+                dist_grow gives.
+   dist_world_capacity  the most ranks the world can reach by growing
+                (its size at formation + DIST_MAX_JOINS, see above). */
 DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown);
 DIST_API int dist_joined(const dist_t *d);
 DIST_API int dist_newcomers(const dist_t *d);
 DIST_API int dist_restart_count(void);
+DIST_API dist_result dist_joins_waiting(dist_t *d, int *n);
+DIST_API dist_t *dist_world(dist_t *d);
+DIST_API int dist_world_capacity(const dist_t *d);
 
 /* ---- local launch (torch.multiprocessing.spawn) ----
    Starts nprocs ranks of this program on this host.  Each runs
@@ -4314,6 +4335,7 @@ typedef struct dist__peer {
     dist__link streamq;            /* announced payloads the receiver asked for */
     dist__wire wire;
     int bye_queued, bye_sent, stream_turn;
+    int bye_answered;              /* it answered our goodbye (it goes on; we may close) */
     uint64_t next_sid;
     int rdv_out;                   /* announced sends not finished (the goodbye waits for them) */
     /* flow control, sending: what the peer lets us park in its memory */
@@ -4512,6 +4534,8 @@ struct dist {
     int joined;                      /* the world: this process joined a running job (dist_grow) */
     int owns_top;                    /* a newcomer's communicator: destroying it destroys its world */
     int newcomers;                   /* made by dist_grow: how many of its members joined then */
+    int world_grew;                  /* the world: newcomers are ranks of it (point-to-point only from then on) */
+    int waits_n;                     /* entries of waits (the world's size when it was made) */
 };
 
 /* Defined with the collectives; the engine calls them. */
@@ -4522,7 +4546,8 @@ static int dist__coll_check_early(dist__engine *e, dist_t *d, int src, const dis
 static void dist__coll_check_late(dist__engine *e, dist_t *d, int src, const dist__frame *f);
 
 /* A group's rank of a world rank (-1: not a member), and back. */
-static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->group_of[wrank] : wrank < d->world ? wrank : -1; }
+static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->group_of[wrank] : wrank < DIST__LOAD_RELAXED(&d->world) ? wrank : -1; }
+
 static int dist__wrank(const dist_t *d, int grank) { return d->members ? d->members[grank] : grank; }
 
 /* Who hosts the store, for sentences. */
@@ -4560,7 +4585,7 @@ DIST_API const char *dist_error_message(const dist_t *d) {
 }
 
 DIST_API int dist_rank(const dist_t *d) { return d ? d->rank : -1; }
-DIST_API int dist_world_size(const dist_t *d) { return d ? d->world : 0; }
+DIST_API int dist_world_size(const dist_t *d) { return d ? DIST__LOAD_RELAXED(&d->world) : 0; }
 DIST_API int dist_local_rank(const dist_t *d) { return d ? d->local_rank : -1; }
 DIST_API int dist_timeout_ms(const dist_t *d) { return d ? d->timeout_ms : 0; }
 DIST_API int64_t dist_time_ns(void) { return dist__now_ns(); }
@@ -4888,7 +4913,9 @@ DIST_API dist_result dist_store_delete(dist_t *d, const char *key, int *deleted)
    to every peer and waits (bounded) for theirs, so no rank closes a socket
    that still has data in flight (which would turn the close into a reset
    that can drop the peer's last messages); rank 0 keeps the store up until
-   then. */
+   then.  A rank answers a goodbye with its own at once (after what it had
+   queued for that peer), so one that leaves while the others go on waits
+   only for their answers. */
 
 /* What one message costs its sender's budget beyond its payload: about
    what an unexpected message's bookkeeping takes here. */
@@ -5887,7 +5914,10 @@ static int dist__on_frame(dist__engine *e, dist__peer *p) {
     switch (f->kind) {
     case DIST__FRAME_DATA: case DIST__FRAME_COLL: return dist__on_message(e, p);
     case DIST__FRAME_PAYLOAD: return dist__on_segment(e, p);
-    case DIST__FRAME_BYE: dist__on_goodbye(e, p); return 0;
+    case DIST__FRAME_BYE:
+        if (f->root == 1) p->bye_answered = 1;                   /* an answer to ours */
+        else dist__on_goodbye(e, p);
+        return 0;
     case DIST__FRAME_ABORT:
         x->abort = 1;
         dist__rx_payload(x, (uint8_t *)x->abort_text, f->nbytes);
@@ -6154,6 +6184,10 @@ static void dist__on_goodbye(dist__engine *e, dist__peer *p) {
     dist__format(p->why, sizeof p->why, "rank %d has shut down (it called dist_destroy)", p->rank);
     if (p->peer_blocked) { p->peer_blocked = 0; e->blocked_peers--; }
     dist__peer_fail_requests(e, p, DIST_ERR_PEER_LOST);
+    /* answered (a goodbye frame with root 1: "heard, nothing more comes
+       from here"), so a rank that leaves alone (a dynamic RPC worker)
+       need not wait for the others' own dist_destroy before it closes */
+    if (!p->bye_queued) { dist__send_ctl(e, p, DIST__FRAME_BYE, 0, 0, 1); dist__peer_write(e, p); }
 }
 
 /* [SECTION] engine: progress, waiting, withdrawing */
@@ -7324,8 +7358,8 @@ static dist_result dist__p2p_check(dist_t *d, const char *what, const void *buf,
     if (DIST__LOAD_ACQ(&d->revoked)) return dist__fail(d, DIST_ERR_REVOKED, "%s: %s", what, d->revoke_note.text);
     if (dtype < 0 || dtype >= DIST_DTYPE_COUNT)
         return dist__fail(d, DIST_ERR_INVALID, "%s: unknown dtype %d", what, (int)dtype);
-    if (peer < (any_ok ? DIST_ANY_SOURCE : 0) || peer >= d->world)
-        return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, peer, d->world - 1);
+    if (peer < (any_ok ? DIST_ANY_SOURCE : 0) || peer >= DIST__LOAD_RELAXED(&d->world))
+        return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, peer, DIST__LOAD_RELAXED(&d->world) - 1);
     if (tag < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: tag %d is negative", what, tag);
     if (count && !buf) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL buffer for %zu elements", what, count);
     if (count > DIST__MAX_MESSAGE / dist_dtype_size(dtype))
@@ -7536,7 +7570,8 @@ static dist_result dist__probe(dist_t *d, int src, int tag, int wait, int timeou
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", what);
     if (!st || (!wait && !found)) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL %s pointer", what, st ? "`found`" : "status");
     if (DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", what, d->eng->abort_why);
-    if (src < DIST_ANY_SOURCE || src >= d->world) return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, src, d->world - 1);
+    if (src < DIST_ANY_SOURCE || src >= DIST__LOAD_RELAXED(&d->world))
+        return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, src, DIST__LOAD_RELAXED(&d->world) - 1);
     if (tag < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: tag %d is negative", what, tag);
     if (timeout_ms < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: timeout %d ms is negative", what, timeout_ms);
     if (timeout_ms == 0) timeout_ms = d->timeout_ms;
@@ -7835,11 +7870,12 @@ static void dist__coll_fail_seq(dist__engine *e, dist_t *d, uint64_t seq, dist_r
    (group ranks): an edge of the chain dist__coll_blame follows.  Under
    the engine lock. */
 static void dist__waits_note(dist_t *d, uint64_t seq, int src, int on) {
-    if (src < 0 || src >= d->world || on < 0 || on >= d->world) return;
     if (!d->waits) {
         if ((d->waits = (dist__waits *)DIST_MALLOC(sizeof *d->waits * (size_t)d->world)) == NULL) return;
         memset(d->waits, 0, sizeof *d->waits * (size_t)d->world);
+        d->waits_n = d->world;
     }
+    if (src < 0 || src >= d->waits_n || on < 0 || on >= d->waits_n) return;
     if (seq < d->waits[src].seq) return;
     d->waits[src].seq = seq;
     d->waits[src].on = on;
@@ -8106,7 +8142,7 @@ static int64_t dist__blame_grace_ns(const dist_t *d) {
 static int dist__coll_given_up(const dist__coll *c) {
     const dist_t *d = c->d;
     if (!d->waits || d->waits_max < c->seq) return 0;
-    for (int g = 0; g < d->world; g++)
+    for (int g = 0; g < d->waits_n; g++)
         if (d->waits[g].seq == c->seq) return 1;
     return 0;
 }
@@ -9325,10 +9361,19 @@ static DIST__THREAD_RETURN dist__worker_thread(void *arg) {
 /* Validates a call.  A bad one on a good communicator still runs in its
    turn, failing at once and telling the other members, so they do not
    wait for it until their timeout. */
+/* A world that newcomers joined takes point-to-point only (see dist_world):
+   DIST_ERR_INVALID naming `what`, or DIST_OK. */
+static dist_result dist__grew_check(dist_t *d, const char *what) {
+    if (!d || !DIST__LOAD_RELAXED(&d->world_grew)) return DIST_OK;
+    return dist__fail(d, DIST_ERR_INVALID, "%s on the world communicator: newcomers joined it (dist_grow), so the world is for "
+                      "point-to-point only; use the communicator dist_grow gave", what);
+}
+
 static dist_result dist__coll_check(dist_t *d, dist__job *j, int send_needed, int recv_needed) {
     const char *name = dist__coll_name(j->kind);
     char *why = j->invalid;
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "%s: NULL communicator", name);
+    if (dist__grew_check(d, name) != DIST_OK) return DIST_ERR_INVALID;
     if (DIST__LOAD_ACQ(&d->eng->aborted)) return dist__fail(d, DIST_ERR_ABORTED, "%s: %s", name, d->eng->abort_why);
     if (j->dtype < 0 || j->dtype >= DIST_DTYPE_COUNT) dist__format(why, sizeof j->invalid, "passed unknown dtype %d", (int)j->dtype);
     else if (j->op < 0 || j->op >= DIST_OP_COUNT) dist__format(why, sizeof j->invalid, "passed unknown op %d", (int)j->op);
@@ -9611,6 +9656,7 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
     dist_result res = DIST_OK;
     if (group) *group = NULL;
     if (!parent || !group) return dist__fail(parent, DIST_ERR_INVALID, "new_group: NULL %s", parent ? "group pointer" : "parent");
+    if (dist__grew_check(parent, "new_group") != DIST_OK) return DIST_ERR_INVALID;
     if (n < 1 || n > parent->world || !ranks)
         return dist__fail(parent, DIST_ERR_INVALID, "new_group: %d ranks of a communicator of %d", n, parent->world);
     k = ++parent->ngroups_made;
@@ -9947,6 +9993,7 @@ DIST_API dist_result dist_agree(dist_t *d, uint64_t *flags, int *nalive) {
     dist_result res;
     if (nalive) *nalive = 0;
     if (!d || !flags) return dist__fail(d, DIST_ERR_INVALID, "agree: NULL %s", d ? "flags" : "communicator");
+    if (dist__grew_check(d, "agree") != DIST_OK) return DIST_ERR_INVALID;
     if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "agree: out of memory");
     f = *flags;
     res = dist__ft_round(d, 'a', &f, alive, &n, &id, NULL);
@@ -9962,6 +10009,7 @@ DIST_API dist_result dist_shrink(dist_t *d, dist_t **survivors) {
     dist_result res;
     if (survivors) *survivors = NULL;
     if (!d || !survivors) return dist__fail(d, DIST_ERR_INVALID, "shrink: NULL %s", d ? "result pointer" : "communicator");
+    if (dist__grew_check(d, "shrink") != DIST_OK) return DIST_ERR_INVALID;
     if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "shrink: out of memory");
     res = dist__ft_round(d, 's', &f, alive, &n, &id, NULL);
     if (res == DIST_OK && (id <= 0 || id > 0x7fffffff)) res = dist__fail(d, DIST_ERR_PROTOCOL, "shrink: a bad communicator id in the store");
@@ -11020,6 +11068,7 @@ DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
     if (grown) *grown = NULL;
     if (!d || !grown) return dist__fail(d, DIST_ERR_INVALID, "grow: NULL %s", d ? "result pointer" : "communicator");
     if (min_new < 0) return dist__fail(d, DIST_ERR_INVALID, "grow: %d newcomers asked for", min_new);
+    if (dist__grew_check(d, "grow") != DIST_OK) return DIST_ERR_INVALID;
     top = d->top; e = d->eng;
     if ((alive = (int *)DIST_MALLOC(sizeof(int) * (size_t)d->world)) == NULL) return dist__fail(d, DIST_ERR_NOMEM, "grow: out of memory");
     /* this rank's listener for newcomers, published before its entry: a
@@ -11081,6 +11130,12 @@ DIST_API dist_result dist_grow(dist_t *d, int min_new, dist_t **grown) {
     }
     res = dist__group_make(d, total, members, 1, me, id, what, grown);
     if (res == DIST_OK) (*grown)->newcomers = k;
+    if (res == DIST_OK && k > 0) {     /* the newcomers are ranks of the world from now on (dist_world) */
+        dist__mutex_lock(&e->lock);
+        DIST__STORE_RELAXED(&top->world, e->world);
+        DIST__STORE_RELAXED(&top->world_grew, 1);
+        dist__mutex_unlock(&e->lock);
+    }
 out:
     if (ls != DIST__NO_SOCKET) {
         char key[64];
@@ -11094,6 +11149,18 @@ out:
 }
 
 DIST_API int dist_joined(const dist_t *d) { return d && d->top->joined; }
+DIST_API dist_t *dist_world(dist_t *d) { return d ? d->top : NULL; }
+DIST_API int dist_world_capacity(const dist_t *d) { return d && d->eng ? d->eng->cap : 0; }
+
+DIST_API dist_result dist_joins_waiting(dist_t *d, int *n) {
+    int64_t ja = 0, jb = 0;
+    dist_result res;
+    if (n) *n = 0;
+    if (!d || !n) return dist__fail(d, DIST_ERR_INVALID, "joins_waiting: NULL %s", d ? "count pointer" : "communicator");
+    if ((res = dist__grow_waiting(d, "joins_waiting", &ja, &jb)) != DIST_OK) return res;
+    *n = (int)(jb - ja);
+    return DIST_OK;
+}
 DIST_API int dist_newcomers(const dist_t *d) { return d ? d->newcomers : 0; }
 
 DIST_API int dist_restart_count(void) {
@@ -11124,7 +11191,8 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     memset(d, 0, sizeof *d);
     d->rank = 0; d->world = 1; d->local_rank = s->local_rank; d->timeout_ms = s->timeout_ms;
     d->store_hosted = s->hosted; d->store_fd = DIST__NO_SOCKET; d->top = d; d->joined = 1;
-    d->id = 0xffffffffu;             /* its world: never used to talk (the others' ids come from dist/next_comm_id) */
+    d->id = 0;                       /* its world is the job's (dist_world): the members' world has id 0 too */
+    d->world_grew = 1;
     d->key = s->key;
     dist__mutex_init(&d->err_lock);
     dist__mutex_init(&d->store_lock);
@@ -11368,10 +11436,11 @@ static void dist__fail_receives(dist__engine *e, dist_result code, const char *w
     dist__fail_list(e, list, code, why);
 }
 
-/* Lets what is queued go out, sends goodbyes and waits for the peers';
-   returns how many did not answer and lists them (at most `cap` bytes) in
-   `who`. */
-static int dist__goodbye(dist__engine *e, int timeout_ms, char *who, size_t cap) {
+/* Lets what is queued go out, sends goodbyes and waits for the peers'
+   (their own, when `wait_own`: a rank that hosts the store stays until the
+   others are done with it; else an answer will do); returns how many did
+   not answer and lists them (at most `cap` bytes) in `who`. */
+static int dist__goodbye(dist__engine *e, int timeout_ms, int wait_own, char *who, size_t cap) {
     int64_t deadline = dist__now_ns() + (int64_t)timeout_ms * 1000000;
     int missing = 0;
     size_t len = 0;
@@ -11388,7 +11457,7 @@ static int dist__goodbye(dist__engine *e, int timeout_ms, char *who, size_t cap)
         for (int i = 0; i < e->world; i++) {
             dist__peer *p = &e->peers[i];
             if (i == e->rank || p->state == DIST__PEER_FAILED) continue;
-            if (p->state == DIST__PEER_OK || (p->fd != DIST__NO_SOCKET && !p->bye_sent)) missing++;
+            if ((p->state == DIST__PEER_OK && (wait_own || !p->bye_answered)) || (p->fd != DIST__NO_SOCKET && !p->bye_sent)) missing++;
         }
         if (!missing || dist__now_ns() >= deadline) break;
         dist__wait_step(e, 50);
@@ -11397,7 +11466,7 @@ static int dist__goodbye(dist__engine *e, int timeout_ms, char *who, size_t cap)
     for (int i = 0; i < e->world && missing && len + 16 < cap; i++) {
         dist__peer *p = &e->peers[i];
         if (i == e->rank || p->state == DIST__PEER_FAILED) continue;
-        if (p->state == DIST__PEER_OK || (p->fd != DIST__NO_SOCKET && !p->bye_sent))
+        if ((p->state == DIST__PEER_OK && (wait_own || !p->bye_answered)) || (p->fd != DIST__NO_SOCKET && !p->bye_sent))
             len += (size_t)snprintf(who + len, cap - len, "%s%d", len ? ", " : "", i);
     }
     dist__mutex_unlock(&e->lock);
@@ -11426,7 +11495,7 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
         dist__group_free(g);
     }
     timeout_ms = wait_ms < 0 ? d->timeout_ms : wait_ms;
-    missing = dist__goodbye(d->eng, timeout_ms, who, sizeof who);
+    missing = dist__goodbye(d->eng, timeout_ms, d->server != NULL, who, sizeof who);
     dist__free_comm(d);
     if (missing)
         return dist__fail(NULL, DIST_ERR_TIMEOUT, "destroy: rank%s %s did not shut down within %.1f s; closed anyway",

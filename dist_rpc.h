@@ -310,6 +310,11 @@ typedef struct dist_rpc_config {
                                 in all)                                     */
     int timeout_ms;          /* default timeout of a call; 0: 60 s; < 0:
                                 none                                        */
+    int dynamic;             /* 1: workers join and leave while the job
+                                runs (see DYNAMIC WORKERS); every worker
+                                the job starts with sets it alike.  A
+                                newcomer (dist.join = 1 or DIST_JOINING=1)
+                                is dynamic anyway                          */
 } dist_rpc_config;
 
 typedef struct dist_worker_info {
@@ -327,12 +332,48 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg);
    timeout after the last one (a worker that shuts down first and serves
    meanwhile stays as long as it is used); each later step is bounded by
    the default timeout.  Not graceful: fails what is outstanding and leaves
-   at once. */
+   at once.  In a dynamic job a worker leaves alone: see DYNAMIC WORKERS. */
 DIST_API dist_result dist_rpc_shutdown(int graceful);
 DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn);
-/* name NULL: this worker. */
+/* name NULL: this worker.  In a dynamic job, the worker of that name now;
+   DIST_ERR_PEER_LOST, naming it, when it left or died and nobody took
+   the name since. */
 DIST_API dist_result dist_rpc_get_worker_info(const char *name, dist_worker_info *info);
+/* The workers of the job (a dynamic job: those alive now). */
 DIST_API int dist_rpc_world_size(void);
+/* Up to `cap` of them into `out`, by rank; returns how many there are. */
+DIST_API int dist_rpc_get_worker_infos(dist_worker_info *out, int cap);
+
+/* DYNAMIC WORKERS
+   With cfg.dynamic = 1 on every worker the job starts with, workers join
+   and leave while it runs (torch.distributed.rpc without a world size):
+   - Joining: a process started with dist.join = 1 (or DIST_JOINING=1,
+     as distrun --max-restarts sets it for a restarted rank), the job's
+     init method, run id and secret, calls dist_rpc_init.  The running
+     agents admit it on their own (their listeners watch for newcomers and
+     run dist_grow among themselves; their applications do nothing), and
+     dist_rpc_init returns once it is a worker every other can call by
+     name, and it them.  Its rank is a new one, never used before.
+   - Names: a newcomer takes the name of a worker that left or died (a
+     restarted observer comes back as "observer3"): it is a new
+     incarnation, and everything that referred to the old one fails (see
+     below).  A name held by a live worker is refused: that dist_rpc_init
+     fails saying so.  NULL: "worker<rank>".
+   - Leaving: dist_rpc_shutdown(1) on one worker is that worker leaving,
+     not the job ending: it waits for its own calls' answers, lets go of
+     the references it holds, tells every worker it leaves, serves every
+     call they made before they heard, and goes.  The others go on.
+   - Departed workers (left, or died: SIGKILL, a lost host): a call to one
+     fails at once with DIST_ERR_PEER_LOST naming it (those pending when it
+     died fail within the listener's sweep, 50 ms); an RRef it owned fails
+     on use (to_here) naming it; the references it held to values owned
+     elsewhere are let go of, so those values are freed when the rest let
+     go; its name is free for a newcomer.
+   - dist_rpc_world_size and dist_rpc_get_worker_infos count the workers
+     alive now; poll them to learn of newcomers (an agent picking its
+     observers each round).
+   The store must outlive any worker that may die: host it in the
+   launcher (distrun does; dist_store_host_start), not on rank 0. */
 
 /* Calls `fn` on worker `to` with `args` (taken over, also on failure; NULL:
    none).  sync waits for the result (*ret, yours to free); async returns a
@@ -638,6 +679,7 @@ DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params);
    [SECTION] RPC: messages
    [SECTION] RPC: the listener's inbox
    [SECTION] RPC: threads
+   [SECTION] RPC: dynamic workers
    [SECTION] RPC: init and shutdown
    [SECTION] RPC: calls and futures
    [SECTION] RPC: inside a handler
@@ -1709,7 +1751,18 @@ static struct {
     int probe_at;
     uint32_t next_part;              /* the next tag for a tensor sent apart (offset in the span) */
     int64_t heard_ns;                /* when the listener last got a message (atomic) */
+    /* dynamic workers (DYNAMIC WORKERS, "RPC: dynamic workers" below) */
+    int dynamic;
+    int cap;                         /* room in the per-worker arrays: the world's capacity (dynamic), its size otherwise */
+    dist_t *members;                 /* the live workers as a communicator: dist_grow's, the world at first (the listener's) */
+    dist_t *first;                   /* a newcomer's: what dist_init gave it (destroying it ends its world) */
+    unsigned char *wstate;           /* each rank: DIST_RPC__W_* (under the lock; size and names grow before it is set) */
+    unsigned char *acked;            /* leaving: the workers that heard it (under the lock) */
+    int left_out;                    /* leaving: every worker heard: a call that comes now is turned away */
+    int64_t joins_at;                /* the listener's: when it last looked for newcomers */
 } dist_rpc__g;
+
+enum { DIST_RPC__W_LIVE = 0, DIST_RPC__W_LEFT = 1, DIST_RPC__W_GONE = 2, DIST_RPC__W_NONE = 3 };
 
 static dist_result dist_rpc__call(int to, const char *fn, const char *label, dist_value_t *args, int timeout_ms, dist_rref_t *rr,
                                   dist_future_t **out);
@@ -1761,6 +1814,8 @@ static dist_value_t *dist_rpc__h_fetch(dist_rpc_call_t *c, const dist_value_t *a
 static dist_value_t *dist_rpc__h_fork(dist_rpc_call_t *c, const dist_value_t *args);
 static dist_value_t *dist_rpc__h_accept(dist_rpc_call_t *c, const dist_value_t *args);
 static dist_value_t *dist_rpc__h_delete(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_leave(dist_rpc_call_t *c, const dist_value_t *args);
+static dist_value_t *dist_rpc__h_left(dist_rpc_call_t *c, const dist_value_t *args);
 static void dist_rpc__drop_tables(void);
 static void dist_rpc__release_users(void);
 static void dist_rpc__peer_gone(int rank, const char *why);
@@ -1805,6 +1860,8 @@ static const dist_rpc__builtin dist_rpc__builtins[] = {
     { DIST_RPC__RESERVED "fork", dist_rpc__h_fork, 1 },
     { DIST_RPC__RESERVED "accept", dist_rpc__h_accept, 1 },
     { DIST_RPC__RESERVED "delete", dist_rpc__h_delete, 1 },
+    { DIST_RPC__RESERVED "leave", dist_rpc__h_leave, 1 },
+    { DIST_RPC__RESERVED "left", dist_rpc__h_left, 1 },
 };
 
 static dist_rpc_fn dist_rpc__lookup(const char *name, int *on_listener) {
@@ -1822,8 +1879,25 @@ static dist_rpc_fn dist_rpc__lookup(const char *name, int *on_listener) {
     return fn;
 }
 
+/* The workers so far (dynamic: grows as newcomers join; their names are
+   written before it does). */
+static int dist_rpc__size(void) { return DIST__LOAD_ACQ(&dist_rpc__g.size); }
+
 static const char *dist_rpc__name_of(int rank) {
-    return dist_rpc__g.names && rank >= 0 && rank < dist_rpc__g.size ? dist_rpc__g.names[rank] : "?";
+    return dist_rpc__g.names && rank >= 0 && rank < dist_rpc__size() ? dist_rpc__g.names[rank] : "?";
+}
+
+/* Dynamic: whether worker `to` is not one to call any more (it left, died,
+   or never became a worker), with the sentence why.  Lock held. */
+static int dist_rpc__departed_locked(int to, char *why, size_t cap) {
+    int st;
+    if (!dist_rpc__g.dynamic || !dist_rpc__g.wstate || to == dist_rpc__g.rank || to < 0 || to >= dist_rpc__size()) return 0;
+    st = dist_rpc__g.wstate[to];
+    if (st == DIST_RPC__W_LIVE) return 0;
+    if (st == DIST_RPC__W_LEFT) snprintf(why, cap, "worker '%s' (rank %d) left the job", dist_rpc__name_of(to), to);
+    else if (st == DIST_RPC__W_GONE) snprintf(why, cap, "worker '%s' (rank %d) is gone (it died or lost its connection)", dist_rpc__name_of(to), to);
+    else snprintf(why, cap, "rank %d is not a worker of the job (a newcomer that did not become one)", to);
+    return 1;
 }
 
 /* [SECTION] RPC: messages */
@@ -2201,6 +2275,10 @@ static void dist_rpc__on_request(int from, dist_rpc__in *in) {
     } else if (dist_rpc__take(&args, from, &in->cx) != DIST_OK) {
         code = DIST_ERR_PROTOCOL;
         snprintf(why, sizeof why, "its arguments could not be decoded: %.300s", dist_rpc__error);
+    } else if (DIST__LOAD_ACQ(&dist_rpc__g.left_out) && !(flags & DIST_RPC__FLAG_ONEWAY) && !on_listener) {
+        dist_value_free(args);                          /* (one that had not heard this worker leave) */
+        code = DIST_ERR_PEER_LOST;
+        snprintf(why, sizeof why, "worker '%s' (rank %d) left the job", dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank);
     } else if (!fn || (e && on_listener)) {
         dist_value_free(args);
         code = DIST_ERR_UNKNOWN_FUNCTION;
@@ -2467,6 +2545,7 @@ static int dist_rpc__in_poll(dist_rpc__inq *q, int from, int64_t now, dist_rpc__
 
 /* Fails the futures whose deadline passed, and those waiting on a worker
    that is gone (a probe on a tag nobody sends says so). */
+static void dist_rpc__watch(void);
 static void dist_rpc__sweep(void) {
     int64_t now = dist_rpc__now_ns();
     int gone_checked[64] = { 0 };
@@ -2526,6 +2605,7 @@ static void dist_rpc__sweep(void) {
                      dist_rpc__name_of(dist_rpc__g.rank), ms / 1000.0);
         dist_rpc__expire_fetches(now - (int64_t)ms * 1000000, why);
     }
+    if (dist_rpc__g.dynamic) { dist_rpc__watch(); return; }
     /* Workers that hold or own references here, a few per sweep: the
        tables let go of those that are gone. */
     for (int k = 0; k < 8 && k < dist_rpc__g.size && dist_rpc__g.gone; k++) {
@@ -2738,6 +2818,235 @@ static void dist_rpc__staff_locked(void) {
     }
 }
 
+/* [SECTION] RPC: dynamic workers
+   ---------------------------------------------------------------------------
+   A dynamic job's workers are the ranks of the world communicator
+   (dist_world): a rank is never reused, so a worker's rank is its
+   incarnation, and calls and RRefs name the incarnation they meant.
+   - Admission: each listener looks for newcomers every sweep
+     (dist_joins_waiting, a store round trip); when there are, every live
+     worker's listener calls dist_grow on `members` (the live workers as
+     dist_grow and dist_shrink count them), which agrees on whom to admit
+     and connects them.  The newcomers are the world's last ranks; each
+     claims its name and publishes it ("dist_rpc/name/<rank>"), and the
+     listeners read the names before the ranks count (size grows after).
+   - Names: "dist_rpc/owner/<name>" holds the rank of the name's holder.
+     A newcomer takes it with compare_set when the holder is gone (its
+     connection from the newcomer's side failed or never formed: not a
+     member of the grown communicator), so two newcomers never both get
+     it; one whose holder is alive is refused and publishes "-".
+   - State of each rank (wstate): live, left (it said so: "dist_rpc.leave",
+     answered "dist_rpc.left"), gone (its connection failed, found by the
+     listener's sweep), none (not a worker).  Calls to any but live fail at
+     once; the sweep fails those pending on a gone one and lets go of the
+     references it held (dist_rpc__peer_gone).
+   - Leaving (dist_rpc_shutdown(1)): the worker's own calls finish, its
+     user references are let go of (the owners hear before the notice,
+     since messages between two workers keep their order), every live
+     worker is told and answers (once it has, it makes no new call here:
+     each call it made came before its answer), the calls that came are
+     served, and a call from one that had not heard (a newcomer admitted
+     meanwhile) is turned away. */
+static int dist_rpc__alive(int r, char *why, size_t cap) {
+    int found = 0;
+    dist_status st;
+    if (r == dist_rpc__g.rank) return 1;
+    if (dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) != DIST_ERR_PEER_LOST) return 1;
+    if (why) snprintf(why, cap, "%.300s", dist_error_message(NULL));
+    return 0;
+}
+
+static void dist_rpc__warn(const char *fmt, ...) DIST_RPC__PRINTF(1, 2);
+static void dist_rpc__warn(const char *fmt, ...) {
+    char line[600];
+    int n;
+    va_list ap;
+    if (!dist_rpc__g.logger.func) return;
+    n = snprintf(line, sizeof line, "[rank %d] rpc: ", dist_rpc__g.rank);
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    dist_rpc__g.logger.func(DIST_LOG_WARN, line, dist_rpc__g.logger.user);
+}
+
+/* Reads the name rank r published ("dist_rpc/name/<r>": a flag, then the
+   name; "-": a newcomer refused) into names[r], waiting until `deadline`
+   while r is alive.  Returns its state. */
+static int dist_rpc__learn(int r, int64_t deadline) {
+    char key[64], v[130];
+    size_t len = 0;
+    snprintf(key, sizeof key, "dist_rpc/name/%d", r);
+    for (;;) {
+        const char *k = key;
+        int exists = 0;
+        if (dist_store_check(dist_rpc__g.world, &k, 1, &exists) == DIST_OK && exists &&
+            dist_store_get(dist_rpc__g.world, key, v, sizeof v - 1, &len) == DIST_OK && len < sizeof v) {
+            v[len] = 0;
+            if (len < 2 || v[0] == '-') return DIST_RPC__W_NONE;
+            v[sizeof dist_rpc__g.names[r]] = 0;            /* (a name has at most 127 characters) */
+            memcpy(dist_rpc__g.names[r], v + 1, strlen(v + 1) + 1);
+            return dist_rpc__alive(r, NULL, 0) ? DIST_RPC__W_LIVE : DIST_RPC__W_GONE;
+        }
+        if (!dist_rpc__alive(r, NULL, 0)) return DIST_RPC__W_GONE;
+        if (dist_rpc__now_ns() >= deadline) return DIST_RPC__W_NONE;
+        dist_store_wait(dist_rpc__g.world, &k, 1, 50);
+    }
+}
+
+/* The ranks [from, to) become known: names, then the count, then states. */
+static void dist_rpc__learn_range(int from, int to) {
+    int64_t deadline = dist_rpc__now_ns() + (int64_t)(dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000) * 1000000;
+    unsigned char st[64];
+    for (int r0 = from; r0 < to; r0 += 64) {
+        int r1 = to - r0 > 64 ? r0 + 64 : to;
+        for (int r = r0; r < r1; r++) st[r - r0] = r == dist_rpc__g.rank ? DIST_RPC__W_LIVE : (unsigned char)dist_rpc__learn(r, deadline);
+        dist__mutex_lock(&dist_rpc__lock);
+        for (int r = r0; r < r1; r++) dist_rpc__g.wstate[r] = st[r - r0];
+        if (r1 > dist_rpc__g.size) DIST__STORE_REL(&dist_rpc__g.size, r1);
+        dist__cond_broadcast(&dist_rpc__cond);
+        dist__mutex_unlock(&dist_rpc__lock);
+    }
+}
+
+/* The listener's: newcomers waiting are admitted (every live worker's
+   listener does the same, and dist_grow agrees on whom). */
+static void dist_rpc__admit(void) {
+    dist_t *grown = NULL, *old = dist_rpc__g.members;
+    int n0 = dist_rpc__size(), n1, k;
+    dist_result r = dist_grow(old, 0, &grown);
+    if (r != DIST_OK) {
+        dist_rpc__warn("admitting newcomers (dist_grow) failed: %s", dist_error_message(old));
+        return;
+    }
+    k = dist_newcomers(grown);
+    n1 = dist_world_size(dist_rpc__g.world);
+    dist_rpc__g.members = grown;
+    if (old != dist_rpc__g.world && old != dist_rpc__g.first) dist_destroy(old);
+    if (n1 > dist_rpc__g.cap) n1 = dist_rpc__g.cap;      /* (cannot be: dist_grow keeps to it) */
+    if (k > 0 && n1 > n0) dist_rpc__learn_range(n0, n1);
+}
+
+/* The listener's, each sweep: newcomers, and workers that went. */
+static void dist_rpc__watch(void) {
+    int n = dist_rpc__size(), waiting = 0;
+    int64_t now = dist_rpc__now_ns();
+    for (int r = 0; r < n; r++) {
+        char why[DIST_RPC__ERRLEN];
+        int live;
+        dist__mutex_lock(&dist_rpc__lock);
+        live = dist_rpc__g.wstate[r] == DIST_RPC__W_LIVE || dist_rpc__g.wstate[r] == DIST_RPC__W_LEFT;
+        dist__mutex_unlock(&dist_rpc__lock);
+        if (!live || r == dist_rpc__g.rank || dist_rpc__alive(r, why, sizeof why)) continue;
+        dist__mutex_lock(&dist_rpc__lock);
+        if (dist_rpc__g.wstate[r] == DIST_RPC__W_LIVE) dist_rpc__g.wstate[r] = DIST_RPC__W_GONE;
+        dist__cond_broadcast(&dist_rpc__cond);
+        dist__mutex_unlock(&dist_rpc__lock);
+        if (!dist_rpc__g.gone[r]) { dist_rpc__g.gone[r] = 1; dist_rpc__peer_gone(r, why); }
+    }
+    if (now - dist_rpc__g.joins_at < 50000000) return;
+    dist_rpc__g.joins_at = now;
+    if (dist_joins_waiting(dist_rpc__g.members, &waiting) == DIST_OK && waiting > 0) dist_rpc__admit();
+}
+
+static dist_value_t *dist_rpc__h_leave(dist_rpc_call_t *c, const dist_value_t *args) {
+    (void)args;
+    dist__mutex_lock(&dist_rpc__lock);
+    if (dist_rpc__g.wstate && c->from < dist_rpc__size() && dist_rpc__g.wstate[c->from] == DIST_RPC__W_LIVE)
+        dist_rpc__g.wstate[c->from] = DIST_RPC__W_LEFT;
+    dist__mutex_unlock(&dist_rpc__lock);
+    dist_rpc__notify(c->from, DIST_RPC__RESERVED "left", dist_value_none());   /* no call of ours to it comes after this */
+    return NULL;
+}
+
+static dist_value_t *dist_rpc__h_left(dist_rpc_call_t *c, const dist_value_t *args) {
+    (void)args;
+    dist__mutex_lock(&dist_rpc__lock);
+    if (dist_rpc__g.acked && c->from < dist_rpc__size()) dist_rpc__g.acked[c->from] = 1;
+    dist__cond_broadcast(&dist_rpc__cond);
+    dist__mutex_unlock(&dist_rpc__lock);
+    return NULL;
+}
+
+/* A newcomer's name: claimed (see above), published, and the others'
+   learned. */
+static dist_result dist_rpc__claim(const char *name) {
+    char key[300], mine[16], v[32], pub[130], why[DIST_RPC__ERRLEN];
+    size_t len = 0;
+    int refused = -1;
+    dist_result r;
+    snprintf(key, sizeof key, "dist_rpc/owner/%s", name);
+    snprintf(mine, sizeof mine, "%d", dist_rpc__g.rank);
+    for (int tries = 0; tries < 100 && refused < 0; tries++) {
+        const char *k = key;
+        int exists = 0, holder;
+        if ((r = dist_store_check(dist_rpc__g.world, &k, 1, &exists)) != DIST_OK) goto store;
+        len = 0;
+        if (exists && (r = dist_store_get(dist_rpc__g.world, key, v, sizeof v - 1, &len)) != DIST_OK) goto store;
+        v[len < sizeof v ? len : sizeof v - 1] = 0;
+        holder = exists ? atoi(v) : -1;
+        if (holder >= 0 && holder != dist_rpc__g.rank && dist_rpc__alive(holder, NULL, 0)) { refused = holder; break; }
+        if ((r = dist_store_compare_set(dist_rpc__g.world, key, v, exists ? len : 0, mine, strlen(mine), v, sizeof v - 1, &len)) != DIST_OK) goto store;
+        v[len < sizeof v ? len : sizeof v - 1] = 0;
+        if (strcmp(v, mine) == 0) break;                 /* ours (or another newcomer's: look again) */
+    }
+    snprintf(key, sizeof key, "dist_rpc/name/%d", dist_rpc__g.rank);
+    snprintf(pub, sizeof pub, "%s%s", refused >= 0 ? "-" : "1", name);
+    if ((r = dist_store_set(dist_rpc__g.world, key, pub, strlen(pub))) != DIST_OK) goto store;
+    if (refused >= 0)
+        return dist_rpc__fail(DIST_ERR_INIT, "rpc init (joining): the name '%s' belongs to a live worker (rank %d); a newcomer takes the "
+                              "name of one that left or died, or a name of its own", name, refused);
+    snprintf(dist_rpc__g.names[dist_rpc__g.rank], sizeof dist_rpc__g.names[0], "%s", name);
+    dist_rpc__learn_range(0, dist_world_size(dist_rpc__g.world));
+    return DIST_OK;
+store:
+    snprintf(why, sizeof why, "%.300s", dist_error_message(NULL));
+    return dist_rpc__fail(r, "rpc init (joining): claiming the name '%s': %s", name, why);
+}
+
+/* Graceful leave (see above); the first failure's sentence in why. */
+static void dist_rpc__leave(int64_t deadline, char *why, size_t cap) {
+    int bound_s = (int)((deadline - dist_rpc__now_ns()) / 1000000000);
+    dist__mutex_lock(&dist_rpc__lock);
+    dist_rpc__g.leaving = 1;
+    while (dist_rpc__g.npending > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
+    if (dist_rpc__g.npending > 0 && !why[0])
+        snprintf(why, cap, "%d call(s) of this worker were still outstanding after %d s", dist_rpc__g.npending, bound_s);
+    dist__mutex_unlock(&dist_rpc__lock);
+    dist_rpc__release_users();
+    dist__mutex_lock(&dist_rpc__lock);
+    while (dist_rpc__g.nusers > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
+    if (dist_rpc__g.nusers > 0 && !why[0])
+        snprintf(why, cap, "%d reference(s) held here were still unknown to their owners after %d s", dist_rpc__g.nusers, bound_s);
+    dist__mutex_unlock(&dist_rpc__lock);
+    for (;;) {                                           /* every live worker hears it (newcomers admitted meanwhile too) */
+        int n = dist_rpc__size(), waiting = 0, to = -1;
+        dist__mutex_lock(&dist_rpc__lock);
+        for (int r = 0; r < n; r++) {
+            /* (one that leaves too answers, but need not hear) */
+            if (r == dist_rpc__g.rank || dist_rpc__g.wstate[r] != DIST_RPC__W_LIVE || dist_rpc__g.acked[r] == 1) continue;
+            if (dist_rpc__g.acked[r] == 0 && to < 0) { to = r; dist_rpc__g.acked[r] = 2; }   /* told */
+            waiting++;
+        }
+        if (to < 0 && waiting > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(dist_rpc__now_ns() + 20000000);
+        dist__mutex_unlock(&dist_rpc__lock);
+        if (to >= 0) { dist_rpc__notify(to, DIST_RPC__RESERVED "leave", dist_value_none()); continue; }
+        if (!waiting) break;
+        if (dist_rpc__now_ns() >= deadline) {
+            if (!why[0]) snprintf(why, cap, "%d worker(s) did not answer that this one leaves within %d s", waiting, bound_s);
+            break;
+        }
+    }
+    DIST__STORE_REL(&dist_rpc__g.left_out, 1);
+    dist__mutex_lock(&dist_rpc__lock);
+    dist_rpc__g.draining = 1;
+    while ((dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.deferred || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
+        dist_rpc__cond_wait(deadline);
+    if ((dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.deferred) && !why[0])
+        snprintf(why, cap, "calls made here before the others heard it leave were still running after %d s", bound_s);
+    dist_rpc__g.closing = 1;
+    dist__mutex_unlock(&dist_rpc__lock);
+}
+
 /* [SECTION] RPC: init and shutdown */
 static void dist_rpc__stop_threads(void) {
     int started;
@@ -2781,52 +3090,108 @@ static void dist_rpc__drain(const char *why) {
         if ((*l)->clear) (*l)->clear();
 }
 
+static void dist_rpc__end_world(int graceful);
+static void dist_rpc__free_arrays(void);
+
 static void dist_rpc__teardown(int graceful_destroy) {
     dist_rpc__stop_threads();
     dist_rpc__drain("the agent was shut down");
-    if (graceful_destroy) dist_destroy(dist_rpc__g.world);
-    else { dist_abort(dist_rpc__g.world); dist_destroy(dist_rpc__g.world); }
-    DIST_FREE(dist_rpc__g.pool);
-    DIST_FREE(dist_rpc__g.names);
-    DIST_FREE(dist_rpc__g.gone);
-    DIST_FREE(dist_rpc__g.inbox);
+    dist_rpc__end_world(graceful_destroy);
+    dist_rpc__free_arrays();
     dist__mutex_lock(&dist_rpc__lock);
-    DIST_FREE(dist_rpc__g.inflight);
-    dist_rpc__g.inflight = NULL;
-    dist_rpc__g.world = NULL; dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL; dist_rpc__g.inbox = NULL;
-    dist_rpc__g.up = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0; dist_rpc__g.leaving = 0;
+    dist_rpc__g.up = 0; dist_rpc__g.left_out = 0; dist_rpc__g.dynamic = 0; dist_rpc__g.closing = 0; dist_rpc__g.stopping = 0; dist_rpc__g.draining = 0; dist_rpc__g.leaving = 0;
     dist__mutex_unlock(&dist_rpc__lock);
 }
 
-/* Publishes this worker's name and learns everyone's; names must be unique. */
+/* Publishes this worker's name and learns everyone's; names must be unique.
+   Each is published as a flag ('1': the worker is dynamic, '0': not),
+   then the name: a job's workers are all dynamic or none is. */
 static dist_result dist_rpc__names(const char *mine) {
-    char key[64];
+    char key[300], v[130];
     int n = dist_rpc__g.size;
     snprintf(key, sizeof key, "dist_rpc/name/%d", dist_rpc__g.rank);
-    if (dist_store_set(dist_rpc__g.world, key, mine, strlen(mine)) != DIST_OK)
+    snprintf(v, sizeof v, "%c%s", dist_rpc__g.dynamic ? '1' : '0', mine);
+    if (dist_store_set(dist_rpc__g.world, key, v, strlen(v)) != DIST_OK)
         return dist_rpc__fail(DIST_ERR_INIT, "rpc init: publishing the name: %s", dist_error_message(NULL));
-    dist_rpc__g.names = (char (*)[128])DIST_MALLOC(sizeof *dist_rpc__g.names * (size_t)n);
-    if (!dist_rpc__g.names) return dist_rpc__fail(DIST_ERR_NOMEM, "rpc init: out of memory for %d names", n);
     for (int r = 0; r < n; r++) {
         size_t len = 0;
         snprintf(key, sizeof key, "dist_rpc/name/%d", r);
-        if (dist_store_get(dist_rpc__g.world, key, dist_rpc__g.names[r], 127, &len) != DIST_OK || len > 127)
-            return dist_rpc__fail(DIST_ERR_INIT, "rpc init: learning worker %d's name: %s", r, dist_error_message(NULL));
-        dist_rpc__g.names[r][len] = 0;
+        if (dist_store_get(dist_rpc__g.world, key, v, sizeof v - 1, &len) != DIST_OK || len > 128 || len < 2)
+            return dist_rpc__fail(DIST_ERR_INIT, "rpc init: learning worker %d's name: %s", r, len > 128 || len < 2 ? "malformed" : dist_error_message(NULL));
+        v[len] = 0;
+        memcpy(dist_rpc__g.names[r], v + 1, len);
+        if ((v[0] == '1') != (dist_rpc__g.dynamic != 0))
+            return dist_rpc__fail(DIST_ERR_INIT, "rpc init: worker '%s' (rank %d) %s cfg.dynamic and this one (rank %d) %s; every worker a job "
+                                  "starts with sets it alike", v + 1, r, v[0] == '1' ? "sets" : "does not set", dist_rpc__g.rank,
+                                  dist_rpc__g.dynamic ? "does" : "does not");
     }
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++)
             if (strcmp(dist_rpc__g.names[a], dist_rpc__g.names[b]) == 0)
                 return dist_rpc__fail(DIST_ERR_INIT, "rpc init: ranks %d and %d are both named '%s'; worker names must be unique", a, b,
                                       dist_rpc__g.names[a]);
+    if (dist_rpc__g.dynamic) {                          /* the name's holder, for newcomers (dist_rpc__claim) */
+        char r[16];
+        snprintf(key, sizeof key, "dist_rpc/owner/%s", mine);
+        snprintf(r, sizeof r, "%d", dist_rpc__g.rank);
+        if (dist_store_set(dist_rpc__g.world, key, r, strlen(r)) != DIST_OK)
+            return dist_rpc__fail(DIST_ERR_INIT, "rpc init: publishing the name: %s", dist_error_message(NULL));
+    }
     return DIST_OK;
+}
+
+/* The agent's memory, each per-worker array with room for `cap` workers;
+   NULL pointers are fine. */
+static void dist_rpc__free_arrays(void) {
+    DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names); DIST_FREE(dist_rpc__g.gone); DIST_FREE(dist_rpc__g.inbox);
+    DIST_FREE(dist_rpc__g.acked);
+    dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.gone = NULL; dist_rpc__g.inbox = NULL; dist_rpc__g.acked = NULL;
+    dist__mutex_lock(&dist_rpc__lock);
+    DIST_FREE(dist_rpc__g.inflight); DIST_FREE(dist_rpc__g.wstate);
+    dist_rpc__g.inflight = NULL; dist_rpc__g.wstate = NULL;
+    dist__mutex_unlock(&dist_rpc__lock);
+}
+
+static int dist_rpc__alloc_arrays(int cap, int live) {
+    size_t n = (size_t)cap;
+    dist_rpc__g.pool = (dist__thread *)DIST_MALLOC(sizeof(dist__thread) * (size_t)dist_rpc__g.max_threads);
+    dist_rpc__g.names = (char (*)[128])DIST_MALLOC(sizeof *dist_rpc__g.names * n);
+    dist_rpc__g.gone = (char *)DIST_MALLOC(n);
+    dist_rpc__g.inbox = (dist_rpc__inq *)DIST_MALLOC(n * sizeof(dist_rpc__inq));
+    dist_rpc__g.acked = (unsigned char *)DIST_MALLOC(n);
+    dist__mutex_lock(&dist_rpc__lock);
+    dist_rpc__g.inflight = (int *)DIST_MALLOC(n * sizeof(int));
+    dist_rpc__g.wstate = (unsigned char *)DIST_MALLOC(n);
+    dist__mutex_unlock(&dist_rpc__lock);
+    if (!dist_rpc__g.pool || !dist_rpc__g.names || !dist_rpc__g.gone || !dist_rpc__g.inbox || !dist_rpc__g.acked || !dist_rpc__g.inflight ||
+        !dist_rpc__g.wstate)
+        return -1;
+    memset(dist_rpc__g.names, 0, sizeof *dist_rpc__g.names * n);
+    memset(dist_rpc__g.gone, 0, n);
+    memset(dist_rpc__g.inbox, 0, n * sizeof(dist_rpc__inq));
+    memset(dist_rpc__g.acked, 0, n);
+    memset(dist_rpc__g.inflight, 0, n * sizeof(int));
+    for (int r = 0; r < cap; r++) dist_rpc__g.wstate[r] = r < live ? DIST_RPC__W_LIVE : DIST_RPC__W_NONE;
+    return 0;
+}
+
+/* Ends this process's part of the job: the communicators the agent holds
+   (a newcomer's first one last: destroying it ends its world). */
+static void dist_rpc__end_world(int graceful) {
+    dist_t *w = dist_rpc__g.world, *m = dist_rpc__g.members, *first = dist_rpc__g.first;
+    if (!w) return;
+    if (!graceful) dist_abort(w);
+    if (m && m != w && m != first) dist_destroy(m);
+    dist_destroy(first ? first : w);
+    dist_rpc__g.world = dist_rpc__g.members = dist_rpc__g.first = NULL;
 }
 
 DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     dist_rpc_config c;
     char name[128];
     dist_result r;
-    int started = 0;
+    dist_t *got = NULL;
+    int started = 0, joining;
     memset(&c, 0, sizeof c);
     if (cfg) c = *cfg;
     dist__mutex_lock(&dist_rpc__lock);
@@ -2839,48 +3204,45 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
         dist_rpc__g.up = 0;
         return dist_rpc__fail(DIST_ERR_INVALID, "rpc init: a worker name has 1 to 127 characters");
     }
-    if ((r = dist_init(&dist_rpc__g.world, &c.dist)) != DIST_OK) {
+    if ((r = dist_init(&got, &c.dist)) != DIST_OK) {
         dist_rpc__g.up = 0;
         return dist_rpc__fail(r, "rpc init: %s", dist_error_message(NULL));
     }
+    joining = dist_joined(got);
+    dist_rpc__g.dynamic = c.dynamic || joining;
+    dist_rpc__g.first = joining ? got : NULL;
+    dist_rpc__g.world = dist_world(got);
+    dist_rpc__g.members = got;
     dist_rpc__g.rank = dist_rank(dist_rpc__g.world);
     dist_rpc__g.size = dist_world_size(dist_rpc__g.world);
+    dist_rpc__g.cap = dist_rpc__g.dynamic ? dist_world_capacity(dist_rpc__g.world) : dist_rpc__g.size;
+    if (dist_rpc__g.cap < dist_rpc__g.size) dist_rpc__g.cap = dist_rpc__g.size;
     dist_rpc__g.timeout_ms = c.timeout_ms == 0 ? 60000 : c.timeout_ms;
     dist_rpc__g.nthreads = c.num_threads > 0 ? c.num_threads : 4;
     dist_rpc__g.next_id = 1;
-    if (c.name) snprintf(name, sizeof name, "%s", c.name);
-    else snprintf(name, sizeof name, "worker%d", dist_rpc__g.rank);
-    if ((r = dist_rpc__names(name)) != DIST_OK) {
-        char why[DIST_RPC__ERRLEN];
-        snprintf(why, sizeof why, "%.300s", dist_rpc__error);
-        dist_destroy(dist_rpc__g.world);
-        DIST_FREE(dist_rpc__g.names);
-        dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0;
-        return dist_rpc__fail(r, "%s", why);
-    }
     dist_rpc__g.max_threads = dist_rpc__g.nthreads > DIST_RPC_MAX_THREADS ? dist_rpc__g.nthreads : DIST_RPC_MAX_THREADS;
     dist_rpc__g.logger = c.dist.logger;
     dist_rpc__g.threads = dist_rpc__g.idle = dist_rpc__g.blocked = dist_rpc__g.cap_told = 0;
-    dist_rpc__g.pool = (dist__thread *)DIST_MALLOC(sizeof(dist__thread) * (size_t)dist_rpc__g.max_threads);
-    dist_rpc__g.gone = (char *)DIST_MALLOC((size_t)dist_rpc__g.size);
-    if (dist_rpc__g.gone) memset(dist_rpc__g.gone, 0, (size_t)dist_rpc__g.size);
-    dist_rpc__g.inbox = (dist_rpc__inq *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(dist_rpc__inq));
-    if (dist_rpc__g.inbox) memset(dist_rpc__g.inbox, 0, (size_t)dist_rpc__g.size * sizeof(dist_rpc__inq));
-    dist__mutex_lock(&dist_rpc__lock);
-    dist_rpc__g.inflight = (int *)DIST_MALLOC((size_t)dist_rpc__g.size * sizeof(int));
-    if (dist_rpc__g.inflight) memset(dist_rpc__g.inflight, 0, (size_t)dist_rpc__g.size * sizeof(int));
-    dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__g.probe_at = 0;
-    if (!dist_rpc__g.pool || !dist_rpc__g.gone || !dist_rpc__g.inbox || !dist_rpc__g.inflight ||
-        dist__thread_start(&dist_rpc__g.listener, dist_rpc__listen, NULL) != 0) {
-        dist_destroy(dist_rpc__g.world);
-        DIST_FREE(dist_rpc__g.pool); DIST_FREE(dist_rpc__g.names); DIST_FREE(dist_rpc__g.gone); DIST_FREE(dist_rpc__g.inbox);
-        dist__mutex_lock(&dist_rpc__lock);
-        DIST_FREE(dist_rpc__g.inflight); dist_rpc__g.inflight = NULL;
-        dist__mutex_unlock(&dist_rpc__lock);
-        dist_rpc__g.pool = NULL; dist_rpc__g.names = NULL; dist_rpc__g.world = NULL; dist_rpc__g.up = 0; dist_rpc__g.gone = NULL;
-        dist_rpc__g.inbox = NULL;
-        return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
+    dist_rpc__g.left_out = 0;
+    dist_rpc__g.joins_at = 0;
+    if (c.name) snprintf(name, sizeof name, "%s", c.name);
+    else snprintf(name, sizeof name, "worker%d", dist_rpc__g.rank);
+    if (dist_rpc__alloc_arrays(dist_rpc__g.cap, joining ? 0 : dist_rpc__g.size) != 0) r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc init: out of memory");
+    else if (joining) {
+        dist_rpc__g.size = 0;                            /* (it grows as the names are learned) */
+        r = dist_rpc__claim(name);
+    } else
+        r = dist_rpc__names(name);
+    if (r == DIST_OK && dist__thread_start(&dist_rpc__g.listener, dist_rpc__listen, NULL) != 0)
+        r = dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start the listener thread");
+    if (r != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];
+        snprintf(why, sizeof why, "%.300s", dist_rpc__error);
+        dist_rpc__end_world(1);
+        dist_rpc__free_arrays();
+        dist_rpc__g.up = 0;
+        return dist_rpc__fail(r, "%s", why);
     }
     /* under the lock: the listener may start one already (dist_rpc__staff_locked) */
     dist__mutex_lock(&dist_rpc__lock);
@@ -2925,6 +3287,12 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
     dist_result res = DIST_OK, why_code = DIST_ERR_TIMEOUT;
     char why[DIST_RPC__ERRLEN] = "";
     if (!dist_rpc__g.up || !dist_rpc__g.world) return dist_rpc__fail(DIST_ERR_INVALID, "rpc shutdown: no agent (dist_rpc_init first)");
+    if (graceful && dist_rpc__g.dynamic) {               /* this worker leaves; the job goes on */
+        int bound = dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000;
+        dist_rpc__leave(dist_rpc__now_ns() + (int64_t)bound * 1000000, why, sizeof why);
+        dist_rpc__teardown(1);
+        return why[0] ? dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc shutdown (leaving): %s", why) : DIST_OK;
+    }
     if (!graceful) {
         dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__g.closing = 1;
@@ -3042,18 +3410,42 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
 }
 
 DIST_API dist_result dist_rpc_get_worker_info(const char *name, dist_worker_info *info) {
+    char why[200];
+    int n = dist_rpc__size(), hit = -1, departed = 0;
     if (!info) return dist_rpc__fail(DIST_ERR_INVALID, "get_worker_info: NULL info");
     if (!dist_rpc__g.up || !dist_rpc__g.names) return dist_rpc__fail(DIST_ERR_INVALID, "get_worker_info: no agent (dist_rpc_init first)");
-    for (int r = 0; r < dist_rpc__g.size; r++)
-        if (name ? strcmp(dist_rpc__g.names[r], name) == 0 : r == dist_rpc__g.rank) {
-            snprintf(info->name, sizeof info->name, "%s", dist_rpc__g.names[r]);
-            info->rank = r;
-            return DIST_OK;
-        }
-    return dist_rpc__fail(DIST_ERR_NOT_FOUND, "get_worker_info: no worker is named '%s'", name);
+    if (!name) hit = dist_rpc__g.rank;
+    /* the newest incarnation of the name (a dynamic job's names come back) */
+    for (int r = n - 1; r >= 0 && hit < 0; r--)
+        if (dist_rpc__g.names[r][0] && strcmp(dist_rpc__g.names[r], name) == 0) hit = r;
+    if (hit < 0) return dist_rpc__fail(DIST_ERR_NOT_FOUND, "get_worker_info: no worker is named '%s'", name);
+    dist__mutex_lock(&dist_rpc__lock);
+    departed = dist_rpc__departed_locked(hit, why, sizeof why);
+    dist__mutex_unlock(&dist_rpc__lock);
+    if (departed) return dist_rpc__fail(DIST_ERR_PEER_LOST, "get_worker_info: %s", why);
+    snprintf(info->name, sizeof info->name, "%s", dist_rpc__g.names[hit]);
+    info->rank = hit;
+    return DIST_OK;
 }
 
-DIST_API int dist_rpc_world_size(void) { return dist_rpc__g.up ? dist_rpc__g.size : 0; }
+DIST_API int dist_rpc_get_worker_infos(dist_worker_info *out, int cap) {
+    int n = dist_rpc__size(), k = 0;
+    char why[200];
+    if (!dist_rpc__g.up || !dist_rpc__g.names) return 0;
+    dist__mutex_lock(&dist_rpc__lock);
+    for (int r = 0; r < n; r++) {
+        if (dist_rpc__departed_locked(r, why, sizeof why)) continue;
+        if (out && k < cap) {
+            snprintf(out[k].name, sizeof out[k].name, "%s", dist_rpc__g.names[r]);
+            out[k].rank = r;
+        }
+        k++;
+    }
+    dist__mutex_unlock(&dist_rpc__lock);
+    return k;
+}
+
+DIST_API int dist_rpc_world_size(void) { return dist_rpc__g.up ? dist_rpc_get_worker_infos(NULL, 0) : 0; }
 
 /* [SECTION] RPC: calls and futures */
 /* Calls `fn` on rank `to` (args taken over); `label` names the call in
@@ -3084,6 +3476,14 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
         DIST_FREE(f); dist_value_free(args);
         return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to worker '%s': %s", label ? label : fn, dist_rpc__name_of(to),
                               up ? "this worker is shutting down" : "no agent (dist_rpc_init first)");
+    }
+    {
+        char why[200];
+        if (dist_rpc__departed_locked(to, why, sizeof why)) {   /* a departed worker: at once */
+            dist__mutex_unlock(&dist_rpc__lock);
+            DIST_FREE(f); dist_value_free(args);
+            return dist_rpc__fail(DIST_ERR_PEER_LOST, "rpc '%s': %s", label ? label : fn, why);
+        }
     }
     if (dist_rpc__g.inflight[to] >= DIST_RPC_MAX_INFLIGHT && !dist_rpc__on_listener) {
         /* its window is full: wait for an answer (a handler lends its
@@ -3638,7 +4038,7 @@ static void dist_rpc__take_in(dist_value_t *v, int from) {
 static int dist_rpc__ids(dist_rpc_call_t *c, const dist_value_t *args, int n, unsigned ranks, int64_t *x) {
     for (int i = 0; i < n; i++) {
         const dist_value_t *it = dist_value_item(args, (size_t)i);
-        if (!it || dist_value_get_int(it, &x[i]) != DIST_OK || (((ranks >> i) & 1) && (x[i] < 0 || x[i] >= dist_rpc__g.size))) {
+        if (!it || dist_value_get_int(it, &x[i]) != DIST_OK || (((ranks >> i) & 1) && (x[i] < 0 || x[i] >= dist_rpc__size()))) {
             dist_rpc_call_fail(c, "%s: malformed arguments", c->fn_name);
             return -1;
         }
@@ -5218,7 +5618,7 @@ static int dist_rpc__ag_strip(const uint8_t **body, size_t *blen, int from, dist
     a->n = dist_rpc__get32(b + 16);
     a->ord = b + DIST_RPC__AG_HDR;
     creator = (uint64_t)a->ctx >> 48;
-    if (a->ctx <= 0 || creator == 0 || creator > (uint64_t)dist_rpc__g.size) return -1;
+    if (a->ctx <= 0 || creator == 0 || creator > (uint64_t)dist_rpc__size()) return -1;
     if (a->n > (*blen - DIST_RPC__AG_HDR) / 4) return -1;
     if (a->n ? (a->msg >> 48) != (uint64_t)from + 1 : a->msg != 0) return -1;
     for (uint32_t k = 1; k < a->n; k++)
