@@ -15,7 +15,11 @@
    bitwise, and a ring exchange of (rank, step) point to point.  Cases:
      two join     N=4 (GROW_N), K=2: after 5 steps the 4 call dist_grow(c, 2):
                   the grown communicator has 6 members, the 4 first in
-                  their order, then the newcomers; 20 steps on it;
+                  their order, then the newcomers; the world (dist_world)
+                  is the 6 on every one, its ranks the job's: a ring on
+                  it point to point, and a barrier on it fails
+                  (DIST_ERR_INVALID, "point-to-point"); 20 steps on the
+                  grown one;
      replace      N=4, K=1: rank 2 kills itself after step 5 (SIGKILL);
                   the survivors' step fails, they agree and shrink (3),
                   then dist_grow(c, 1) admits the newcomer (4 again); 20
@@ -132,6 +136,30 @@ static int job_ranks(int rank, dist_t *c, int mine, int *jr) {
     return 0;
 }
 
+/* After a growth that admitted everyone alive (nobody died): the world
+   (dist_world) is the job's `total` ranks on every member, its ranks the
+   job ranks; a ring point to point on it; a collective on it fails,
+   saying the world is for point to point now. */
+static int world_check(int rank, dist_t *c, const int *jr, int total) {
+    dist_t *w = dist_world(c);
+    int me = dist_rank(w), old = !g_newcomer;
+    int64_t out = me, in = -1;
+    dist_req_t *q = NULL;
+    dist_result r;
+    (void)jr;
+    /* the old ranks keep theirs; the newcomers are the last ones (in the order they asked) */
+    if (!w || dist_world_size(w) != total || (old && me != rank) || (!old && (me < total - 2 || me >= total)))
+        return FAIL("the world is rank %d of %d (process %d)", me, dist_world_size(w), rank);
+    OK(dist_irecv(w, &in, 1, DIST_INT64, (me + total - 1) % total, 9, &q));
+    OK(dist_send(w, &out, 1, DIST_INT64, (me + 1) % total, 9));
+    OK(dist_wait(q));
+    if (in != (me + total - 1) % total) return FAIL("the ring on the world brought %lld", (long long)in);
+    r = dist_barrier(w);
+    if (r != DIST_ERR_INVALID || !strstr(dist_error_message(w), "point-to-point"))
+        return FAIL("a barrier on the grown world -> %s: %s", dist_result_name(r), dist_error_message(w));
+    return 0;
+}
+
 /* Grows c (min_new), checking the result (the old members first, in
    their order), then learns the members' process numbers; the old c goes
    unless it is `keep` (the world, or a newcomer's own communicator). */
@@ -198,6 +226,7 @@ static int rank_main(int rank, int port, int lfd, void *p) {
                 if (jr[g] <= jr[g - 1]) return FAIL("the old members are out of order: process %d before %d", jr[g - 1], jr[g]);
         }
         if (j->kind == C_TWICE && rank == j->n) __atomic_store_n(&sh->joined_first, 1, __ATOMIC_SEQ_CST);
+        if (j->kind == C_TWO && (bad = world_check(rank, c, jr, j->n + j->k)) != 0) return bad;
         /* the parameters so far: rank 0's */
         OK(dist_broadcast(c, params, G, DIST_INT64, 0));
         {
@@ -238,6 +267,7 @@ static int rank_main(int rank, int port, int lfd, void *p) {
     switch (j->kind) {
     case C_TWO:
         if ((bad = grow(rank, &c, 2, 2, jr, w)) != 0) return bad;
+        if ((bad = world_check(rank, c, jr, j->n + j->k)) != 0) return bad;
         OK(dist_broadcast(c, params, G, DIST_INT64, 0));
         if ((bad = steps(rank, c, jr, 5, 25, params)) != 0) return bad;
         break;
