@@ -10687,6 +10687,23 @@ static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int
     int port = 0;
     dist_result res;
     snprintf(key, sizeof key, "%s%d", d->mesh_prefix[0] ? d->mesh_prefix : "dist/addr/", j);
+    if (d->mesh_plan && d->mesh_ticket0 > 0 && j >= d->mesh_new_first) {
+        /* growing, a newcomer calls one before it: that one may die before
+           it publishes its address (the store records the death) */
+        char gk[48];
+        const char *kp = key, *gp = gk;
+        dist__format(gk, sizeof gk, "dist/join/gone/%lld", (long long)(d->mesh_ticket0 + (j - d->mesh_new_first)));
+        for (;;) {
+            int there = 0, gone = 0;
+            if ((res = dist_store_check(d, &kp, 1, &there)) != DIST_OK) return res;
+            if (there) break;
+            if ((res = dist_store_check(d, &gp, 1, &gone)) != DIST_OK) return res;
+            if (gone) return dist__fail(NULL, DIST_ERR_PEER_LOST, "newcomer rank %d died while it joined", j);
+            if (dist__now_ms() >= deadline) break;        /* (the get below says so) */
+            res = dist_store_wait(d, &kp, 1, 100);
+            if (res != DIST_OK && res != DIST_ERR_TIMEOUT) return res;
+        }
+    }
     if ((res = dist_store_get(d, key, val, sizeof val - 1, &len)) != DIST_OK) {
         char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
         return res == DIST_ERR_INIT ? res : dist__rendezvous_timeout(d, w);

@@ -22,10 +22,12 @@
    ranks to finish.  Any rank that has joined may be killed at any point of
    the loop, inside dist_agree, dist_shrink and dist_grow too (a newcomer
    that finds a member dead goes on without it, and the next step shrinks
-   it away); newcomers are not killed while they join (a newcomer that
-   dies then leaves the members' dist_grow waiting for it until the
-   timeout: not survived yet).  The victim is claimed atomically, so a
-   rank that ends meanwhile is not taken.
+   it away); and every other kill, 0-25 ms after the last newcomer
+   started, takes that newcomer if it is still joining (before, after or
+   inside the dist_grow that admits it: the store records its death, so
+   neither the members nor the newcomers admitted with it wait for it;
+   CHAOS_NO_JOINING=1 leaves joining newcomers alone).  The victim is
+   claimed atomically, so a rank that ends meanwhile is not taken.
 
    Checks: every kill was survived (every rank not killed exits 0, each
    killed one died of SIGKILL, no hang); every step's result exact; every
@@ -214,6 +216,7 @@ static pid_t start(int slot, int newcomer) {
 
 int main(void) {
     int kills = env_int("CHAOS_KILLS", 0, MAXP - N, 20), np = N, nkilled = 0;
+    int kill_joining = !getenv("CHAOS_NO_JOINING"), njoining = 0;   /* newcomers are killed while they join too */
     pid_t pid[MAXP], store;
     int st[MAXP], reaped[MAXP], sst = 0;
     int64_t t0;
@@ -240,7 +243,15 @@ int main(void) {
     for (int i = 0; i < N; i++) pid[i] = start(i, 0);
     for (int k = 0; k < kills && !g_cur_failed; k++) {
         int victim = -1;
-        sleep_ms(100 + (int)(mix64(rnd + (uint64_t)k) % 200));
+        /* (every other kill, when newcomers die joining too: soon after the last one started) */
+        sleep_ms(kill_joining && (k & 1) ? (int)(mix64(rnd + (uint64_t)k) % 25) : 100 + (int)(mix64(rnd + (uint64_t)k) % 200));
+        if (kill_joining && (k & 1) && np > N) {      /* every other kill: the newest newcomer, if it is still joining */
+            int want = S_NONE;
+            if (!sh->p[np - 1].killed && !reaped[np - 1] && atomic_compare_exchange_strong(&sh->p[np - 1].state, &want, S_DOOMED)) {
+                victim = np - 1;
+                njoining++;
+            }
+        }
         for (int tries = 0; tries < 5000 && victim < 0 && !g_cur_failed; tries++) {
             int alive = 0;
             for (int i = 0; i < np; i++) {     /* the members: newcomers still joining do not count */
@@ -250,8 +261,10 @@ int main(void) {
             if (alive <= 4) { sleep_ms(2); continue; }     /* until the newcomers are in */
             int i = (int)(mix64(rnd ^ (uint64_t)(k * 1000 + tries)) % (uint64_t)np), want = S_STEPPING, want2 = S_GROWING;
             if (sh->p[i].killed || reaped[i]) continue;
+            int want3 = S_NONE;
             if (atomic_compare_exchange_strong(&sh->p[i].state, &want, S_DOOMED) ||
-                atomic_compare_exchange_strong(&sh->p[i].state, &want2, S_DOOMED)) victim = i;
+                atomic_compare_exchange_strong(&sh->p[i].state, &want2, S_DOOMED) ||
+                (kill_joining && i >= N && atomic_compare_exchange_strong(&sh->p[i].state, &want3, S_DOOMED) && ++njoining)) victim = i;
             else sleep_ms(1);
         }
         if (getenv("CHAOS_DEBUG")) {
@@ -306,8 +319,8 @@ int main(void) {
         if (nkilled != kills) case_bad("%d kills made, %d asked for", nkilled, kills);
         {
             char extra[160];
-            snprintf(extra, sizeof extra, "%d kills and newcomers; %lld steps; shrinks %lld, grows %lld (most seen by one rank)", nkilled,
-                     (long long)steps, (long long)shrinks, (long long)grows);
+            snprintf(extra, sizeof extra, "%d kills and newcomers (%d while joining); %lld steps; shrinks %lld, grows %lld (most seen by one rank)", nkilled,
+                     njoining, (long long)steps, (long long)shrinks, (long long)grows);
             case_end(secs_since(t0), extra);
         }
     }
