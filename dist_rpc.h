@@ -3539,7 +3539,13 @@ static dist_result dist_rpc__check_call(const char *what, const char *to, const 
     if (strlen(fn) == 0 || strlen(fn) > DIST_RPC__MAX_NAME) return dist_rpc__fail(DIST_ERR_INVALID, "%s: a function name has 1 to 255 characters", what);
     if (strncmp(fn, DIST_RPC__RESERVED, strlen(DIST_RPC__RESERVED)) == 0)
         return dist_rpc__fail(DIST_ERR_INVALID, "%s '%s': names that begin with \"" DIST_RPC__RESERVED "\" are the agent's own", what, fn);
-    if ((r = dist_rpc_get_worker_info(to, wi)) != DIST_OK) return dist_rpc__fail(r, "%s '%s': %s", what, fn, dist_rpc__error);
+    if ((r = dist_rpc_get_worker_info(to, wi)) != DIST_OK) {
+        char why[DIST_RPC__ERRLEN];                     /* (the sentence is rewritten from a copy) */
+        const char *w = dist_rpc__error;
+        if (strncmp(w, "get_worker_info: ", 17) == 0) w += 17;
+        snprintf(why, sizeof why, "%.330s", w);
+        return dist_rpc__fail(r, "%s '%s': %s", what, fn, why);
+    }
     return DIST_OK;
 }
 

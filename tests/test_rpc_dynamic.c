@@ -1,5 +1,6 @@
 // TIMEOUT: 240
 // TRANSPORTS: auto tcp
+// WINDOWS: yes
 /* test_rpc_dynamic.c - dist_rpc.h's dynamic workers (cfg.dynamic): workers
    join a running job by name and leave it, die and come back as new
    incarnations, while the others keep calling.
@@ -298,7 +299,7 @@ static int case_kill(int rank, int n) {
         fflush(NULL);
         sh->killed = 1;
         sh->t_kill = now_ns();
-        raise(SIGKILL);
+        kill_self();                                       /* SIGKILL (Windows: TerminateProcess) */
         return FAIL("still alive after SIGKILL");
     }
     if (rank == n) {                                       /* the new w1 */
