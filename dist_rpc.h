@@ -2899,7 +2899,7 @@ static void dist_rpc__learn_range(int from, int to) {
     unsigned char st[64];
     for (int r0 = from; r0 < to; r0 += 64) {
         int r1 = to - r0 > 64 ? r0 + 64 : to;
-        for (int r = r0; r < r1; r++) st[r - r0] = r == dist_rpc__g.rank ? DIST_RPC__W_LIVE : (unsigned char)dist_rpc__learn(r, deadline);
+        for (int r = r0; r < r1; r++) st[r - r0] = (unsigned char)(r == dist_rpc__g.rank ? (int)DIST_RPC__W_LIVE : dist_rpc__learn(r, deadline));
         dist__mutex_lock(&dist_rpc__lock);
         for (int r = r0; r < r1; r++) dist_rpc__g.wstate[r] = st[r - r0];
         if (r1 > dist_rpc__g.size) DIST__STORE_REL(&dist_rpc__g.size, r1);
