@@ -731,6 +731,10 @@ DIST_API int dist_revoked(const dist_t *d);
                 restarted process); a job may take DIST_MAX_JOINS
                 newcomers in its life (default: 64, or its size if more).
                 Newcomers talk TCP with everyone.  On a revoked d too.
+                The newcomers waiting are the job's, not d's: one
+                communicator grows at a time (two that call dist_grow at
+                once would both admit the same newcomers; a dynamic RPC
+                agent grows its own, so its job's program grows none).
    dist_newcomers  how many members of d joined by the dist_grow that made
                 it (the same on every member, newcomers included; 0 for any
                 other communicator): when it is not 0, every member calls
@@ -9825,6 +9829,7 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
     const char *what = kind == 's' ? "shrink" : kind == 'g' ? "grow" : "agree";
     int n = d->world, found = 0, all = 0;
     int64_t waiting = 0;             /* grow: newcomers seen waiting */
+    int64_t park = 0;                /* ...and the ticket of the last one asked for, while it has not come */
     uint64_t need = 0;               /* ...and asked for */
     uint64_t k = ++d->ft_rounds;
     int64_t deadline = dist__now_ms() + d->timeout_ms;
@@ -9874,7 +9879,7 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
                 for (int g = 0; g < n; g++) cnt += !dead[g];
                 if (kind == 'g' && (res = dist__grow_waiting(d, what, &ja, &jb)) != DIST_OK) goto out;
                 waiting = jb - ja;
-                if (kind == 'g' && (uint64_t)waiting < need) all = 0;      /* not yet: the newcomers asked for */
+                if (kind == 'g' && (uint64_t)waiting < need) { all = 0; park = ja + (int64_t)need; }   /* not yet: the newcomers asked for */
                 else {
                     if ((kind == 's' || kind == 'g') && (res = dist_store_add(d, "dist/next_comm_id", 1, &nid)) != DIST_OK) goto out;
                     dist__format(rec, cap, "%c %016llx %lld %d%s", kind, (unsigned long long)(kind == 'g' ? 0 : all_and),
@@ -9892,6 +9897,18 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
                 memcpy(rec, prop, len + 1);
                 break;
             }
+        }
+        if (park > 0 && dist__now_ms() < deadline) {
+            /* every member is here, the newcomers are not: wait for the
+               one that makes them enough (its ticket's mark), not polling */
+            char tk[48];
+            const char *kp = tk;
+            dist__format(tk, sizeof tk, "dist/join/t%lld", (long long)park);
+            park = 0;
+            res = dist_store_wait(d, &kp, 1, (int)DIST__MAX(1, DIST__MIN(200, dist__ms_left(deadline, 1000000))));
+            if (res != DIST_OK && res != DIST_ERR_TIMEOUT) goto out;
+            res = DIST_OK;
+            continue;
         }
         if ((res = dist__ft_get(d, what, key, DIST__MAX(1, (int)DIST__MIN(DIST__FT_POLL_MS, dist__ms_left(deadline, 1000000))), rec, cap, &found)) != DIST_OK) goto out;
         if (found) break;
@@ -10938,7 +10955,8 @@ static dist_result dist__mesh_address(dist_t *d, const dist__setup *s, const cha
    job: it reaches the store (its hello says it is a newcomer: the store
    takes it after the job formed, if it has the job's run id and secret),
    listens for the mesh, takes a ticket t (dist/join/next counts them) and
-   leaves its address under "dist/join/t<t>", then waits for its admission
+   marks "dist/join/t<t>" (a member of a dist_grow that waits for
+   min_new newcomers parks on the one it needs), then waits for its admission
    "dist/join/a<t>".  The running ranks admit the newcomers waiting when
    they call dist_grow on a communicator d: a round of the agreement above
    (kind 'g', each member asking for at least min_new newcomers) whose
@@ -11222,6 +11240,8 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     dist__format(d->mesh_host, sizeof d->mesh_host, "%s", host);
     /* a ticket, then the admission the running ranks write in dist_grow */
     if ((r = dist_store_add(d, "dist/join/next", 1, &t)) != DIST_OK) goto fail;
+    dist__format(key, sizeof key, "dist/join/t%lld", (long long)t);    /* (what a dist_grow waiting for newcomers parks on) */
+    if ((r = dist_store_set(d, key, "1", 1)) != DIST_OK) goto fail;
     dist__logf(log, DIST_LOG_INFO, "joining a running job: newcomer #%lld waits for its ranks to call dist_grow", (long long)t);
     dist__format(key, sizeof key, "dist/join/a%lld", (long long)t);
     cap = 64 + (size_t)12 * DIST__MAX_WORLD;
