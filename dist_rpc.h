@@ -1900,6 +1900,16 @@ static int dist_rpc__departed_locked(int to, char *why, size_t cap) {
     return 1;
 }
 
+/* Dynamic: worker r's connection failed (a call to it found so): it is
+   gone from now on, before the listener's sweep looks (which lets go of
+   its references). */
+static void dist_rpc__mark_gone(int r) {
+    if (!dist_rpc__g.dynamic || r == dist_rpc__g.rank || r < 0 || r >= dist_rpc__size()) return;
+    dist__mutex_lock(&dist_rpc__lock);
+    if (dist_rpc__g.wstate && dist_rpc__g.wstate[r] == DIST_RPC__W_LIVE) dist_rpc__g.wstate[r] = DIST_RPC__W_GONE;
+    dist__mutex_unlock(&dist_rpc__lock);
+}
+
 /* [SECTION] RPC: messages */
 
 static int dist_rpc__forks_make(dist_rpc__fork *f, size_t n, int to);
@@ -2577,6 +2587,7 @@ static void dist_rpc__sweep(void) {
                 continue;
             }
             snprintf(why, sizeof why, "%s", dist_error_message(NULL));
+            dist_rpc__mark_gone(to);
             for (;;) {                        /* every future waiting on that worker */
                 dist__mutex_lock(&dist_rpc__lock);
                 for (f = dist_rpc__g.pending; f && f->to != to; f = f->next) { }
@@ -2932,16 +2943,18 @@ static void dist_rpc__watch(void) {
     int64_t now = dist_rpc__now_ns();
     for (int r = 0; r < n; r++) {
         char why[DIST_RPC__ERRLEN];
-        int live;
+        int worker;
+        if (r == dist_rpc__g.rank || dist_rpc__g.gone[r]) continue;   /* (the listener's: let go of once) */
         dist__mutex_lock(&dist_rpc__lock);
-        live = dist_rpc__g.wstate[r] == DIST_RPC__W_LIVE || dist_rpc__g.wstate[r] == DIST_RPC__W_LEFT;
+        worker = dist_rpc__g.wstate[r] != DIST_RPC__W_NONE;    /* (gone too: a call may have found it first) */
         dist__mutex_unlock(&dist_rpc__lock);
-        if (!live || r == dist_rpc__g.rank || dist_rpc__alive(r, why, sizeof why)) continue;
+        if (!worker || dist_rpc__alive(r, why, sizeof why)) continue;
         dist__mutex_lock(&dist_rpc__lock);
         if (dist_rpc__g.wstate[r] == DIST_RPC__W_LIVE) dist_rpc__g.wstate[r] = DIST_RPC__W_GONE;
         dist__cond_broadcast(&dist_rpc__cond);
         dist__mutex_unlock(&dist_rpc__lock);
-        if (!dist_rpc__g.gone[r]) { dist_rpc__g.gone[r] = 1; dist_rpc__peer_gone(r, why); }
+        dist_rpc__g.gone[r] = 1;
+        dist_rpc__peer_gone(r, why);
     }
     if (now - dist_rpc__g.joins_at < 50000000) return;
     dist_rpc__g.joins_at = now;
@@ -3522,6 +3535,8 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
         snprintf(why, sizeof why, "%.300s", dist_rpc__error);
         dist__mutex_lock(&dist_rpc__lock);
         if (rr) rr->owner_has = 0;               /* the owner never heard of it */
+        if (r == DIST_ERR_PEER_LOST && dist_rpc__g.dynamic && to != dist_rpc__g.rank && to < dist_rpc__size() &&
+            dist_rpc__g.wstate[to] == DIST_RPC__W_LIVE) dist_rpc__g.wstate[to] = DIST_RPC__W_GONE;
         mine = !f->done;                     /* (or the sweep completed it meanwhile) */
         if (mine) cbs = dist_rpc__complete_locked(f, r, NULL, "rpc '%s' to worker '%s' (rank %d): %s", f->fn, dist_rpc__name_of(to), to, why);
         dist__mutex_unlock(&dist_rpc__lock);

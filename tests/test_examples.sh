@@ -3,7 +3,8 @@
 # tests/test_examples.sh - every example in its smoke mode.
 #
 # Each examples/NAME.c (but demo.c) names its smoke runs on lines of their
-# own near the top (one or more; each runs):
+# own near the top (one or more; each runs; SMOKE-LINUX: lines are left
+# out of the Wine suite, tests/windows/examples_wine.sh):
 #     SMOKE: distrun -n 4 {} --smoke
 # where {} is the built program ($BUILD_DIR/examples/NAME), {data} the
 # built-in data make unpacked ($BUILD_DIR/data) and `distrun` the launcher
@@ -22,7 +23,7 @@ for src in examples/*.c; do
     name=$(basename "$src" .c)
     [ "$name" = demo ] && continue
     prog=$BUILD_DIR/examples/$name
-    lines=$(grep -E '^[[:space:]]*(/\*|//|\*)?[[:space:]]*SMOKE:' "$src" | sed -E 's/.*SMOKE:[[:space:]]*//; s/[[:space:]]*\*\/[[:space:]]*$//')
+    lines=$(grep -E '^[[:space:]]*(/\*|//|\*)?[[:space:]]*SMOKE(-LINUX)?:' "$src" | sed -E 's/.*SMOKE(-LINUX)?:[[:space:]]*//; s/[[:space:]]*\*\/[[:space:]]*$//')
     if [ -z "$lines" ]; then runs=$((runs + 1)); echo "FAIL $name: no SMOKE: line in $src"; fails=$((fails + 1)); continue; fi
     if [ ! -x "$prog" ]; then runs=$((runs + 1)); echo "FAIL $name: $prog was not built"; fails=$((fails + 1)); continue; fi
     while IFS= read -r line; do

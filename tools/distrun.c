@@ -1586,9 +1586,9 @@ static void finish_rank(job *j, child *c) {
     HANDLE h = c->p.process;
     j->p.draining--;
     c->p.exited = 0;
+    c->p.process = NULL;             /* (before rank_ended: a restart puts its new process here) */
     rank_ended(j, c, (int)c->p.code, 0);
     CloseHandle(h);
-    c->p.process = NULL;
 }
 
 /* What it wrote before it ended is in its pipes; it is finished when they
