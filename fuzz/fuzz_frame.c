@@ -172,7 +172,7 @@ static void setup(harness *h, unsigned flags, unsigned where) {
     memset(h, 0, sizeof *h);
     memset(&log, 0, sizeof log);
     log.logger.func = fuzz_log; log.level = DIST_LOG_DEBUG; log.rank = 0;
-    h->e = dist__engine_new(0, FUZZ_FRAME_WORLD, &log);
+    h->e = dist__engine_new(0, FUZZ_FRAME_WORLD, FUZZ_FRAME_WORLD, &log);
     FUZZ_CHECK(h->e != NULL);
     h->e->budget = (flags & FUZZ_FRAME_TIGHT) ? 4096 : (uint64_t)1 << 20;
     h->p = &h->e->peers[1];

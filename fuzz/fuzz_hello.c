@@ -141,7 +141,7 @@ static dist_t *comm_new(int rank, int world, int secret) {
     dist__key_from(secret ? FUZZ_SECRET : NULL, &d->key);
     pthread_mutex_init(&d->err_lock, NULL);
     pthread_mutex_init(&d->store_lock, NULL);
-    d->eng = dist__engine_new(rank, world, &log);
+    d->eng = dist__engine_new(rank, world, world, &log);
     FUZZ_CHECK(d->eng != NULL);
     return d;
 }
