@@ -10698,6 +10698,19 @@ static dist_result dist__settle(dist_t *d, int64_t deadline) {
 /* Calls rank j (lower than this one) at the address it published, and
    says hello.  `quick`: after j hung up on this rank, j's listener must
    answer at once (a rank that exited refuses instead). */
+/* Growing: whether newcomer j died while it joined (the store recorded
+   its store connection's close, dist/join/gone/<ticket>); 1 with the
+   sentence set, 0 when not (or when the store cannot say). */
+static int dist__newcomer_gone(dist_t *d, int j) {
+    char gk[48];
+    const char *kp = gk;
+    int gone = 0;
+    dist__format(gk, sizeof gk, "dist/join/gone/%lld", (long long)(d->mesh_ticket0 + (j - d->mesh_new_first)));
+    if (dist_store_check(d, &kp, 1, &gone) != DIST_OK || !gone) return 0;
+    dist__fail(NULL, DIST_ERR_PEER_LOST, "newcomer rank %d died while it joined", j);
+    return 1;
+}
+
 static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int quick, int64_t deadline) {
     char key[64], val[300], host[256], why[300];
     size_t len = 0;
@@ -10707,15 +10720,12 @@ static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int
     if (d->mesh_plan && d->mesh_ticket0 > 0 && j >= d->mesh_new_first) {
         /* growing, a newcomer calls one before it: that one may die before
            it publishes its address (the store records the death) */
-        char gk[48];
-        const char *kp = key, *gp = gk;
-        dist__format(gk, sizeof gk, "dist/join/gone/%lld", (long long)(d->mesh_ticket0 + (j - d->mesh_new_first)));
+        const char *kp = key;
         for (;;) {
-            int there = 0, gone = 0;
+            int there = 0;
             if ((res = dist_store_check(d, &kp, 1, &there)) != DIST_OK) return res;
             if (there) break;
-            if ((res = dist_store_check(d, &gp, 1, &gone)) != DIST_OK) return res;
-            if (gone) return dist__fail(NULL, DIST_ERR_PEER_LOST, "newcomer rank %d died while it joined", j);
+            if (dist__newcomer_gone(d, j)) return DIST_ERR_PEER_LOST;
             if (dist__now_ms() >= deadline) break;        /* (the get below says so) */
             res = dist_store_wait(d, &kp, 1, 100);
             if (res != DIST_OK && res != DIST_ERR_TIMEOUT) return res;
@@ -10797,13 +10807,8 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
             /* growing: a newcomer not connected yet whose store connection
                closed has died (the store recorded it) */
             for (int j = d->mesh_new_first; d->mesh_plan && d->mesh_ticket0 > 0 && j < n && res == DIST_OK; j++) {
-                char gk[48];
-                const char *kp = gk;
-                int gone = 0;
                 if (!(dist__mesh_wants(d, j, 1) || dist__mesh_wants(d, j, 2)) || *dist__mesh_slot(d, j) != DIST__NO_SOCKET) continue;
-                dist__format(gk, sizeof gk, "dist/join/gone/%lld", (long long)(d->mesh_ticket0 + (j - d->mesh_new_first)));
-                if (dist_store_check(d, &kp, 1, &gone) == DIST_OK && gone) {
-                    dist__fail(NULL, DIST_ERR_PEER_LOST, "newcomer rank %d died while it joined", j);
+                if (dist__newcomer_gone(d, j)) {
                     for (int i = 0; i < npend; i++)
                         if (pend[i].expect_rank == j) { dist__close(pend[i].fd); pend[i].fd = DIST__NO_SOCKET; }
                     if (dist__mesh_unreachable(d, j, DIST_ERR_PEER_LOST)) want--;

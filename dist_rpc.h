@@ -1902,12 +1902,35 @@ static int dist_rpc__departed_locked(int to, char *why, size_t cap) {
 
 /* Dynamic: worker r's connection failed (a call to it found so): it is
    gone from now on, before the listener's sweep looks (which lets go of
-   its references). */
-static void dist_rpc__mark_gone(int r) {
-    if (!dist_rpc__g.dynamic || r == dist_rpc__g.rank || r < 0 || r >= dist_rpc__size()) return;
-    dist__mutex_lock(&dist_rpc__lock);
-    if (dist_rpc__g.wstate && dist_rpc__g.wstate[r] == DIST_RPC__W_LIVE) dist_rpc__g.wstate[r] = DIST_RPC__W_GONE;
-    dist__mutex_unlock(&dist_rpc__lock);
+   its references).  Lock held. */
+static void dist_rpc__mark_gone_locked(int r) {
+    if (!dist_rpc__g.dynamic || !dist_rpc__g.wstate || r == dist_rpc__g.rank || r < 0 || r >= dist_rpc__size()) return;
+    if (dist_rpc__g.wstate[r] == DIST_RPC__W_LIVE) dist_rpc__g.wstate[r] = DIST_RPC__W_GONE;
+}
+
+/* Whether worker r's connection stands (a probe: nothing is sent); when
+   not, the engine's sentence in `why` (may be NULL). */
+static int dist_rpc__alive(int r, char *why, size_t cap) {
+    int found = 0;
+    dist_status st;
+    if (r == dist_rpc__g.rank) return 1;
+    if (dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) != DIST_ERR_PEER_LOST) return 1;
+    if (why) snprintf(why, cap, "%.300s", dist_error_message(NULL));
+    return 0;
+}
+
+/* A WARN line through the application's logger (none: nothing). */
+static void dist_rpc__warn(const char *fmt, ...) DIST_RPC__PRINTF(1, 2);
+static void dist_rpc__warn(const char *fmt, ...) {
+    char line[600];
+    int n;
+    va_list ap;
+    if (!dist_rpc__g.logger.func) return;
+    n = snprintf(line, sizeof line, "[rank %d] rpc: ", dist_rpc__g.rank);
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    dist_rpc__g.logger.func(DIST_LOG_WARN, line, dist_rpc__g.logger.user);
 }
 
 /* [SECTION] RPC: messages */
@@ -2578,18 +2601,15 @@ static void dist_rpc__sweep(void) {
         if (hit) { dist_rpc__finish(hit, cbs); continue; }
         if (to < 0) break;
         {
-            int found = 0;
-            dist_status st;
             char why[DIST_RPC__ERRLEN];
             if (to < 64) gone_checked[to] = 1;
-            if (dist_iprobe(dist_rpc__g.world, to, DIST_RPC__TAG_NEVER, &found, &st) != DIST_ERR_PEER_LOST) {
+            if (dist_rpc__alive(to, why, sizeof why)) {
                 if (to >= 64) break;          /* (large worlds: one peer per sweep) */
                 continue;
             }
-            snprintf(why, sizeof why, "%s", dist_error_message(NULL));
-            dist_rpc__mark_gone(to);
             for (;;) {                        /* every future waiting on that worker */
                 dist__mutex_lock(&dist_rpc__lock);
+                dist_rpc__mark_gone_locked(to);
                 for (f = dist_rpc__g.pending; f && f->to != to; f = f->next) { }
                 if (f) cbs = dist_rpc__complete_locked(f, DIST_ERR_PEER_LOST, NULL, "rpc '%s' to worker '%s' (rank %d): the worker is gone (%s)",
                                                        f->fn, dist_rpc__name_of(to), to, why);
@@ -2620,16 +2640,14 @@ static void dist_rpc__sweep(void) {
     /* Workers that hold or own references here, a few per sweep: the
        tables let go of those that are gone. */
     for (int k = 0; k < 8 && k < dist_rpc__g.size && dist_rpc__g.gone; k++) {
-        int r = dist_rpc__g.probe_at++ % dist_rpc__g.size, found = 0, any;
-        dist_status st;
+        int r = dist_rpc__g.probe_at++ % dist_rpc__g.size, any;
+        char why[DIST_RPC__ERRLEN];
         dist__mutex_lock(&dist_rpc__lock);
         any = dist_rpc__g.nowned > 0 || dist_rpc__g.nusers > 0;
         dist__mutex_unlock(&dist_rpc__lock);
         if (!any) break;
         if (r == dist_rpc__g.rank || dist_rpc__g.gone[r]) continue;
-        if (dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) == DIST_ERR_PEER_LOST) {
-            char why[DIST_RPC__ERRLEN];
-            snprintf(why, sizeof why, "%.300s", dist_error_message(NULL));
+        if (!dist_rpc__alive(r, why, sizeof why)) {
             dist_rpc__g.gone[r] = 1;
             dist_rpc__peer_gone(r, why);
         }
@@ -2821,11 +2839,9 @@ static void dist_rpc__staff_locked(void) {
         return;
     }
     if (!dist_rpc__g.cap_told && dist_rpc__g.logger.func) {
-        char line[300];
         dist_rpc__g.cap_told = 1;
-        snprintf(line, sizeof line, "[rank %d] rpc: all %d handler threads are busy, %d of them waiting on nested calls: queued calls "
-                 "wait for one to finish (DIST_RPC_MAX_THREADS)", dist_rpc__g.rank, dist_rpc__g.threads, dist_rpc__g.blocked);
-        dist_rpc__g.logger.func(DIST_LOG_WARN, line, dist_rpc__g.logger.user);
+        dist_rpc__warn("all %d handler threads are busy, %d of them waiting on nested calls: queued calls wait for one to finish "
+                       "(DIST_RPC_MAX_THREADS)", dist_rpc__g.threads, dist_rpc__g.blocked);
     }
 }
 
@@ -2858,28 +2874,6 @@ static void dist_rpc__staff_locked(void) {
      each call it made came before its answer), the calls that came are
      served, and a call from one that had not heard (a newcomer admitted
      meanwhile) is turned away. */
-static int dist_rpc__alive(int r, char *why, size_t cap) {
-    int found = 0;
-    dist_status st;
-    if (r == dist_rpc__g.rank) return 1;
-    if (dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) != DIST_ERR_PEER_LOST) return 1;
-    if (why) snprintf(why, cap, "%.300s", dist_error_message(NULL));
-    return 0;
-}
-
-static void dist_rpc__warn(const char *fmt, ...) DIST_RPC__PRINTF(1, 2);
-static void dist_rpc__warn(const char *fmt, ...) {
-    char line[600];
-    int n;
-    va_list ap;
-    if (!dist_rpc__g.logger.func) return;
-    n = snprintf(line, sizeof line, "[rank %d] rpc: ", dist_rpc__g.rank);
-    va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    dist_rpc__g.logger.func(DIST_LOG_WARN, line, dist_rpc__g.logger.user);
-}
-
 /* Reads the name rank r published ("dist_rpc/name/<r>": a flag, then the
    name; "-": a newcomer refused) into names[r], waiting until `deadline`
    while r is alive.  Returns its state. */
@@ -3283,14 +3277,13 @@ static int dist_rpc__gone_worker(void) {
     int left = -1;
     char left_why[DIST_RPC__ERRLEN] = "";
     for (int r = 0; r < dist_rpc__g.size; r++) {
-        int found = 0;
-        dist_status st;
-        if (r == dist_rpc__g.rank || dist_iprobe(dist_rpc__g.world, r, DIST_RPC__TAG_NEVER, &found, &st) != DIST_ERR_PEER_LOST) continue;
-        if (!strstr(dist_error_message(NULL), "has shut down")) {
-            dist_rpc__fail(DIST_ERR_PEER_LOST, "%.300s", dist_error_message(NULL));
+        char why[DIST_RPC__ERRLEN];
+        if (dist_rpc__alive(r, why, sizeof why)) continue;
+        if (!strstr(why, "has shut down")) {
+            dist_rpc__fail(DIST_ERR_PEER_LOST, "%s", why);
             return r;
         }
-        if (left < 0) { left = r; snprintf(left_why, sizeof left_why, "%.300s", dist_error_message(NULL)); }
+        if (left < 0) { left = r; memcpy(left_why, why, sizeof left_why); }
     }
     if (left >= 0) dist_rpc__fail(DIST_ERR_PEER_LOST, "%s", left_why);
     return left;
@@ -3535,8 +3528,7 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
         snprintf(why, sizeof why, "%.300s", dist_rpc__error);
         dist__mutex_lock(&dist_rpc__lock);
         if (rr) rr->owner_has = 0;               /* the owner never heard of it */
-        if (r == DIST_ERR_PEER_LOST && dist_rpc__g.dynamic && to != dist_rpc__g.rank && to < dist_rpc__size() &&
-            dist_rpc__g.wstate[to] == DIST_RPC__W_LIVE) dist_rpc__g.wstate[to] = DIST_RPC__W_GONE;
+        if (r == DIST_ERR_PEER_LOST) dist_rpc__mark_gone_locked(to);
         mine = !f->done;                     /* (or the sweep completed it meanwhile) */
         if (mine) cbs = dist_rpc__complete_locked(f, r, NULL, "rpc '%s' to worker '%s' (rank %d): %s", f->fn, dist_rpc__name_of(to), to, why);
         dist__mutex_unlock(&dist_rpc__lock);

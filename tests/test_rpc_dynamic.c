@@ -476,7 +476,7 @@ int main(void) {
         char extra[200] = "";
         if (getenv("DYN_ONLY") && !strstr(case_name[k], getenv("DYN_ONLY"))) continue;
         case_begin(case_name[k]);
-        memset(sh, 0, sizeof *sh);
+        if (first_process()) memset(sh, 0, sizeof *sh);   /* (on Windows the workers replay main up to their start: not again) */
         g_kind = k;
         if (run_workers(tot, rank_main, NULL, 120, k == C_KILL ? 1 : -1, &sh->killed) == 0) {
             for (int r = 0; r < tot; r++) {
