@@ -181,7 +181,14 @@ max_jobs=${DIST_TEST_JOBS:-$ncpu}
 state=$log_dir/.run
 rm -rf "$state" "$log_dir/.done"; mkdir -p "$state" || exit 2
 
-show_tail() { tail -n "${2:-15}" "$1" | sed 's/^/    | /'; }
+# show_tail LOG: the log's FAIL lines (a test of many cases reports a
+# failed one long before its last lines), then its last lines.
+show_tail() {
+    local fails
+    fails=$(head -n -"${2:-15}" "$1" 2>/dev/null | grep -n -A3 -E '^ *(FAIL|TIMEOUT)' | head -n 40)
+    [ -n "$fails" ] && printf '%s\n...\n' "$fails" | sed 's/^/    | /'
+    tail -n "${2:-15}" "$1" | sed 's/^/    | /'
+}
 
 # "1m2.500s" -> 62.5
 to_secs() { awk -v t="$1" 'BEGIN { split(t, a, "m"); sub("s", "", a[2]); printf "%.1f", a[1] * 60 + a[2] }'; }

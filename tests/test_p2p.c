@@ -412,7 +412,9 @@ static int t_test_polling(dist_t *w, void *arg) {
             EXPECT(now_s() - t0 < g_limit_s, "irecv from rank %d not done after %.0f s of dist_test", p, g_limit_s);
         }
         double el = now_s() - t0;
-        EXPECT(el >= 0.049, "dist_test said done %.1f ms after the post; the sender waited 50 ms before sending", el * 1e3);
+        /* 5 ms of slack: a sleep may end early by a timer tick's fraction
+           (Windows) and the two ranks read their clocks apart. */
+        EXPECT(el >= 0.045, "dist_test said done %.1f ms after the post; the sender waited 50 ms before sending", el * 1e3);
         done = 0;
         OK(dist_test(r, &done));
         EXPECT(done == 1, "dist_test on a completed request says done=%d", done);
