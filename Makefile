@@ -1,13 +1,15 @@
 # dist - build, tests, demo, sanitizers and benchmarks (GNU make).
 #
 #   make test       build the tests and run them all (tests/run.sh)
-#   make demo       build and run examples/demo.c, then examples/dist_sgd.c
-#                   with 4 ranks
+#   make demo       build and run examples/demo.c (4 ranks passing messages),
+#                   then under build/distrun examples/dist_sgd.c (4 ranks)
+#                   and examples/rl_cartpole.c (1 agent, 3 observers)
 #   make sanitize   the test suite under AddressSanitizer + UBSan (build/asan)
 #   make tsan       the test suite under ThreadSanitizer (build/tsan)
 #   make valgrind   memcheck on tests/test_p2p.c and tests/valgrind_coll.c
 #                   (build/valgrind)
-#   make bench      build bench/*.c and run bench/run.sh if there is one
+#   make bench      build bench/*.c (but mpi_ref.c: bench/compare_mpi.sh) and
+#                   run bench/run.sh if there is one
 #   make fuzz       build the libFuzzer targets in fuzz/ (clang; -j2 builds
 #                   two at a time) and run each for FUZZ_SECONDS (60),
 #                   FUZZ_JOBS (2) at a time; fails on any crash, leak or
@@ -35,7 +37,9 @@ ASAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sani
 TSAN_FLAGS := -fsanitize=thread
 
 # ---- CUDA hook -----------------------------------------------------------
-# dist_cuda.h (when it exists) needs the CUDA headers.  They are added as a
+# dist_cuda.h needs no CUDA header (it declares what it uses and opens CUDA
+# with dlopen); tests/test_cuda.c checks those declarations against CUDA's
+# own cuda.h and nccl.h where CUDA_HOME has them.  They are added as a
 # system include directory so that -Wpedantic -Werror only judge our code.
 # Set CUDA_HOME if CUDA lives elsewhere.
 CUDA_HOME ?= /usr/local/cuda
@@ -56,8 +60,12 @@ TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 LINKED_SRCS := $(shell grep -l '^\#ifndef DIST_TEST_LINKED' $(TEST_SRCS) /dev/null 2>/dev/null)
 LINKED_BINS := $(LINKED_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_LIB    := $(BUILD)/lib/libdist_test.a
-BENCH_SRCS := $(sort $(wildcard bench/*.c))
-BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+# bench/mpi_ref.c needs MPI: bench/compare_mpi.sh builds it with mpicc.
+BENCH_SRCS := $(sort $(filter-out bench/mpi_ref.c,$(wildcard bench/*.c)))
+# coll_bench under nccl-tests' program names (it takes the collective from
+# its name): links beside it.
+BENCH_PERF := $(patsubst %,$(BUILD)/bench/%_perf,all_reduce broadcast reduce all_gather reduce_scatter alltoall gather scatter sendrecv)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%) $(BENCH_PERF)
 DISTRUN    := $(if $(wildcard tools/distrun.c),$(BUILD)/distrun)
 DEMO       := $(if $(wildcard examples/demo.c),$(BUILD)/demo)
 # The examples (examples/*.c but demo.c), built beside the tests: the suite
@@ -95,7 +103,10 @@ $(TEST_LIB): $(BUILD)/lib/impl_dist.o $(BUILD)/lib/impl_rpc.o
 $(BUILD)/bench/%: bench/%.c $(HEADERS) | $(BUILD)/bench
 	$(LINK_PROGRAM)
 
-$(BUILD)/distrun: tools/distrun.c | $(BUILD)
+$(BENCH_PERF): $(BUILD)/bench/coll_bench
+	ln -sf coll_bench $@
+
+$(BUILD)/distrun: tools/distrun.c dist.h | $(BUILD)
 	$(LINK_PROGRAM)
 
 $(BUILD)/demo: examples/demo.c $(HEADERS) | $(BUILD)
@@ -265,7 +276,9 @@ valgrind:
 	[ $$failed -eq 0 ]
 
 # The newcomer's first command: four ranks passing messages (examples/demo.c),
-# then data-parallel SGD with 4 ranks on the built-in data (dist_sgd.c).
+# then, under the launcher, data-parallel SGD with 4 ranks on the built-in
+# data (dist_sgd.c) and reinforcement learning over RPC, one agent and three
+# observers (rl_cartpole.c, logging every 20th round).
 demo: $(BUILD)/demo $(DISTRUN) $(BUILD)/examples/dist_sgd $(BUILD)/examples/rl_cartpole $(EXAMPLE_DATA)
 	./$(BUILD)/demo
 	@echo

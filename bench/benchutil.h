@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 static inline double now_us(void) {
@@ -85,8 +86,9 @@ static inline double bench_median_gap(double *stamps, int iters) {
 
 /* The sizes of a sweep into out[] (at most cap); returns how many.  LIST,
    when not NULL, is comma-separated sizes with K/M/G suffixes
-   ("8,64,1K,16K"); else minb, minb x factor, ... while <= maxb. */
-static inline int bench_sizes(const char *list, size_t minb, size_t maxb, int factor, size_t *out, int cap) {
+   ("8,64,1K,16K"); else minb, then x factor a step while <= maxb, or
+   + step a step when factor is below 2 (nccl-tests' -f and -i). */
+static inline int bench_sizes(const char *list, size_t minb, size_t maxb, int factor, size_t step, size_t *out, int cap) {
     int k = 0;
     if (list) {
         char buf[1024], *tok;
@@ -94,50 +96,184 @@ static inline int bench_sizes(const char *list, size_t minb, size_t maxb, int fa
         for (tok = strtok(buf, ","); tok && k < cap; tok = strtok(NULL, ",")) out[k++] = parse_size(tok);
         return k;
     }
-    for (size_t b = minb; b <= maxb && k < cap; b *= (size_t)factor) {
+    for (size_t b = minb; b <= maxb && k < cap;) {
         out[k++] = b;
-        if (b == 0 || factor < 2) break;
+        if (factor >= 2 ? b == 0 : step == 0) break;
+        b = factor >= 2 ? b * (size_t)factor : b + step;
     }
     return k;
 }
 
-/* The two '#' lines that name and explain the columns of a sweep (the
-   same for coll_bench and mpi_ref), and one row:
+/* ---- the collectives as nccl-tests names and measures them --------------
 
-     1 bytes       size as nccl-tests counts it (see coll_bench.c)
-     2 count       elements per rank (per block for the block-wise ones)
-     3 type        dtype
-     4 redop       reduction op (printed for every collective)
-     5 mean(us)    time per call: (end - start) / iters of the back-to-back
-                   loop on each rank, the largest over the ranks
-     6 median(us)  median per-call duration on each rank, the largest
-                   over the ranks
-     7 algbw       bytes / mean (GB/s, 1 GB = 1e9 bytes)
-     8 busbw       algbw x the nccl-tests factor (GB/s)
-     9 #wrong      elements that differ from the reference (-1: unchecked)
-    10 cpu(us)     (with -u 1 only) CPU time per call, all ranks summed */
-static inline void bench_header(int cpu) {
-    printf("#%11s %12s %9s %7s %11s %11s %9s %9s %7s%s\n", "bytes", "count", "type", "redop", "mean(us)", "median(us)",
-           "algbw", "busbw", "#wrong", cpu ? "     cpu(us)" : "");
-    printf("#%11s %12s %9s %7s %11s %11s %9s %9s %7s%s\n", "", "(per rank)", "", "", "max/ranks", "max/ranks", "GB/s",
-           "GB/s", "", cpu ? "   all ranks" : "");
+   coll_bench and mpi_ref run the same ones with the same sizes and print
+   the same rows.  A collective's buffers hold count elements (1 block) or
+   count x world size (BENCH_N blocks); "size" is the larger of the two in
+   bytes, as nccl-tests prints it.  In place, the send and receive buffers
+   are one, offset as nccl-tests offsets them: the gathers send from their
+   own block of the output (send offset rank x count), the scatters
+   receive into their own block of the input (receive offset rank x
+   count).  busbw = algbw x bus factor: 1, (n-1)/n or 2(n-1)/n (the field
+   is that multiple of (n-1)/n, 0 for 1), nccl-tests' factors. */
+enum { BENCH_BROADCAST, BENCH_REDUCE, BENCH_ALL_REDUCE, BENCH_GATHER, BENCH_ALL_GATHER, BENCH_SCATTER,
+       BENCH_REDUCE_SCATTER, BENCH_ALL_TO_ALL, BENCH_SENDRECV, BENCH_BARRIER, BENCH_COLL_COUNT };
+#define BENCH_N (-1)          /* blocks: one per rank */
+
+typedef struct bench_coll {
+    const char *name;         /* --coll NAME */
+    const char *nccl;         /* nccl-tests' program without "_perf"; NULL: none */
+    int rooted, reduces;      /* uses -r, uses -o */
+    int send_blocks, recv_blocks;
+    int bus;                  /* busbw factor: bus x (n-1)/n, 1 when 0 */
+} bench_coll;
+
+static inline const bench_coll *bench_coll_info(int c) {
+    static const bench_coll table[BENCH_COLL_COUNT] = {
+        { "broadcast",      "broadcast",      1, 0, 1,       1,       0 },
+        { "reduce",         "reduce",         1, 1, 1,       1,       0 },
+        { "all_reduce",     "all_reduce",     0, 1, 1,       1,       2 },
+        { "gather",         "gather",         1, 0, 1,       BENCH_N, 1 },
+        { "all_gather",     "all_gather",     0, 0, 1,       BENCH_N, 1 },
+        { "scatter",        "scatter",        1, 0, BENCH_N, 1,       1 },
+        { "reduce_scatter", "reduce_scatter", 0, 1, BENCH_N, 1,       1 },
+        { "all_to_all",     "alltoall",       0, 0, BENCH_N, BENCH_N, 1 },
+        { "sendrecv",       "sendrecv",       0, 0, 1,       1,       0 },
+        { "barrier",        NULL,             0, 0, 0,       0,       0 },
+    };
+    return &table[c];
 }
 
-/* Prints one row; returns its busbw (GB/s). */
-static inline double bench_row(size_t bytes, size_t count, const char *type, const char *op, double mean, double median,
-                               double factor, long wrong, int cpu, double cpu_per_call) {
+/* The collective called NAME (its --coll name, or nccl-tests' program name
+   with or without "_perf": "alltoall_perf"); -1 when none. */
+static inline int bench_coll_by_name(const char *name) {
+    size_t len = strlen(name);
+    if (len > 5 && strcmp(name + len - 5, "_perf") == 0) len -= 5;
+    for (int c = 0; c < BENCH_COLL_COUNT; c++) {
+        const bench_coll *k = bench_coll_info(c);
+        if ((strlen(k->name) == len && strncmp(name, k->name, len) == 0) ||
+            (k->nccl && strlen(k->nccl) == len && strncmp(name, k->nccl, len) == 0)) return c;
+    }
+    return -1;
+}
+
+static inline size_t bench_blocks(int blocks, int n) { return blocks == BENCH_N ? (size_t)n : (size_t)blocks; }
+
+static inline double bench_bus_factor(const bench_coll *k, int n) {
+    return k->bus ? k->bus * (double)(n - 1) / n : 1.0;
+}
+
+/* In-place offsets into the one buffer, in elements (see above). */
+static inline size_t bench_inplace_send_offset(const bench_coll *k, int rank, size_t count) {
+    return k->send_blocks == 1 && k->recv_blocks == BENCH_N ? (size_t)rank * count : 0;
+}
+static inline size_t bench_inplace_recv_offset(const bench_coll *k, int rank, size_t count) {
+    return k->send_blocks == BENCH_N && k->recv_blocks == 1 ? (size_t)rank * count : 0;
+}
+
+/* -a: how a time is made one from every rank's, as nccl-tests' -a. */
+enum { BENCH_AVG_RANK0, BENCH_AVG_MEAN, BENCH_AVG_MIN, BENCH_AVG_MAX };
+static inline const char *bench_average_name(int a) {
+    static const char *const names[] = { "rank 0's", "the mean over the ranks", "the least over the ranks",
+                                         "the largest over the ranks" };
+    return a >= 0 && a <= 3 ? names[a] : "?";
+}
+
+/* The '#' lines that name the columns (nccl-tests' layout, a median
+   beside each mean), and a row in three calls: bench_row_start, then
+   bench_row_half for out-of-place and for in-place (or bench_row_na),
+   then bench_row_end.  Per placement:
+     time      mean time per call: (end - start) / iters of the back-to-back
+               loop on each rank, made one over the ranks as -a says (us)
+     median    the median per-call duration, over the ranks the same way
+     algbw     size / time (GB/s, 1 GB = 1e9 bytes)
+     busbw     algbw x the bus factor (GB/s)
+     #wrong    elements unlike the reference, all ranks; N/A unchecked
+     cpu       (-u 1) CPU time per call, all ranks together (us) */
+static inline void bench_header(int cpu) {
+    const char *c2 = cpu ? "       cpu" : "", *c3 = cpu ? "      (us)" : "";
+    printf("#%*s%*s\n", 73 + (cpu ? 5 : 0), "out-of-place", 43 + (cpu ? 10 : 0), "in-place");
+    printf("#%11s %13s %8s %6s %5s %9s %9s %7s %7s %6s%s %9s %9s %7s %7s %6s%s\n", "size", "count", "type", "redop", "root",
+           "time", "median", "algbw", "busbw", "#wrong", c2, "time", "median", "algbw", "busbw", "#wrong", c2);
+    printf("#%11s %13s %8s %6s %5s %9s %9s %7s %7s %6s%s %9s %9s %7s %7s %6s%s\n", "(B)", "(elements)", "", "", "",
+           "(us)", "(us)", "(GB/s)", "(GB/s)", "", c3, "(us)", "(us)", "(GB/s)", "(GB/s)", "", c3);
+}
+
+static inline void bench_row_start(size_t bytes, size_t count, const char *type, const char *op, int root) {
+    printf("%12zu %13zu %8s %6s %5d", bytes, count, type, op, root);
+}
+
+/* One placement's columns; returns its busbw (GB/s).  wrong < 0: N/A. */
+static inline double bench_row_half(size_t bytes, double mean, double median, double factor, long wrong, int cpu,
+                                    double cpu_per_call) {
     double algbw = mean > 0 ? bytes / mean / 1e3 : 0, busbw = algbw * factor;
-    printf("%12zu %12zu %9s %7s %11.2f %11.2f %9.3f %9.3f %7ld", bytes, count, type, op, mean, median, algbw, busbw, wrong);
-    if (cpu) printf(" %11.2f", cpu_per_call);
-    printf("\n");
-    fflush(stdout);
+    printf(mean < 1e5 ? " %9.2f" : " %9.0f", mean);       /* nccl-tests too drops the decimals of long times */
+    printf(median < 1e5 ? " %9.2f" : " %9.0f", median);
+    printf(" %7.2f %7.2f", algbw, busbw);
+    if (wrong < 0) printf(" %6s", "N/A");
+    else printf(" %6ld", wrong);
+    if (cpu) printf(" %9.2f", cpu_per_call);
     return busbw;
 }
 
-/* The ops as the benchmarks spell them (-r), in dist_op order. */
+/* A placement the collective has not got (sendrecv in place). */
+static inline void bench_row_na(int cpu) {
+    printf(" %9s %9s %7s %7s %6s%s", "N/A", "N/A", "N/A", "N/A", "N/A", cpu ? "       N/A" : "");
+}
+
+static inline void bench_row_end(void) {
+    printf("\n");
+    fflush(stdout);
+}
+
+/* nccl-tests' footer: every wrong element of the run, the mean busbw of
+   every row's two placements. */
+static inline void bench_footer(long wrong, double busbw_sum, int busbw_count) {
+    printf("# %-20s : %ld %s\n", "Out of bounds values", wrong, wrong ? "FAILED" : "OK");
+    printf("# %-20s : %g \n", "Avg bus bandwidth", busbw_count ? busbw_sum / busbw_count : 0);
+    printf("#\n");
+    fflush(stdout);
+}
+
+/* The dtypes as nccl-tests prints them (the type column), in dist_dtype
+   order; -d takes these, dist.h's names and NCCL's (ncclFloat, ...). */
+static inline const char *bench_type_name(dist_dtype t) {
+    static const char *const names[] = { "int8", "uint8", "int32", "int64", "half", "bfloat16", "float", "double" };
+    return (int)t >= 0 && (int)t < 8 ? names[t] : "?";
+}
+
+static inline int bench_type_by_name(const char *v) {
+    static const struct { const char *name; dist_dtype t; } alias[] = {
+        { "char", DIST_INT8 }, { "int", DIST_INT32 }, { "float16", DIST_FLOAT16 }, { "fp16", DIST_FLOAT16 },
+        { "bf16", DIST_BFLOAT16 }, { "float32", DIST_FLOAT32 }, { "fp32", DIST_FLOAT32 }, { "float64", DIST_FLOAT64 },
+        { "fp64", DIST_FLOAT64 },
+    };
+    if (strncasecmp(v, "nccl", 4) == 0) v += 4;
+    for (int k = 0; k < DIST_DTYPE_COUNT; k++)
+        if (strcasecmp(v, bench_type_name((dist_dtype)k)) == 0) return k;
+    for (size_t k = 0; k < sizeof alias / sizeof alias[0]; k++)
+        if (strcasecmp(v, alias[k].name) == 0) return (int)alias[k].t;
+    return -1;
+}
+
+/* The ops as nccl-tests prints them (the redop column), in dist_op order;
+   -o takes these, "product" and NCCL's (ncclSum, ...). */
+static inline const char *bench_op_name(dist_op op) {
+    static const char *const names[] = { "sum", "prod", "max", "min", "avg" };
+    return (int)op >= 0 && (int)op < 5 ? names[op] : "?";
+}
+
+static inline int bench_op_by_name(const char *v) {
+    if (strncasecmp(v, "nccl", 4) == 0) v += 4;
+    if (strcasecmp(v, "product") == 0) return DIST_PRODUCT;
+    for (int k = 0; k < DIST_OP_COUNT; k++)
+        if (strcasecmp(v, bench_op_name((dist_op)k)) == 0) return k;
+    return -1;
+}
+
+/* The ops as cuda_bench spells them (its -r), in dist_op order. */
 static const char *const op_names[DIST_OP_COUNT] = { "sum", "product", "max", "min", "avg" };
 
-/* A dtype (-d) or op (-r) by name; -1 when there is none. */
+/* A dtype or op by dist.h's name (cuda_bench's -d, -r); -1 when none. */
 static inline int dtype_by_name(const char *v) {
     for (int k = 0; k < DIST_DTYPE_COUNT; k++)
         if (strcmp(v, dist_dtype_name((dist_dtype)k)) == 0) return k;

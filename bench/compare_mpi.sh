@@ -10,7 +10,8 @@
 #
 #   -n RANKS       default 2
 #   -o COLLECTIVE  all_reduce (default), broadcast, reduce, gather,
-#                  all_gather, scatter, reduce_scatter, all_to_all, barrier
+#                  all_gather, scatter, reduce_scatter, all_to_all, sendrecv,
+#                  barrier (coll_bench's --coll)
 #   -t tcp|shm     default tcp: MPI with --mca btl tcp,self and dist.h with
 #                  DIST_TRANSPORT=tcp; shm: both with their defaults
 #   -r ROUNDS      default 3
@@ -22,13 +23,15 @@
 #                  programs to run instead of building them
 #
 # Each round runs build/bench/coll_bench and mpi_ref (bench/mpi_ref.c, built
-# with mpicc into build/mpi) once each over all the sizes, which of the two
-# goes first alternating from round to round.  Both time the way OSU and
-# nccl-tests do (back-to-back calls, no barrier between them; see
-# bench/benchutil.h) and print the same columns: the mean time per call
-# (the largest of the ranks' means) and the median per-call duration (the
-# largest of the ranks' medians).  Printed per size: the MEDIAN OVER THE
-# ROUNDS of each side's per-round mean and of its per-round median, in us,
+# with mpicc into build/mpi; `make bench` leaves it out) once each over all
+# the sizes, which of the two goes first alternating from round to round.
+# Both time the way OSU and nccl-tests do (back-to-back calls, no barrier
+# between them; see bench/benchutil.h) and print nccl-tests' columns; the
+# in-place ones are compared (dist.h's collectives work in place, MPI's
+# with MPI_IN_PLACE): the mean time per call and the median per-call
+# duration, each the mean over the ranks (nccl-tests' -a 1, both
+# programs' default).  Printed per size: the MEDIAN OVER THE ROUNDS of each
+# side's per-round mean and of its per-round median, in us,
 #
 #   bytes  dist_mean  mpi_mean  dist_med  mpi_med  mpi/dist  dist_busbw  mpi_busbw
 #
@@ -83,19 +86,22 @@ mca=()
 if [ "$transport" = tcp ]; then mca=(--mca btl tcp,self); export DIST_TRANSPORT=tcp; fi
 if [ -n "$list" ]; then sizes=(-l "$list"); else sizes=(-b "$minb" -e "$maxb" -f 4); fi
 # One side's rows, reduced to: side round bytes mean median busbw (the
-# columns bench_header() in bench/benchutil.h names).
+# in-place columns 11, 12 and 14 that bench_header() in bench/benchutil.h
+# names; sendrecv, which has none in place, its out-of-place 6, 7 and 9).
+cols='$11, $12, $14'
+[ "$coll" = sendrecv ] && cols='$6, $7, $9'
 run_dist() {
-    "$tmp/coll_bench" -N "$n" -o "$coll" "${sizes[@]}" \
-        | awk -v r="$1" '!/^#/ { print "dist", r, $1, $5, $6, $8 }' >> "$tmp/rows"
+    "$tmp/coll_bench" --np "$n" --coll "$coll" "${sizes[@]}" \
+        | awk -v r="$1" '!/^#/ { print "dist", r, $1, '"$cols"' }' >> "$tmp/rows"
 }
 run_mpi() {
-    timeout 600 mpirun -n "$n" "${mca[@]}" "$tmp/mpi_ref" -o "$coll" "${sizes[@]}" 2>"$tmp/mpi.err" \
-        | awk -v r="$1" '!/^#/ { print "mpi", r, $1, $5, $6, $8 }' >> "$tmp/rows" || { cat "$tmp/mpi.err" >&2; exit 1; }
+    timeout 600 mpirun -n "$n" "${mca[@]}" "$tmp/mpi_ref" --coll "$coll" "${sizes[@]}" 2>"$tmp/mpi.err" \
+        | awk -v r="$1" '!/^#/ { print "mpi", r, $1, '"$cols"' }' >> "$tmp/rows" || { cat "$tmp/mpi.err" >&2; exit 1; }
 }
 for r in $(seq "$rounds"); do
     if [ $((r % 2)) = 1 ]; then run_dist "$r"; run_mpi "$r"; else run_mpi "$r"; run_dist "$r"; fi
 done
-echo "# $coll, $n ranks, float32 sum, transport $transport: median over $rounds interleaved rounds of each side's"
+echo "# $coll, $n ranks, float sum, in-place columns, transport $transport: median over $rounds interleaved rounds of each side's"
 echo "# per-round mean and median (us per call; back-to-back calls); mpi/dist = mpi mean / dist mean (>= 1: dist faster)"
 printf '# %10s %10s %10s %10s %10s %8s %10s %10s\n' bytes "dist mean" "mpi mean" "dist med" "mpi med" mpi/dist "dist busbw" "mpi busbw"
 awk '
