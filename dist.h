@@ -6,9 +6,13 @@
    Do this:
       #define DIST_IMPLEMENTATION
       #include "dist.h"
-   in ONE C or C++ file; include "dist.h" without the define everywhere else.
-   Link with -lpthread (Linux, macOS, the BSDs) or ws2_32 (Windows:
-   -lws2_32 with mingw-w64; MSVC links it by itself).  See PLATFORMS.
+   in ONE C or C++ file, before any other #include there (or build that
+   file with -D_GNU_SOURCE: glibc grants the POSIX the implementation needs
+   only when asked before its first header); include "dist.h" without the
+   define everywhere else.  Link with -pthread (Linux, macOS, the BSDs) or
+   ws2_32 (Windows: -lws2_32 with mingw-w64; MSVC links it by itself):
+      cc -std=c11 -O2 prog.c -o prog -pthread
+   See PLATFORMS.
 
 QUICK START
    A program that runs on every rank (start four with `distrun -n 4 ./prog`,
@@ -51,6 +55,11 @@ COMPILE-TIME OPTIONS
                              library's own invariants (never of user input or
                              network bytes, which return errors).  Default:
                              assert().
+   DIST_RECORDER_OPS         where: the implementation file.  Operations
+                             the flight recorder keeps per communicator, of
+                             each kind (default 64, a power of two; 0 turns
+                             it off, to measure what it costs: bench/
+                             recorder_cost.sh)
    DIST_SHM_REF_BYTES        where: the implementation file.  Over shared
                              memory, payloads of this many bytes or more are
                              copied straight from the sender's memory instead
@@ -106,7 +115,10 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_SOCKET_IFNAME        network interface whose address the mesh uses
    DIST_SECRET               shared secret every connection must prove it
                              knows (HMAC-SHA-256; unset or empty: none)
-   DIST_DEBUG                info | detail: log to stderr
+   DIST_DEBUG                off | info | detail (any case, as torch's
+                             TORCH_DISTRIBUTED_DEBUG): log to stderr (see
+                             ERRORS AND LOGGING); unset, "" or 0: off;
+                             anything else fails dist_init, saying so
    DIST_SPIN_US              microseconds a waiting call polls before it
                              sleeps (200; 0 never polls)
    DIST_ALGO                 ring | tree | halving | shm | slots: the collectives'
@@ -138,6 +150,9 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
                              each costs a peer slot (~1.3 KiB) on every rank
    DIST_RESTART_COUNT        how many times the launcher restarted this
                              rank (dist_restart_count; distrun sets it)
+   DIST_RECORDER             timed: the flight recorder reads the clock at
+                             every call's start and end (default: only where
+                             a call waits; see FLIGHT RECORDER)
 
 STEP BY STEP
    1. dist_init(&world, &cfg) joins the job.  Rank 0 (or the launcher:
@@ -230,12 +245,63 @@ ERRORS AND LOGGING
       "all_reduce #3: rank 6 stopped (it said nothing): timed out after
        2.0 s waiting for rank 5 to send its part, which was waiting for
        rank 6"
-   Logging goes to cfg.logger; DIST_DEBUG=info|detail logs to stderr
-   (detail adds the debug level: the port each rank's mesh listens on
-   while the job forms, for a firewall to let through).  The
-   library never prints on its own, never calls exit() or abort(): it ends
-   no process but the children dist_spawn starts, with _Exit() once their
-   function has returned.
+   Logging goes to cfg.logger (at cfg.log_level); DIST_DEBUG=info or
+   detail sets the level, and without a logger writes to stderr, a line
+   each, "dist info: [rank 3] ...":
+     info    the life of the job: where the store is (who hosts it), the
+             mesh formed (in how long; peers over shared memory and TCP),
+             destroy, every failure; and while dist_init waits, what for:
+             after a quarter of the timeout (at most 10 s), then every
+             quarter (at most 30 s), which ranks the mesh lacks (those
+             that never published their address at the store apart from
+             those that did), or the store that does not answer and why
+             ("connection refused"), long before the timeout's sentence;
+     detail  adds DEBUG lines, each stamped with the time of day (UTC, to
+             the microsecond: "dist 12:34:56.789012Z debug: ..."), to match
+             lines across ranks and hosts: every connect attempt (to the
+             store and to each peer: address, attempt, result, the pause
+             before the next), every rank the store took and every mesh
+             connection made or accepted (from whom, handshake done), the
+             port each rank's mesh listens on (for a firewall to let
+             through), each peer's transport (shared memory, or TCP and
+             why), store waits that ran out, goodbyes.
+   These lines come from dist_init, the store, the rendezvous and
+   destroy: a send, a receive or a collective that goes well logs nothing,
+   and no line is formatted at a level that is off.  dist_log(comm, level, ...)
+   writes a line of your own the same way (dist_rpc.h and dist_cuda.h
+   do).  The library never prints on its own, never calls exit() or
+   abort(): it ends no process but the children dist_spawn starts, with
+   _Exit() once their function has returned.
+
+FLIGHT RECORDER
+   Always on: every communicator keeps its last DIST_RECORDER_OPS (64)
+   collectives and its last 64 point-to-point operations (kind, number,
+   count, dtype, op, root or peer, tag, state, result, whom it waits for
+   and since when), at the cost of a few stores per call: the clock is read
+   only where a call reads it anyway (a collective's first wait, a request
+   waited on), unless DIST_RECORDER=timed (every start and end).
+   - A call that has waited a while says so at info level, after a
+     quarter of the timeout (at most 10 s) and again every quarter (at most
+     30 s), e.g.
+        "[rank 2] all_reduce #43 (8 x float32, sum) has waited 10 s so
+         far, waiting for data from rank 5"
+   - dist_recorder_dump(d, buf, cap): this rank's recorders, as text.
+   - dist_job_report(d, buf, cap): asks every rank for its recorder
+     (through the store) and says what the job is doing, in one screen:
+        job report: 7 of 8 ranks answered
+          rank 3 sent no report (stopped, dead, or cut off from the store)
+          ranks 0-2, 4-7 wait in all_reduce #5 (1 x float64, sum) (for up to 2.0 s)
+          likely cause: rank 3 sent no report
+     It names ranks behind the others ("rank 3 has not called collective
+     #5: its last, all_reduce #4, finished 2.1 s ago", "rank 3 is still in
+     all_reduce #4 (entered 41.2 s ago, waiting for data from rank 5)"),
+     calls that differ ("MISMATCH: rank 5 called broadcast #5 ... where
+     rank 0 called all_reduce #5 ..."), point-to-point operations waited
+     on, and ranks in dist_destroy.
+   - When a call of this rank times out, its monitor thread asks every
+     rank for a dump and logs the report at error level about 3 s later.
+   Each world runs a monitor thread for this: it wakes once a second, and
+   looks at the store ("dist/dump/req") only when no caller is using it.
 
 FLOW CONTROL
    Memory at a receiver is bounded whatever senders do.  Each rank gives
@@ -306,9 +372,22 @@ PLATFORMS
 LICENSE
    See end of file.
 */
-/* The implementation needs POSIX and a few Linux extensions; they must be
-   requested before the first system header, so include dist.h first in the
-   file that defines DIST_IMPLEMENTATION (or build with -D_GNU_SOURCE). */
+/* The implementation needs POSIX and a few Linux extensions (getaddrinfo,
+   pread, process_vm_readv, ...).  glibc fixes what its headers declare at
+   the first of them a file includes, so they are asked for here, and the
+   file that defines DIST_IMPLEMENTATION includes dist.h before any other
+   header (or is built with -D_GNU_SOURCE).  A file that did not cannot be
+   repaired from here (declaring the functions again would copy glibc's
+   types): it gets one error saying what to do, not dozens.  musl and macOS
+   decide header by header and mostly cope.  dist_rpc.h and dist_cuda.h
+   implemented in a file of their own need no more than a system header
+   declares anyway (see the platform layer). */
+#if defined(DIST_IMPLEMENTATION) && defined(__GLIBC__) && !defined(__USE_GNU)
+#  error "dist.h: in the file that defines DIST_IMPLEMENTATION, define it and include dist.h before any system header, or compile that file with -D_GNU_SOURCE (glibc hides the POSIX and GNU functions dist.h needs from a file that included one of its headers first)"
+#  undef DIST_IMPLEMENTATION        /* so that this is the only error */
+#  undef DIST_RPC_IMPLEMENTATION
+#  undef DIST_CUDA_IMPLEMENTATION
+#endif
 #if (defined(DIST_IMPLEMENTATION) || defined(DIST_RPC_IMPLEMENTATION) || defined(DIST_CUDA_IMPLEMENTATION)) && \
     defined(__linux__) && !defined(_GNU_SOURCE)
 #  define _GNU_SOURCE
@@ -472,6 +551,20 @@ DIST_API const char *dist_dtype_name(dist_dtype t);       /* "float32" */
    communicator: the text is this thread's copy, valid until its fourth
    next call. */
 DIST_API const char *dist_error_message(const dist_t *d);
+/* A line through the communicator's logger (cfg.logger, or stderr under
+   DIST_DEBUG) as the library writes its own, "[rank R] " first: for code
+   built on dist.h (dist_rpc.h and dist_cuda.h log so).  dist_log_enabled
+   says whether a line of `level` would be written: ask before anything
+   costly.  With d NULL (or a destroyed world's group), nothing. */
+#if defined(__MINGW32__) && !defined(__clang__)
+#  define DIST__PRINTF(a, b) __attribute__((format(gnu_printf, a, b)))
+#elif defined(__GNUC__) || defined(__clang__)
+#  define DIST__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#  define DIST__PRINTF(a, b)
+#endif
+DIST_API int dist_log_enabled(const dist_t *d, dist_log_level level);
+DIST_API void dist_log(const dist_t *d, dist_log_level level, const char *fmt, ...) DIST__PRINTF(3, 4);
 
 /* ---- life cycle ---- */
 DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg);
@@ -496,6 +589,17 @@ DIST_API int dist_local_rank(const dist_t *d);
 DIST_API int dist_timeout_ms(const dist_t *d);
 /* A monotonic clock in nanoseconds (for timing and deadlines). */
 DIST_API int64_t dist_time_ns(void);
+
+/* ---- what the job is doing (see FLIGHT RECORDER) ----
+   dist_recorder_dump: this rank's flight recorder (every communicator of
+   d's world: its last collectives and point-to-point operations) as text
+   lines; returns the length written (at most cap - 1, NUL-terminated).
+   dist_job_report: asks every rank of d's world for its recorder, through
+   the store, waits up to 2.5 s for the answers, and writes a summary a
+   person can read: who waits in which collective, who is behind or sent
+   nothing, calls that differ, point-to-point operations waited on. */
+DIST_API size_t dist_recorder_dump(dist_t *d, char *buf, size_t cap);
+DIST_API dist_result dist_job_report(dist_t *d, char *buf, size_t cap);
 
 /* ---- point-to-point ----
    `count` is in elements of `dtype`.  A blocking dist_send returns once the
@@ -617,6 +721,11 @@ typedef struct dist_store_host dist_store_host;
 DIST_API dist_result dist_store_host_start(dist_store_host **host, const dist_config *cfg, int world_size, const char *addr, int port);
 DIST_API int dist_store_host_port(const dist_store_host *host);
 DIST_API void dist_store_host_stop(dist_store_host *host);
+/* The launcher's job report (see FLIGHT RECORDER): asks every rank for its
+   flight recorder through the store it hosts, waits up to wait_ms for the
+   answers (from the ranks still connected to it), and writes what the job
+   is doing into buf; DIST_ERR_NOT_FOUND when no rank answered. */
+DIST_API dist_result dist_store_host_report(dist_store_host *host, char *buf, size_t cap, int wait_ms);
 
 /* ---- collectives ----
    Every rank of the communicator calls the same collectives in the same
@@ -827,6 +936,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    [SECTION] socket helpers: connect with retry, timed I/O
    [SECTION] store: server
    [SECTION] core structures
+   [SECTION] flight recorder: writing
    [SECTION] store: client and public API
    [SECTION] engine: design notes
    [SECTION] engine: requests, messages, the match index
@@ -847,6 +957,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    [SECTION] surviving failures: agree, shrink
    [SECTION] rendezvous: init methods and the mesh
    [SECTION] growing: newcomers join a running job
+   [SECTION] flight recorder: dumps, job reports, the monitor
    [SECTION] life cycle: init, destroy
    [SECTION] spawn
 */
@@ -922,8 +1033,22 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #  define DIST__VECTORIZE
 #endif
 #define DIST__UNUSED(x) (void)(x)
+/* For the few stores every call makes (the flight recorder): a call to
+   them would cost more than they do. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define DIST__INLINE static inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#  define DIST__INLINE static __forceinline
+#else
+#  define DIST__INLINE static inline
+#endif
 #define DIST__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DIST__MAX(a, b) ((a) > (b) ? (a) : (b))
+/* A counted noun in a message, singular for one: "%d rank%s", n,
+   DIST__PLURAL(n) reads "1 rank", "0 ranks", "2 ranks".  The one way for
+   dist.h, dist_rpc.h and dist_cuda.h (this part is compiled wherever any of
+   them is implemented); nouns without a plain "s" are reworded. */
+#define DIST__PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* Limits on anything a peer or a store client can make us allocate. */
 #define DIST__MAX_MESSAGE      ((uint64_t)1 << 40) /* one frame's payload   */
@@ -978,6 +1103,8 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
      host         dist__getpid, dist__host_identity
      libraries    dist__lib_open/_sym (dist_cuda.h)
      environment  dist__getenv
+     logging      dist__wall_us, dist__debug_level (DIST_DEBUG), the
+                  stderr loggers DIST_DEBUG turns on
    The second, "platform: sockets, files, processes, shared memory", is
    dist.h's alone.  Every function here is static and may go unused. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -1039,6 +1166,7 @@ DIST__PLATFORM void dist__mutex_init(dist__mutex *m) { InitializeSRWLock(m); }
 DIST__PLATFORM void dist__mutex_destroy(dist__mutex *m) { DIST__UNUSED(m); }
 DIST__PLATFORM void dist__mutex_lock(dist__mutex *m) { AcquireSRWLockExclusive(m); }
 DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { ReleaseSRWLockExclusive(m); }
+DIST__PLATFORM int dist__mutex_trylock(dist__mutex *m) { return TryAcquireSRWLockExclusive(m) ? 0 : -1; }
 DIST__PLATFORM void dist__cond_init(dist__cond *c) { InitializeConditionVariable(c); }
 DIST__PLATFORM void dist__cond_destroy(dist__cond *c) { DIST__UNUSED(c); }
 DIST__PLATFORM void dist__cond_signal(dist__cond *c) { WakeConditionVariable(c); }
@@ -1149,6 +1277,7 @@ DIST__PLATFORM void dist__mutex_init(dist__mutex *m) { pthread_mutex_init(m, NUL
 DIST__PLATFORM void dist__mutex_destroy(dist__mutex *m) { pthread_mutex_destroy(m); }
 DIST__PLATFORM void dist__mutex_lock(dist__mutex *m) { pthread_mutex_lock(m); }
 DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { pthread_mutex_unlock(m); }
+DIST__PLATFORM int dist__mutex_trylock(dist__mutex *m) { return pthread_mutex_trylock(m) == 0 ? 0 : -1; }
 
 DIST__PLATFORM void dist__cond_init(dist__cond *c) {
     pthread_condattr_t a;
@@ -1227,13 +1356,15 @@ DIST__PLATFORM void dist__host_identity(char *buf, size_t cap) {
 #endif
 
 /* Shared libraries opened at run time (dist_cuda.h: the driver, NVRTC,
-   NCCL).  NULL on failure, with the loader's reason in why. */
-DIST__PLATFORM void *dist__lib_open(const char *name, char *why, size_t cap) {
+   NCCL).  NULL on failure, with the loader's reason in why.  Inline, so
+   that a build at -O0 emits them only where they are called: before glibc
+   2.34 dlopen is in libdl, which only dist_cuda.h's programs link. */
+DIST__PLATFORM inline void *dist__lib_open(const char *name, char *why, size_t cap) {
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h && why && cap) snprintf(why, cap, "%s", dlerror());
     return h;
 }
-DIST__PLATFORM void *dist__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
+DIST__PLATFORM inline void *dist__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
 
 #endif /* POSIX */
 
@@ -1355,6 +1486,79 @@ DIST__PLATFORM volatile int dist__fence_word;
 DIST__PLATFORM const char *dist__getenv(const char *name) {
     const char *v = getenv(name);
     return (v && *v) ? v : NULL;
+}
+
+/* The calendar clock, microseconds since 1970 UTC: for log lines that
+   must line up across ranks and hosts (dist__now_ns is for durations). */
+#if defined(_WIN32)
+DIST__PLATFORM int64_t dist__wall_us(void) {
+    FILETIME ft;
+    ULARGE_INTEGER u;
+#if defined(_WIN32_WINNT) && _WIN32_WINNT >= 0x0602
+    GetSystemTimePreciseAsFileTime(&ft);
+#else
+    GetSystemTimeAsFileTime(&ft);
+#endif
+    u.LowPart = ft.dwLowDateTime;
+    u.HighPart = ft.dwHighDateTime;
+    return (int64_t)(u.QuadPart / 10) - (int64_t)11644473600 * 1000000;   /* from 1601 */
+}
+#else
+DIST__PLATFORM int64_t dist__wall_us(void) {
+    struct timespec ts;
+#if defined(CLOCK_REALTIME)
+    clock_gettime(CLOCK_REALTIME, &ts);
+#else
+    timespec_get(&ts, TIME_UTC);
+#endif
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+#endif
+
+/* DIST_DEBUG, read alike by dist.h, dist_rpc.h and dist_cuda.h: unset,
+   "", "0" or "off": 0 (no stderr logger); "info": DIST_LOG_INFO;
+   "detail": DIST_LOG_DEBUG; any case, so TORCH_DISTRIBUTED_DEBUG's
+   OFF, INFO and DETAIL work; anything else -1 (init refuses it). */
+DIST__PLATFORM int dist__debug_level(const char *v) {
+    static const char *const words[] = { "off", "info", "detail" };
+    static const int levels[] = { 0, DIST_LOG_INFO, DIST_LOG_DEBUG };
+    if (!v || !*v || strcmp(v, "0") == 0) return 0;
+    for (int w = 0; w < 3; w++) {
+        size_t i = 0;
+        while (v[i] && words[w][i] && (v[i] | 0x20) == words[w][i]) i++;   /* ASCII, case-blind */
+        if (!v[i] && !words[w][i]) return levels[w];
+    }
+    return -1;
+}
+
+/* The logger DIST_DEBUG turns on: a line on stderr per message, written
+   whole (one fwrite, no lock to inherit held across a fork: lines of the
+   threads and processes that share stderr do not mix).  "dist info:
+   [rank 3] ..."; the stamped one, for detail, adds the time of day (UTC,
+   to the microsecond), to match lines across ranks and hosts:
+   "dist 12:34:56.789012Z debug: [rank 3] ...". */
+DIST__PLATFORM void dist__stderr_line(dist_log_level level, const char *msg, int stamped) {
+    static const char *const names[] = { "", "error", "warn", "info", "debug" };
+    const char *lv = names[level >= 1 && level <= 4 ? level : 0];
+    char line[700];
+    int n;
+    if (stamped) {
+        int64_t us = dist__wall_us() % ((int64_t)86400 * 1000000);
+        n = snprintf(line, sizeof line, "dist %02d:%02d:%02d.%06dZ %s: %s\n", (int)(us / 3600000000), (int)(us / 60000000 % 60),
+                     (int)(us / 1000000 % 60), (int)(us % 1000000), lv, msg);
+    } else {
+        n = snprintf(line, sizeof line, "dist %s: %s\n", lv, msg);
+    }
+    if (n >= (int)sizeof line) { line[sizeof line - 2] = '\n'; n = (int)sizeof line - 1; }
+    if (n > 0) fwrite(line, 1, (size_t)n, stderr);
+}
+DIST__PLATFORM void dist__stderr_logger(dist_log_level level, const char *msg, void *user) {
+    (void)user;
+    dist__stderr_line(level, msg, 0);
+}
+DIST__PLATFORM void dist__stderr_logger_stamped(dist_log_level level, const char *msg, void *user) {
+    (void)user;
+    dist__stderr_line(level, msg, 1);
 }
 
 #endif /* the platform layer */
@@ -2629,6 +2833,9 @@ DIST_API const char *dist_dtype_name(dist_dtype t) {
 }
 
 static DIST__TLS char dist__thread_error[DIST__ERRLEN];
+/* Set in the monitor thread: its failures write no communicator's sentence
+   and no log line, and it takes the store only when nobody holds it. */
+static DIST__TLS int dist__quiet;
 
 static void dist__vformat(char *dst, size_t cap, const char *fmt, va_list ap) {
     int n = vsnprintf(dst, cap, fmt, ap);
@@ -2642,12 +2849,6 @@ static void dist__format(char *dst, size_t cap, const char *fmt, ...) {
     va_end(ap);
 }
 
-static void dist__stderr_logger(dist_log_level level, const char *msg, void *user) {
-    static const char *names[] = { "", "error", "warn", "info", "debug" };
-    DIST__UNUSED(user);
-    fprintf(stderr, "dist %s: %s\n", names[level >= 1 && level <= 4 ? level : 0], msg);
-}
-
 /* The log sink of one world; also used before the world exists. */
 typedef struct dist__log {
     dist_logger logger;
@@ -2655,18 +2856,35 @@ typedef struct dist__log {
     int rank;
 } dist__log;
 
-static void dist__log_setup(dist__log *lg, const dist_config *cfg) {
+/* cfg.logger at cfg.log_level, and DIST_DEBUG over both (see
+   dist__debug_level): its level, and stderr where no logger is given.
+   DIST_ERR_INIT, with the sentence, for a DIST_DEBUG that is no level;
+   `what` names the call ("init"). */
+static dist_result dist__log_setup(dist__log *lg, const dist_config *cfg, const char *what) {
     const char *dbg = dist__getenv("DIST_DEBUG");
+    int level = dist__debug_level(dbg);
     memset(lg, 0, sizeof *lg);
     lg->rank = -1;
+    if (level < 0) {
+        dist__format(dist__thread_error, sizeof dist__thread_error, "%s: DIST_DEBUG=%.60s is not a level: use off, info or detail",
+                     what, dbg);
+        return DIST_ERR_INIT;
+    }
     if (cfg && cfg->logger.func) {
         lg->logger = cfg->logger;
         lg->level = cfg->log_level ? cfg->log_level : DIST_LOG_WARN;
     }
-    if (dbg) {
-        if (!lg->logger.func) lg->logger.func = dist__stderr_logger;
-        lg->level = strcmp(dbg, "detail") == 0 ? DIST_LOG_DEBUG : DIST_LOG_INFO;
+    if (level > 0) {
+        if (!lg->logger.func) lg->logger.func = level == DIST_LOG_DEBUG ? dist__stderr_logger_stamped : dist__stderr_logger;
+        lg->level = (dist_log_level)level;
     }
+    return DIST_OK;
+}
+
+/* Would a line of `level` be written?  Asked before anything costly is
+   done for one (a lookup, a list of ranks). */
+static int dist__log_on(const dist__log *lg, dist_log_level level) {
+    return lg && lg->logger.func && level <= lg->level;
 }
 
 static void dist__logf(const dist__log *lg, dist_log_level level, const char *fmt, ...) {
@@ -2707,6 +2925,51 @@ static int dist__log_budget_take(const dist__log *lg, dist__log_budget *b, const
     if (b->used < DIST__STRANGER_LINES) { b->used++; return 1; }
     b->skipped++;
     return 0;
+}
+
+/* What dist_init's waits say while the job forms, at INFO (DIST_DEBUG=
+   info): nothing for the first quarter of the timeout (at most 10 s), then
+   what it waits for, again every quarter of the timeout (at most 30 s).  So
+   a job that cannot form (a rank that never started, a wrong port) says why
+   long before it times out, and one with a short timeout early (timeout
+   4 s: after 1 s, then every second).  It exists only while INFO lines are
+   written (d->note); the waits' own sentences are written there. */
+typedef struct dist__wait_note {
+    const dist__log *log;
+    int64_t start_ms, next_ms;
+    int every_ms, timeout_ms;
+    char store[300];            /* "127.0.0.1:29500", for the sentences */
+} dist__wait_note;
+
+static void dist__wait_note_start(dist__wait_note *n, const dist__log *log, int timeout_ms) {
+    int quarter = DIST__MAX(timeout_ms / 4, 1);
+    memset(n, 0, sizeof *n);
+    n->log = log;
+    n->timeout_ms = timeout_ms;
+    n->start_ms = dist__now_ms();
+    n->next_ms = n->start_ms + DIST__MIN(10000, quarter);
+    n->every_ms = DIST__MIN(30000, quarter);
+}
+
+/* Is a note due now?  (Then the next one is scheduled.) */
+static int dist__wait_note_due(dist__wait_note *n) {
+    int64_t now;
+    if (!n) return 0;
+    now = dist__now_ms();
+    if (now < n->next_ms) return 0;
+    n->next_ms = now + n->every_ms;
+    return 1;
+}
+
+/* "init: still waiting after 10.0 s (timeout 300.0 s): <what>". */
+static void dist__wait_note_say(const dist__wait_note *n, const char *fmt, ...) {
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    dist__vformat(what, sizeof what, fmt, ap);
+    va_end(ap);
+    dist__logf(n->log, DIST_LOG_INFO, "init: still waiting after %.1f s (timeout %.1f s): %s", (double)(dist__now_ms() - n->start_ms) / 1000.0,
+               n->timeout_ms / 1000.0, what);
 }
 
 /* [SECTION] reductions: one kernel per dtype x op, generated
@@ -3233,8 +3496,8 @@ static int dist__message_check(const dist__frame *f, char *why, size_t cap) {
     if (f->kind == DIST__FRAME_DATA) {
         if (es == 0) { dist__format(why, cap, "frame with unknown dtype %u", (unsigned)f->dtype); return -1; }
         if (f->count > DIST__MAX_MESSAGE || f->count * es != f->nbytes) {
-            dist__format(why, cap, "frame says %llu elements of %zu bytes but carries %llu bytes",
-                         (unsigned long long)f->count, es, (unsigned long long)f->nbytes);
+            dist__format(why, cap, "frame says %llu element%s of %zu byte%s but carries %llu byte%s", (unsigned long long)f->count,
+                         DIST__PLURAL(f->count), es, DIST__PLURAL(es), (unsigned long long)f->nbytes, DIST__PLURAL(f->nbytes));
             return -1;
         }
         if (f->tag < 0 || f->tag > INT_MAX) {
@@ -3249,8 +3512,8 @@ static int dist__message_check(const dist__frame *f, char *why, size_t cap) {
         return -1;
     }
     if (f->nbytes % es != 0 || f->tag < 0 || f->count > DIST__MAX_MESSAGE) {
-        dist__format(why, cap, "collective frame of %llu bytes of %s, sequence %lld",
-                     (unsigned long long)f->nbytes, dist_dtype_name((dist_dtype)f->dtype), (long long)f->tag);
+        dist__format(why, cap, "collective frame of %llu byte%s of %s, sequence %lld", (unsigned long long)f->nbytes,
+                     DIST__PLURAL(f->nbytes), dist_dtype_name((dist_dtype)f->dtype), (long long)f->tag);
         return -1;
     }
     return 0;
@@ -3290,7 +3553,7 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         return dist__message_check(f, why, cap);
     case DIST__FRAME_ABORT:
         if (f->nbytes > DIST__MAX_ABORT_TEXT || f->tag < 0) {
-            dist__format(why, cap, "abort frame of %llu bytes", (unsigned long long)f->nbytes);
+            dist__format(why, cap, "abort frame of %llu byte%s", (unsigned long long)f->nbytes, DIST__PLURAL(f->nbytes));
             return -1;
         }
         return 0;
@@ -3302,7 +3565,7 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         return 0;
     case DIST__FRAME_CREDIT:
         if (f->count == 0 || f->count > DIST__MAX_MESSAGE || f->root < 0 || f->root > 1 || f->nbytes) {
-            dist__format(why, cap, "credit frame of %llu bytes", (unsigned long long)f->count);
+            dist__format(why, cap, "credit frame of %llu byte%s", (unsigned long long)f->count, DIST__PLURAL(f->count));
             return -1;
         }
         return 0;
@@ -3320,7 +3583,8 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         return 0;
     default:   /* BYE, ACK, CTS, BLOCKED: nothing follows */
         if (f->nbytes != 0) {
-            dist__format(why, cap, "frame kind %u with a payload of %llu bytes", (unsigned)f->kind, (unsigned long long)f->nbytes);
+            dist__format(why, cap, "frame kind %u with a payload of %llu byte%s", (unsigned)f->kind, (unsigned long long)f->nbytes,
+                         DIST__PLURAL(f->nbytes));
             return -1;
         }
         return 0;
@@ -3377,23 +3641,37 @@ static void dist__no_fds_text(char *buf, size_t cap, int e, int world, int rank)
 static int dist__pending_cap(int world) { return DIST__MAX(2 * world + 64, DIST__PENDING_MIN); }
 
 /* Connects to host:port, retrying with backoff (10 ms doubling to 1 s)
-   until `deadline_ms`: the other side may not be listening yet. */
-static dist__socket dist__connect_retry(const char *host, int port, int64_t deadline_ms, char *why, size_t cap) {
+   until `deadline_ms`: the other side may not be listening yet.  With a
+   log (may be NULL), each attempt is a DEBUG line naming `what` ("the
+   store of rank 0"), and a wait note (may be NULL) says what it waits for. */
+static dist__socket dist__connect_retry(const char *host, int port, int64_t deadline_ms, char *why, size_t cap,
+                                        const dist__log *log, dist__wait_note *note, const char *what) {
     /* An attempt gets 50 ms, doubling to 2 s: a listener whose queue was
        full (strangers) dropped our SYN, which the kernel would send again
        only after a second; a fresh attempt sends one at once. */
-    int backoff = 10, attempt = 50;
+    int backoff = 10, attempt = 50, tries = 0;
     for (;;) {
         dist__socket s = dist__sock_connect(host, port, deadline_ms, attempt, why, cap);
-        int e = dist__errno();
-        if (s != DIST__NO_SOCKET) return s;
+        int e = dist__errno(), pause;
+        tries++;
+        if (s != DIST__NO_SOCKET) {
+            dist__logf(log, DIST_LOG_DEBUG, "connect: %s at %s:%d: attempt %d: connected", what, host, port, tries);
+            return s;
+        }
         if (dist__err_no_fds(e) && dist__err_no_fds_kind(e) == 1) {   /* say which limit */
             size_t n = strlen(why);
             long lim = dist__fd_limit();
             if (lim > 0 && n + 1 < cap) dist__format(why + n, cap - n, " (this process's limit: ulimit -n %ld)", lim);
         }
-        if (dist__now_ms() >= deadline_ms) return DIST__NO_SOCKET;   /* `why` says why */
-        dist__sleep_ms(DIST__MIN(backoff, dist__ms_left(deadline_ms, 1000)));
+        if (dist__now_ms() >= deadline_ms) {
+            dist__logf(log, DIST_LOG_DEBUG, "connect: %s at %s:%d: attempt %d: %s; out of time", what, host, port, tries, why);
+            return DIST__NO_SOCKET;   /* `why` says why */
+        }
+        pause = DIST__MIN(backoff, dist__ms_left(deadline_ms, 1000));
+        dist__logf(log, DIST_LOG_DEBUG, "connect: %s at %s:%d: attempt %d: %s; again in %d ms", what, host, port, tries, why, pause);
+        if (dist__wait_note_due(note))
+            dist__wait_note_say(note, "%s at %s:%d does not answer: %s (%d attempt%s)", what, host, port, why, tries, DIST__PLURAL(tries));
+        dist__sleep_ms(pause);
         backoff = DIST__MIN(backoff * 2, 1000);
         attempt = DIST__MIN(attempt * 2, 2000);
     }
@@ -3460,6 +3738,8 @@ typedef struct dist__store_server {
     dist__wakeup wake;
     dist__thread thread;
     dist__mutex lock;       /* guards `stop` only */
+    dist__mutex kv_lock;    /* held by the store's thread while it serves; a launcher reading
+                               the store in its own thread takes it (dist_store_host_report) */
     int stop, world, timeout_ms;
     dist__key key;
     dist__store_conn *conns; int nconns, cap_conns;
@@ -3789,8 +4069,8 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     if ((formed = dist__store_formed(sv)) != 0) {
         /* The job has formed: a latecomer changes nothing (not recorded,
            not fatal), whatever it claims. */
-        dist__format(why, sizeof why, "a process at %s:%d claiming rank %d of %d came after all %d ranks had joined", peer, port,
-                     (int)h.rank, (int)h.world, sv->world);
+        dist__format(why, sizeof why, "a process at %s:%d claiming rank %d of %d came after the job's %d rank%s had joined", peer,
+                     port, (int)h.rank, (int)h.world, sv->world, DIST__PLURAL(sv->world));
         dist__store_refuse(sv, c, why, 0, 0);
         return;
     }
@@ -3834,6 +4114,8 @@ static void dist__store_proof(dist__store_server *sv, dist__store_conn *c) {
     sv->joined[h.rank] = 1;
     sv->njoined++;
     sv->last_join_ms = dist__now_ms();
+    dist__logf(&sv->log, DIST_LOG_DEBUG, "store: rank %d joined from %s:%d (%d of %d rank%s)", (int)h.rank, peer, port, sv->njoined, sv->world,
+               DIST__PLURAL(sv->world));
     c->rank = h.rank;
     c->hello_done = 1;
     memset(&h, 0, sizeof h);
@@ -4070,6 +4352,7 @@ static DIST__THREAD_RETURN dist__store_thread(void *arg) {
             if (at) timeout = (int)DIST__MIN((int64_t)timeout, DIST__MAX(at - now, (int64_t)0) + 1);
         }
         if (dist__poll(pfds, n, timeout) < 0 && !dist__err_interrupted(dist__errno())) dist__sleep_ms(1);
+        dist__mutex_lock(&sv->kv_lock);
         if (dist__pollfd_ready(&pfds[0], &rd, &wr)) dist__wakeup_drain(&sv->wake);
         for (int i = 0; i < sv->nconns; i++) {
             dist__store_conn *c = &sv->conns[i];
@@ -4106,6 +4389,7 @@ static DIST__THREAD_RETURN dist__store_thread(void *arg) {
             sv->all_told = all;
             dist__mutex_unlock(&sv->lock);
         }
+        dist__mutex_unlock(&sv->kv_lock);
     }
     DIST_FREE(pfds);
     return DIST__THREAD_RETURN_VALUE;
@@ -4122,6 +4406,7 @@ static void dist__store_server_free(dist__store_server *sv) {
     dist__close(sv->listen_fd);
     dist__wakeup_close(&sv->wake);
     dist__mutex_destroy(&sv->lock);
+    dist__mutex_destroy(&sv->kv_lock);
     DIST_FREE(sv);
 }
 
@@ -4153,6 +4438,7 @@ static dist__store_server *dist__store_server_start(dist__socket listen_fd, int 
     sv->log = *log;
     sv->wake.rfd = sv->wake.wfd = DIST__NO_SOCKET;
     dist__mutex_init(&sv->lock);
+    dist__mutex_init(&sv->kv_lock);
     sv->joined = (unsigned char *)DIST_MALLOC((size_t)world);
     sv->bad_claim_ms = (int64_t *)DIST_MALLOC(sizeof(int64_t) * (size_t)world);
     if (!sv->joined || !sv->bad_claim_ms || dist__wakeup_open(&sv->wake) != 0) { dist__store_server_free(sv); return NULL; }
@@ -4290,6 +4576,7 @@ struct dist_req {
     int by_peer;                   /* failed because another rank reported a failure */
     dist_result withdrawn;         /* why its waiter withdrew it: DIST_ERR_TIMEOUT, or DIST_ERR_REVOKED (its communicator) */
     dist_req_t *cnext;             /* the collective's list of its requests */
+    uint64_t rec_n;                /* point-to-point: its flight-recorder entry's number + 1 (0: none) */
     dist_result result;
     char *err;                     /* its failure's sentence (allocated when it fails; NULL: none) */
 };
@@ -4457,6 +4744,39 @@ typedef struct dist__engine {
 typedef struct dist__job dist__job;
 typedef struct dist__step dist__step;
 
+/* The flight recorder: each communicator's last DIST_RECORDER_OPS
+   collectives and point-to-point operations, in two rings, each written by
+   one thread (the collectives' thread; the point-to-point calls under the
+   engine lock) and read by the monitor (see "flight recorder").  An entry
+   is a sequence lock: gen is odd while it is (re)written. */
+#ifndef DIST_RECORDER_OPS
+#define DIST_RECORDER_OPS 64
+#endif
+#if DIST_RECORDER_OPS != 0 && (DIST_RECORDER_OPS < 4 || (DIST_RECORDER_OPS & (DIST_RECORDER_OPS - 1)) != 0)
+#error "dist.h: DIST_RECORDER_OPS must be a power of two, at least 4 (or 0: no recorder, to measure what it costs)"
+#endif
+#define DIST__REC_N (DIST_RECORDER_OPS ? DIST_RECORDER_OPS : 1)
+enum { DIST__REC_RUNNING = 1, DIST__REC_DONE, DIST__REC_FAILED };
+enum { DIST__RECW_NONE = 0, DIST__RECW_DATA, DIST__RECW_TAKE, DIST__RECW_SLOTS };  /* what it waits for */
+typedef struct dist__rec {
+    uint32_t gen;
+    uint32_t state;                  /* DIST__REC_* */
+    uint64_t desc;                   /* what | algo << 8 | dtype << 16 | op << 24 | peer << 32 (dist__rec_desc) */
+    uint64_t seq;                    /* collective #, or send/recv # */
+    uint64_t count;
+    uint64_t wait;                   /* (the member it waits for now + 1) << 8 | DIST__RECW_*; 0: none known */
+    int64_t t_start;                 /* dist__now_ns(); 0: not read (a call that never waited, unless timed) */
+    int64_t t_end;                   /* ...its end, read when its start was */
+    int64_t tag;                     /* point-to-point: its tag, and whether synchronous (bit 62) */
+    int32_t res;                     /* its result, once it failed */
+} dist__rec;
+/* what: DIST__COLL_* (collectives) or DIST__REQ_SEND/RECV (point-to-point);
+   peer: the root (collectives) or the peer, a rank of the communicator (-1: any) */
+#define dist__rec_desc(what, algo, dtype, op, peer) \
+    ((uint64_t)(uint32_t)((what) | (algo) << 8 | (dtype) << 16 | (op) << 24) | (uint64_t)(uint32_t)(peer) << 32)
+#define DIST__REC_SYNC ((int64_t)1 << 62)
+typedef struct dist__recring { dist__rec ops[DIST__REC_N]; uint64_t n; } dist__recring;
+
 /* A collective that failed: as this rank saw it (local), or as a peer
    reported it.  Kept by sequence number (modulo DIST__ABORT_NOTES), so a
    rank still in collective k learns why k failed even when a notice about
@@ -4528,6 +4848,8 @@ struct dist {
     dist__store_server *server;      /* rank 0 only (none when the store is hosted) */
     int store_hosted;                /* the store is a launcher's (DIST_STORE_HOSTED), not rank 0's */
     char file_path[512];             /* file:// rendezvous, removed by rank 0 */
+    dist__wait_note *note;           /* the world, while dist_init forms the job and INFO lines are written: what its
+                                        waits say (NULL: nothing) */
     /* -- growing (dist_grow, a newcomer's init) -- */
     char mesh_host[256];             /* the world: the address this rank's mesh listeners bind */
     const unsigned char *mesh_plan;  /* while a mesh forms after init: engine rank j is called (1), accepted (2), or not (0) */
@@ -4540,7 +4862,88 @@ struct dist {
     int newcomers;                   /* made by dist_grow: how many of its members joined then */
     int world_grew;                  /* the world: newcomers are ranks of it (point-to-point only from then on) */
     int waits_n;                     /* entries of waits (the world's size when it was made) */
+    /* -- the flight recorder -- */
+    dist__recring rec_coll;             /* written by the collectives' thread */
+    dist__recring rec_p2p;              /* written under the engine lock */
+    int rec_timed;                   /* read the clock at every start and end (DIST_RECORDER=timed; a group: its world's) */
+    int in_destroy;                  /* dist_destroy has begun (for reports) */
+    uint64_t mon_seq;                /* the monitor's own: the collective it last saw waiting, */
+    int64_t mon_note_ns;             /* ...and when to say so next */
+    /* -- the world: its monitor thread (see "flight recorder: dumps") -- */
+    dist__mutex mon_lock;
+    dist__cond mon_cond;
+    dist__thread mon_thread;
+    int mon_inited, mon_started, mon_stop;
+    int mon_want;                    /* a call timed out here: ask every rank for a dump (atomic) */
+    long long mon_asked_gen;         /* ...the request made, whose report it logs */
+    long long mon_done_gen;          /* the last request this rank answered */
+    char *mon_report;                /* the last report it logged (under mon_lock) */
 };
+
+/* [SECTION] flight recorder: writing
+   Always on, so it costs what a few stores cost: an entry is written where
+   the call begins and its state where it ends; the clock is read only
+   where the call reads it anyway (a collective's first wait, a request
+   waited on), or at every start and end when the communicator is timed
+   (rec_timed).  Readers: dist__rec_read. */
+DIST__INLINE dist__rec *dist__rec_open(dist__recring *g) {
+    dist__rec *x = &g->ops[g->n & (DIST__REC_N - 1)];
+    DIST__STORE_RELAXED(&x->gen, x->gen + 1);       /* odd: being written */
+    DIST__FENCE_ACQ_REL();
+    return x;
+}
+
+DIST__INLINE void dist__rec_close(dist__recring *g, dist__rec *x) {
+    DIST__STORE_REL(&x->gen, x->gen + 1);
+    DIST__STORE_REL(&g->n, g->n + 1);
+}
+
+/* The stores a call makes: 8 as it begins, 1 as it ends (2 when it
+   waited; measured in bench/RESULTS.md, "flight recorder"). */
+DIST__INLINE void dist__rec_fill(dist__rec *x, uint64_t desc, uint64_t seq, uint64_t count, int64_t t_start) {
+    DIST__STORE_RELAXED(&x->state, (uint32_t)DIST__REC_RUNNING);
+    DIST__STORE_RELAXED(&x->desc, desc);
+    DIST__STORE_RELAXED(&x->seq, seq);
+    DIST__STORE_RELAXED(&x->count, count);
+    DIST__STORE_RELAXED(&x->wait, (uint64_t)0);
+    DIST__STORE_RELAXED(&x->t_start, t_start);
+}
+
+/* The entry's end: its time when its start was read, then its state. */
+DIST__INLINE void dist__rec_finish(dist__rec *x, int timed, dist_result res) {
+    if (timed || DIST__LOAD_RELAXED(&x->t_start)) DIST__STORE_RELAXED(&x->t_end, dist__now_ns());
+    if (res != DIST_OK) DIST__STORE_RELAXED(&x->res, (int32_t)res);
+    DIST__STORE_REL(&x->state, (uint32_t)(res == DIST_OK ? DIST__REC_DONE : DIST__REC_FAILED));
+}
+
+/* Point-to-point, under the engine lock (the caller's peer: a rank of d). */
+static void dist__rec_p2p_begin(dist_t *d, dist_req_t *r, int peer) {
+    dist__rec *x;
+    if (!DIST_RECORDER_OPS) return;
+    x = dist__rec_open(&d->rec_p2p);
+    dist__rec_fill(x, dist__rec_desc(r->kind, 0, r->dtype, 0, peer), r->opno, r->count, d->rec_timed ? dist__now_ns() : 0);
+    DIST__STORE_RELAXED(&x->tag, r->tag | (r->sync ? DIST__REC_SYNC : 0));
+    dist__rec_close(&d->rec_p2p, x);
+    r->rec_n = d->rec_p2p.n;
+}
+
+/* ...its entry while the ring still holds it (NULL: written over). */
+static dist__rec *dist__rec_p2p_entry(dist_req_t *r) {
+    dist__recring *g = &r->comm->rec_p2p;
+    if (g->n - (r->rec_n - 1) > DIST_RECORDER_OPS) return NULL;
+    return &g->ops[(r->rec_n - 1) & (DIST__REC_N - 1)];
+}
+
+static void dist__rec_p2p_waits(dist_req_t *r, int64_t now) {
+    dist__rec *x = dist__rec_p2p_entry(r);
+    if (x && !DIST__LOAD_RELAXED(&x->t_start)) DIST__STORE_RELAXED(&x->t_start, now);
+}
+
+static void dist__rec_p2p_end(dist_req_t *r, dist_result res) {
+    dist__rec *x = dist__rec_p2p_entry(r);
+    if (x) dist__rec_finish(x, r->comm->rec_timed, res);
+    r->rec_n = 0;
+}
 
 /* Defined with the collectives; the engine calls them. */
 static int dist__coll_mismatch(dist__engine *e, dist_req_t *r, int src, const dist__frame *f);
@@ -4557,18 +4960,33 @@ static int dist__wrank(const dist_t *d, int grank) { return d->members ? d->memb
 /* Who hosts the store, for sentences. */
 #define DIST__STORE_HOST(d) ((d)->top->store_hosted ? "the launcher" : "rank 0")
 
-/* Records a failure for `d` (may be NULL) and the calling thread. */
-static dist_result dist__fail(dist_t *d, dist_result code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+/* Records a failure for `d` (may be NULL) and the calling thread, and
+   logs it at `level` (ERROR; DEBUG for an answer rather than an error: a
+   store wait whose bound ran out). */
+static dist_result dist__vfail(dist_t *d, dist_log_level level, dist_result code, const char *fmt, va_list ap) {
     dist__vformat(dist__thread_error, sizeof dist__thread_error, fmt, ap);
-    va_end(ap);
-    if (d) {
+    if (d && !dist__quiet) {
         dist__mutex_lock(&d->err_lock);
         memcpy(d->err, dist__thread_error, sizeof d->err);
         dist__mutex_unlock(&d->err_lock);
-        if (d->eng) dist__logf(&d->eng->log, DIST_LOG_ERROR, "%s", dist__thread_error);
+        if (d->eng) dist__logf(&d->eng->log, level, "%s", dist__thread_error);
     }
+    return code;
+}
+
+static dist_result dist__fail(dist_t *d, dist_result code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    dist__vfail(d, DIST_LOG_ERROR, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static dist_result dist__fail_at(dist_t *d, dist_log_level level, dist_result code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    dist__vfail(d, level, code, fmt, ap);
+    va_end(ap);
     return code;
 }
 
@@ -4586,6 +5004,18 @@ DIST_API const char *dist_error_message(const dist_t *d) {
     memcpy(c, d->err, DIST__ERRLEN);
     dist__mutex_unlock((dist__mutex *)&d->err_lock);
     return c;
+}
+
+DIST_API int dist_log_enabled(const dist_t *d, dist_log_level level) { return d && d->eng && dist__log_on(&d->eng->log, level); }
+
+DIST_API void dist_log(const dist_t *d, dist_log_level level, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    if (!dist_log_enabled(d, level) || !fmt) return;
+    va_start(ap, fmt);
+    dist__vformat(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    dist__logf(&d->eng->log, level, "%s", msg);
 }
 
 DIST_API int dist_rank(const dist_t *d) { return d ? d->rank : -1; }
@@ -4655,7 +5085,8 @@ static dist_result dist__store_call(dist_t *d, const char *what, int cmd, int64_
     if (rbody < DIST__STORE_RESP_HDR - 4 || rbody > DIST__MAX_VALUE + 64 || resp->has_val > 1 ||
         (resp->has_val && rbody < DIST__STORE_RESP_HDR)) {
         d->top->store_broken = 1;
-        return dist__fail(d, DIST_ERR_PROTOCOL, "store %s: malformed response from the store (%u bytes)", what, (unsigned)rbody);
+        return dist__fail(d, DIST_ERR_PROTOCOL, "store %s: malformed response from the store (%u byte%s)", what, (unsigned)rbody,
+                          DIST__PLURAL(rbody));
     }
     if (rbody > DIST__STORE_RESP_HDR - 4) {
         size_t rest = rbody - (DIST__STORE_RESP_HDR - 4);
@@ -4701,9 +5132,10 @@ static dist_result dist__store_status(dist_t *d, const char *what, const char *k
     char lost[DIST__ERRLEN / 2];
     switch (rs->status) {
     case DIST_OK: return DIST_OK;
-    case DIST_ERR_TIMEOUT:
+    case DIST_ERR_TIMEOUT:      /* (a wait's bound running out is an answer: logged at DEBUG) */
         dist__lost_note(d, lost, sizeof lost);
-        return dist__fail(d, DIST_ERR_TIMEOUT, "store %s \"%s\": not set after %.1f s%s", what, key, wait_ms / 1000.0, lost);
+        return dist__fail_at(d, strcmp(what, "wait") == 0 ? DIST_LOG_DEBUG : DIST_LOG_ERROR, DIST_ERR_TIMEOUT, "store %s \"%s\": not set after %.1f s%s",
+                             what, key, wait_ms / 1000.0, lost);
     case DIST_ERR_NOT_FOUND:
         return dist__fail(d, DIST_ERR_NOT_FOUND, "store %s \"%s\": no such key", what, key);
     case DIST_ERR_INVALID:
@@ -4723,9 +5155,16 @@ static dist_result dist__store_copy_out(dist_t *d, const char *what, const char 
                                         void *buf, size_t cap, size_t *len) {
     if (len) *len = rs->vlen;
     if (rs->vlen > cap)
-        return dist__fail(d, DIST_ERR_TRUNCATED, "store %s \"%s\": the value has %zu bytes, the buffer %zu", what, key, rs->vlen, cap);
+        return dist__fail(d, DIST_ERR_TRUNCATED, "store %s \"%s\": the value has %zu byte%s, the buffer %zu", what, key, rs->vlen,
+                          DIST__PLURAL(rs->vlen), cap);
     if (rs->vlen && buf) memcpy(buf, rs->val, rs->vlen);
     return DIST_OK;
+}
+
+/* Takes the store's lock; the monitor (dist__quiet) only when it is free. */
+static dist_result dist__store_lock(dist_t *d) {
+    if (!dist__quiet) { dist__mutex_lock(&d->top->store_lock); return DIST_OK; }
+    return dist__mutex_trylock(&d->top->store_lock) == 0 ? DIST_OK : DIST_ERR_TIMEOUT;
 }
 
 /* Checks a one-key call and, when it may go ahead, takes the store's
@@ -4734,8 +5173,7 @@ static dist_result dist__store_begin(dist_t *d, const char *what, const char *ke
     dist_result res;
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "store %s: NULL communicator", what);
     if ((res = dist__store_key_check(d, what, key)) != DIST_OK) return res;
-    dist__mutex_lock(&d->top->store_lock);
-    return DIST_OK;
+    return dist__store_lock(d);
 }
 
 DIST_API dist_result dist_store_set(dist_t *d, const char *key, const void *value, size_t len) {
@@ -4747,7 +5185,8 @@ DIST_API dist_result dist_store_set(dist_t *d, const char *key, const void *valu
     parts[1].p = value; parts[1].n = len;
     if (len > DIST__MAX_VALUE || (len && !value)) {
         dist__mutex_unlock(&d->top->store_lock);
-        return dist__fail(d, DIST_ERR_INVALID, "store set \"%s\": value of %zu bytes (at most %zu, non-NULL)", key, len, DIST__MAX_VALUE);
+        return dist__fail(d, DIST_ERR_INVALID, "store set \"%s\": value of %zu byte%s (at most %zu, non-NULL)", key, len, DIST__PLURAL(len),
+                          DIST__MAX_VALUE);
     }
     res = dist__store_call(d, "set", DIST__STORE_SET, 0, parts, 2, 0, &rs);
     if (res == DIST_OK) res = dist__store_status(d, "set", key, 0, &rs);
@@ -4795,7 +5234,7 @@ static dist_result dist__store_keys(dist_t *d, const char *what, int cmd, const 
         if ((res = dist__store_key_check(d, what, keys[i])) != DIST_OK) return res;
         parts[i].p = keys[i]; parts[i].n = strlen(keys[i]);
     }
-    dist__mutex_lock(&d->top->store_lock);
+    if ((res = dist__store_lock(d)) != DIST_OK) return res;
     res = dist__store_call(d, what, cmd, wait_ms, parts, nkeys, wait_ms, &rs);
     if (res == DIST_OK && rs.status == DIST_ERR_TIMEOUT && nkeys > 1) {
         /* Name a key that is missing, not just the first one asked for. */
@@ -4814,6 +5253,23 @@ static dist_result dist__store_keys(dist_t *d, const char *what, int cmd, const 
 
 DIST_API dist_result dist_store_wait(dist_t *d, const char *const *keys, int nkeys, int timeout_ms) {
     return dist__store_keys(d, "wait", DIST__STORE_WAIT, keys, nkeys, d ? dist__store_timeout(d, timeout_ms) : 0, NULL);
+}
+
+/* Waits up to wait_ms (> 0) for `key`; *there says whether it came.  Not
+   coming is no failure here (nothing is recorded or logged): a wait of the
+   rendezvous takes such steps and says what it waits for between them. */
+static dist_result dist__store_wait_step(dist_t *d, const char *key, int wait_ms, int *there) {
+    dist__store_part part;
+    dist__store_resp rs;
+    dist_result res = dist__store_begin(d, "wait", key);
+    *there = 0;
+    if (res != DIST_OK) return res;
+    part.p = key; part.n = strlen(key);
+    res = dist__store_call(d, "wait", DIST__STORE_WAIT, wait_ms, &part, 1, wait_ms, &rs);
+    if (res == DIST_OK && rs.status != DIST_ERR_TIMEOUT) res = dist__store_status(d, "wait", key, wait_ms, &rs);
+    *there = res == DIST_OK && rs.status == DIST_OK;
+    dist__mutex_unlock(&d->top->store_lock);
+    return res;
 }
 
 DIST_API dist_result dist_store_check(dist_t *d, const char *const *keys, int nkeys, int *exists) {
@@ -5140,6 +5596,7 @@ static void dist__req_describe(const dist_req_t *r, char *buf, size_t cap) {
 
 static void dist__req_complete(dist__engine *e, dist_req_t *r, dist_result res) {
     if (r->rdv_counted) { e->peers[r->peer].rdv_out--; r->rdv_counted = 0; }
+    if (r->rec_n) dist__rec_p2p_end(r, res);
     r->result = res;
     r->done = 1;
     r->state = DIST__RS_IDLE;
@@ -5654,8 +6111,8 @@ static int dist__on_message(dist__engine *e, dist__peer *p) {
     dist_req_t *r;
     dist__msg *m;
     if (rts && (f->nbytes == 0 || f->sid == 0 || (prompt && !f->addr))) {
-        dist__peer_fail(e, p, "rank %d announced a message of %llu bytes with id %llu%s", p->rank,
-                        (unsigned long long)f->nbytes, (unsigned long long)f->sid, prompt && !f->addr ? " and no address" : "");
+        dist__peer_fail(e, p, "rank %d announced a message of %llu byte%s with id %llu%s", p->rank, (unsigned long long)f->nbytes,
+                        DIST__PLURAL(f->nbytes), (unsigned long long)f->sid, prompt && !f->addr ? " and no address" : "");
         return -1;
     }
     if (rts && f->addr && !p->t->pull) {
@@ -5760,8 +6217,8 @@ static int dist__on_segment(dist__engine *e, dist__peer *p) {
     dist_req_t *r = n ? DIST__CONTAINER(n, dist_req_t, link) : NULL;
     if (!r) { dist__rx_payload(x, NULL, f->nbytes); return 0; }
     if (f->root != 0 || f->count != r->moved || f->nbytes > r->nbytes - r->moved || f->nbytes % dist_dtype_size(r->dtype)) {
-        dist__peer_fail(e, p, "rank %d sent %llu bytes at offset %llu of a %llu-byte message, %llu of which had arrived", p->rank,
-                        (unsigned long long)f->nbytes, (unsigned long long)f->count, (unsigned long long)r->nbytes,
+        dist__peer_fail(e, p, "rank %d sent %llu byte%s at offset %llu of a %llu-byte message, %llu of which had arrived", p->rank,
+                        (unsigned long long)f->nbytes, DIST__PLURAL(f->nbytes), (unsigned long long)f->count, (unsigned long long)r->nbytes,
                         (unsigned long long)r->moved);
         return -1;
     }
@@ -6532,7 +6989,8 @@ static void dist__req_revoked_out(dist__engine *e, dist_req_t *r) {
 /* Waits for one request under the lock, at most `timeout_ms`; a request
    that runs out of time (or whose communicator is revoked) is withdrawn. */
 static void dist__wait_locked(dist__engine *e, dist_req_t *r, int timeout_ms) {
-    int64_t deadline = dist__now_ns() + (int64_t)timeout_ms * 1000000;
+    int64_t now = dist__now_ns(), deadline = now + (int64_t)timeout_ms * 1000000;
+    if (r->rec_n && !r->done) dist__rec_p2p_waits(r, now);
     while (!dist__wait_for(e, dist__req_settled, r, deadline)) {
         if (r->kind == DIST__REQ_COLL) { deadline = dist__now_ns() + 1000000000; continue; }   /* its job has its own bound */
         dist__withdraw_wait(e, r, timeout_ms, DIST__REFUSED_WITHDRAWN, DIST_ERR_TIMEOUT);
@@ -7124,7 +7582,10 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     int n = d->world, me = d->rank, ncand = 0, heavy;
     size_t bytes = (size_t)n * DIST__SHM_REC;
     uint8_t *out = (uint8_t *)DIST_MALLOC(bytes), *in = (uint8_t *)DIST_MALLOC(bytes);
-    int *slots = (int *)DIST_MALLOC(sizeof(int) * (size_t)n);
+    int *slots = (int *)DIST_MALLOC(sizeof(int) * 2 * (size_t)n), *tcp_why = slots ? slots + n : NULL;   /* (for the log) */
+    static const char *const tcp_text[] = { "neither could map the other's segment", "shared memory is off on this rank",
+                                            "shared memory is off on that rank", "another host, user or namespace",
+                                            "no shared segment here" };
     char ident[240];
     uint64_t ring = 0;
     dist_result r = DIST_OK;
@@ -7143,7 +7604,8 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     for (int j = 0; j < n; j++) {
         const uint8_t *i = in + (size_t)j * DIST__SHM_REC;
         slots[j] = -1;
-        if (j != me && want && dist__get32(i + 4) && memcmp(i + 8, ident, sizeof ident) == 0) slots[j] = ncand++;
+        tcp_why[j] = !want ? 1 : !dist__get32(i + 4) ? 2 : memcmp(i + 8, ident, sizeof ident) != 0 ? 3 : 0;
+        if (j != me && !tcp_why[j]) slots[j] = ncand++;
     }
     if (ncand) {
         size_t per = (size_t)(32u << 20) / (size_t)ncand;
@@ -7154,7 +7616,7 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
             dist__logf(&e->log, DIST_LOG_INFO, "shared memory unavailable (%s); ranks on this host use TCP", dist__err_text(dist__errno()));
             dist__shm_world_free(e);
             ncand = 0;
-            for (int j = 0; j < n; j++) slots[j] = -1;
+            for (int j = 0; j < n; j++) { slots[j] = -1; tcp_why[j] = tcp_why[j] ? tcp_why[j] : 4; }
         }
     }
     /* B: where to find our segment */
@@ -7193,9 +7655,16 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
             if (!p->ref_min) p->shm->can_read = 0;                  /* (nor would it send by reference) */
             dist__set_nonblocking(p->fd, 1);
             w->nshm++;
+            if (p->ref_min)
+                dist__logf(&e->log, DIST_LOG_DEBUG, "transport: rank %d: shared memory (rings of %llu KiB; messages of %llu KiB and more copied "
+                           "from the sender's memory)", j, (unsigned long long)(ring >> 10), (unsigned long long)(p->ref_min >> 10));
+            else
+                dist__logf(&e->log, DIST_LOG_DEBUG, "transport: rank %d: shared memory (rings of %llu KiB; every message through them)", j,
+                           (unsigned long long)(ring >> 10));
         } else {
             dist__shm_link_free(p);
             w->ntcp++;
+            dist__logf(&e->log, DIST_LOG_DEBUG, "transport: rank %d: TCP (%s)", j, tcp_text[tcp_why[j]]);
         }
     }
     /* Every peer has mapped our segment or given up: the last name of it
@@ -7222,8 +7691,8 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     /* More ranks here than CPUs: a spinning rank soon gives its CPU to the
        peer it waits for; otherwise it yields rarely (a system call each). */
     w->yield_mask = w->nshm + 1 > dist__cpu_count() ? 1u : 15u;
-    if (w->nshm) dist__logf(&e->log, DIST_LOG_INFO, "shared memory with %d rank(s) on this host (rings of %llu KiB)", w->nshm,
-                            (unsigned long long)(ring >> 10));
+    if (w->nshm) dist__logf(&e->log, DIST_LOG_INFO, "shared memory with %d rank%s on this host (rings of %llu KiB)", w->nshm,
+                            DIST__PLURAL(w->nshm), (unsigned long long)(ring >> 10));
 done:
     DIST_FREE(out); DIST_FREE(in); DIST_FREE(slots);
     return r;
@@ -7365,7 +7834,7 @@ static dist_result dist__p2p_check(dist_t *d, const char *what, const void *buf,
     if (peer < (any_ok ? DIST_ANY_SOURCE : 0) || peer >= DIST__LOAD_RELAXED(&d->world))
         return dist__fail(d, DIST_ERR_INVALID, "%s: rank %d is not in 0..%d", what, peer, DIST__LOAD_RELAXED(&d->world) - 1);
     if (tag < 0) return dist__fail(d, DIST_ERR_INVALID, "%s: tag %d is negative", what, tag);
-    if (count && !buf) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL buffer for %zu elements", what, count);
+    if (count && !buf) return dist__fail(d, DIST_ERR_INVALID, "%s: NULL buffer for %zu element%s", what, count, DIST__PLURAL(count));
     if (count > DIST__MAX_MESSAGE / dist_dtype_size(dtype))
         return dist__fail(d, DIST_ERR_INVALID, "%s: %zu x %s is too large", what, count, dist_dtype_name(dtype));
     return DIST_OK;
@@ -7387,7 +7856,9 @@ static void dist__req_init(dist_t *d, dist_req_t *r, int kind, size_t count, dis
 }
 
 /* Copies a failed request's sentence to its communicator. */
+static void dist__monitor_alarm(dist_t *d);
 static dist_result dist__req_finish(dist_t *d, dist_req_t *r) {
+    if (r->result == DIST_ERR_TIMEOUT) dist__monitor_alarm(d);
     if (r->result != DIST_OK) return dist__fail(d, r->result, "%s", dist__req_err(r));
     return DIST_OK;
 }
@@ -7408,6 +7879,7 @@ static dist_result dist__start(dist_t *d, int kind, int sync, void *buf, size_t 
     if (!r) { dist__mutex_unlock(&e->lock); return dist__fail(d, DIST_ERR_NOMEM, "%s: out of memory for a request", what); }
     dist__req_init(d, r, kind, count, dtype, peer, tag);
     r->sync = sync;
+    dist__rec_p2p_begin(d, r, peer);
     if (kind == DIST__REQ_SEND) { r->sbuf = (const uint8_t *)buf; dist__post_send(e, r); }
     else { r->rbuf = (uint8_t *)buf; dist__post_recv(e, r); }
     dist__mutex_unlock(&e->lock);
@@ -7439,6 +7911,7 @@ static dist_result dist__blocking(dist_t *d, int kind, int sync, void *buf, size
     dist__mutex_lock(&e->lock);
     dist__req_init(d, &r, kind, count, dtype, peer, tag);
     r.sync = sync;
+    dist__rec_p2p_begin(d, &r, peer);
     if (kind == DIST__REQ_SEND) { r.sbuf = (const uint8_t *)buf; dist__post_send(e, &r); }
     else { r.rbuf = (uint8_t *)buf; dist__post_recv(e, &r); }
     dist__wait_locked(e, &r, d->timeout_ms);
@@ -7516,7 +7989,7 @@ DIST_API dist_result dist_test(dist_req_t *r, int *done) {
 DIST_API dist_result dist_wait_all(int n, dist_req_t **reqs) {
     dist_result first = DIST_OK;
     int64_t start = dist__now_ms();      /* one timeout for the lot, not one each */
-    if (n < 0 || (n > 0 && !reqs)) return dist__fail(NULL, DIST_ERR_INVALID, "wait_all: %d requests at %p", n, (void *)reqs);
+    if (n < 0 || (n > 0 && !reqs)) return dist__fail(NULL, DIST_ERR_INVALID, "wait_all: %d request%s at %p", n, DIST__PLURAL(n), (void *)reqs);
     for (int i = 0; i < n; i++) {
         dist_result r;
         if (!reqs[i]) continue;
@@ -7718,8 +8191,8 @@ static int dist__desc_differs(const dist_t *d, int src, const dist__frame *f, co
         dist__format(why, cap, "rank %d chose the %s algorithm, rank %d the %s algorithm (set DIST_ALGO alike on every rank)",
                      them, dist__algo_name(f->coll >> 4), me, dist__algo_name(want->coll >> 4));
     else if (check_bytes && f->nbytes != want->nbytes)
-        dist__format(why, cap, "rank %d sent a block of %llu bytes where rank %d expects %llu", them,
-                     (unsigned long long)f->nbytes, me, (unsigned long long)want->nbytes);
+        dist__format(why, cap, "rank %d sent a block of %llu byte%s where rank %d expects %llu", them,
+                     (unsigned long long)f->nbytes, DIST__PLURAL(f->nbytes), me, (unsigned long long)want->nbytes);
     else
         return 0;
     return 1;
@@ -8041,15 +8514,39 @@ typedef struct dist__coll {
     int lost_seen;               /* e->failed_peers when last looked (dist__coll_lost_late) */
     int64_t lost_ns;             /* a member died while this call ran: it fails a grace later unless done (0: none) */
     dist_req_t *reqs;            /* posted and not yet waited for */
+    struct dist__rec *rec;       /* its flight-recorder entry */
     dist_result res;
     char why[DIST__ERRLEN];
 } dist__coll;
+
+/* Collectives: by the thread running them (see "flight recorder"). */
+DIST__INLINE void dist__rec_coll_begin(dist__coll *c) {
+    dist_t *d = c->d;
+    dist__rec *x;
+    if (!DIST_RECORDER_OPS) return;
+    x = dist__rec_open(&d->rec_coll);
+    dist__rec_fill(x, dist__rec_desc(c->kind, c->algo, c->dtype, c->op, c->root), c->seq, c->count, d->rec_timed ? dist__now_ns() : 0);
+    dist__rec_close(&d->rec_coll, x);
+    c->rec = x;
+}
+
+DIST__INLINE void dist__rec_coll_waits(dist__coll *c, int member, int what) {
+    if (c->rec) DIST__STORE_RELAXED(&c->rec->wait, (uint64_t)(uint32_t)(member + 1) << 8 | (uint64_t)(uint32_t)what);
+}
+
+DIST__INLINE void dist__rec_coll_end(dist__coll *c) {
+    if (DIST_RECORDER_OPS && c->rec) dist__rec_finish(c->rec, c->d->rec_timed, c->res);
+}
 
 /* When the call times out: its timeout from the first time anything asks
    (a few hundred nanoseconds into a wait at most), so a call that never
    waits never reads the clock. */
 static int64_t dist__coll_deadline(dist__coll *c) {
-    if (!c->deadline_ns) c->deadline_ns = dist__now_ns() + (int64_t)c->d->timeout_ms * 1000000;
+    if (!c->deadline_ns) {
+        int64_t now = dist__now_ns();
+        c->deadline_ns = now + (int64_t)c->d->timeout_ms * 1000000;
+        if (c->rec && !DIST__LOAD_RELAXED(&c->rec->t_start)) DIST__STORE_RELAXED(&c->rec->t_start, now);   /* (see "flight recorder") */
+    }
     return c->deadline_ns;
 }
 
@@ -8247,12 +8744,13 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
                              const char *invalid) {
     const dist__abort_note *a;
     c->d = d; c->e = d->eng;         /* every field, but no memset of the sentence */
-    c->deadline_ns = 0; c->reqs = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
+    c->deadline_ns = 0; c->reqs = NULL; c->rec = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
     c->grace_ns = 0; c->waited = -1; c->waited_what = ""; c->blamed = -1; c->lost_seen = 0; c->lost_ns = 0;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     c->seq = ++d->coll_seq;
+    dist__rec_coll_begin(c);
     d->active.coll = (uint8_t)(kind | algo << 4); d->active.dtype = (uint8_t)dtype; d->active.count = count;
     d->active.op = (uint8_t)op; d->active.root = root;
     if (algo == DIST__ALGO_SLOTS && c->res == DIST_OK && !DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&c->e->failed_peers) &&
@@ -8350,6 +8848,7 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
         dist__coll_waiting w;
         int g = dist__grank(c->d, r->kind == DIST__REQ_RECV && r->source >= 0 ? r->source : r->peer);
         w.r = r; w.c = c; w.next_look_ns = 0;
+        dist__rec_coll_waits(c, g, r->kind == DIST__REQ_RECV ? DIST__RECW_DATA : DIST__RECW_TAKE);
         /* until it is done, or the collective failed; past the deadline
            (or once a member gave up) through the grace period of
            dist__coll_overdue, after which it fails naming who stopped */
@@ -8403,7 +8902,7 @@ static dist_result dist__coll_end(dist__coll *c) {
     dist_t *d = c->d;
     if (c->fast && c->res == DIST_OK) {
         dist__view_end(d, c->seq);
-        if (!DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&e->unexp_coll)) return DIST_OK;
+        if (!DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&e->unexp_coll)) { dist__rec_coll_end(c); return DIST_OK; }
         /* a frame of a collective came: this one's are checked below */
     }
     /* A send already partly on the wire cannot be taken back without
@@ -8412,8 +8911,9 @@ static dist_result dist__coll_end(dist__coll *c) {
        After a failure the grace is short, so a timed-out collective
        returns close to its timeout however many sends were in flight. */
     int64_t now = c->reqs ? dist__now_ns() : 0, end;
-    if (c->res == DIST_OK) end = DIST__MAX(dist__coll_deadline(c), now + 1000000000);
-    else end = DIST__MAX(now + 200000000, DIST__MIN(dist__coll_deadline(c), now + 1000000000));
+    int64_t dl = c->deadline_ns ? c->deadline_ns : (now ? now : dist__now_ns()) + (int64_t)d->timeout_ms * 1000000;   /* (not a wait) */
+    if (c->res == DIST_OK) end = DIST__MAX(dl, now + 1000000000);
+    else end = DIST__MAX(now + 200000000, DIST__MIN(dl, now + 1000000000));
     dist__mutex_lock(&e->lock);
     /* The others learn of a failure first, before the refusals of their
        announced parts that the withdrawals below send: the cause, not
@@ -8445,7 +8945,9 @@ static dist_result dist__coll_end(dist__coll *c) {
     dist__view_end(d, c->seq);
     if (c->res != DIST_OK) dist__purge_stale(e, d);
     dist__mutex_unlock(&e->lock);
+    dist__rec_coll_end(c);
     if (c->res == DIST_OK) return DIST_OK;
+    if (c->res == DIST_ERR_TIMEOUT) dist__monitor_alarm(d);
     return dist__fail(d, c->res, "%s #%llu: %s", dist__coll_name(c->kind), (unsigned long long)c->seq, c->why);
 }
 
@@ -9620,6 +10122,7 @@ static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, in
     memset(g, 0, sizeof *g);
     g->eng = parent->eng;
     g->top = parent->top;
+    g->rec_timed = parent->top->rec_timed;
     g->id = (uint32_t)id;
     g->rank = me;
     g->world = n;
@@ -9662,7 +10165,7 @@ DIST_API dist_result dist_new_group(dist_t *parent, int n, const int *ranks, dis
     if (!parent || !group) return dist__fail(parent, DIST_ERR_INVALID, "new_group: NULL %s", parent ? "group pointer" : "parent");
     if (dist__grew_check(parent, "new_group") != DIST_OK) return DIST_ERR_INVALID;
     if (n < 1 || n > parent->world || !ranks)
-        return dist__fail(parent, DIST_ERR_INVALID, "new_group: %d ranks of a communicator of %d", n, parent->world);
+        return dist__fail(parent, DIST_ERR_INVALID, "new_group: %d rank%s of a communicator of %d", n, DIST__PLURAL(n), parent->world);
     k = ++parent->ngroups_made;
     cap = (size_t)parent->world * 12 + 64;       /* room for any list of parent ranks */
     sorted = (int *)DIST_MALLOC(sizeof *sorted * (size_t)n);
@@ -9931,7 +10434,7 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
                                  (unsigned long long)k, strchr(who, ',') ? "s" : "", who, d->timeout_ms / 1000.0);
             else if (kind == 'g' && (uint64_t)waiting < need)
                 res = dist__fail(d, DIST_ERR_TIMEOUT, "%s #%llu: %lld newcomer%s asked to join within %.1f s, and %llu %s asked for",
-                                 what, (unsigned long long)k, (long long)waiting, waiting == 1 ? "" : "s", d->timeout_ms / 1000.0,
+                                 what, (unsigned long long)k, (long long)waiting, DIST__PLURAL(waiting), d->timeout_ms / 1000.0,
                                  (unsigned long long)need, need == 1 ? "was" : "were");
             else
                 res = dist__fail(d, DIST_ERR_TIMEOUT, "%s #%llu: not decided within %.1f s (and the store could not say who was missing)",
@@ -9975,8 +10478,8 @@ static dist_result dist__ft_round(dist_t *d, int kind, uint64_t *flags, int *ali
                 goto out;
             }
             if (ew != d->eng->world) {
-                res = dist__fail(d, DIST_ERR_PROTOCOL, "%s #%llu: the job has had %d ranks here and %d where it was decided", what,
-                                 (unsigned long long)k, d->eng->world, ew);
+                res = dist__fail(d, DIST_ERR_PROTOCOL, "%s #%llu: the job has had %d rank%s here and %d where it was decided", what,
+                                 (unsigned long long)k, d->eng->world, DIST__PLURAL(d->eng->world), ew);
                 goto out;
             }
             join[0] = ja; join[1] = jb; join[2] = ew;
@@ -10269,8 +10772,8 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     else if (dist__getenv("DIST_EAGER_BYTES") && (s->eager = dist__parse_bytes(dist__getenv("DIST_EAGER_BYTES"))) == 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_EAGER_BYTES=%s is not a number of bytes (K, M, G suffixes)", dist__getenv("DIST_EAGER_BYTES"));
     if (s->eager && (s->eager < 4096 || s->eager > DIST__MAX_MESSAGE))
-        return dist__fail(NULL, DIST_ERR_INIT, "init: a flow-control budget of %llu bytes per peer is outside 4 KiB..1 TiB",
-                          (unsigned long long)s->eager);
+        return dist__fail(NULL, DIST_ERR_INIT, "init: a flow-control budget of %llu byte%s per peer is outside 4 KiB..1 TiB",
+                          (unsigned long long)s->eager, DIST__PLURAL(s->eager));
     if ((s->algo = dist__algo_from_env()) < 0)
         return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, halving, direct, shm, slots", dist__getenv("DIST_ALGO"));
     s->hosted = cfg->store_hosted;
@@ -10333,7 +10836,10 @@ static dist_result dist__store_host_open(dist_store_host **host, const dist_conf
     dist__run_id_from(cfg, &s);
     h->run_id = s.run_id;
     memcpy(h->run_from, s.run_from, sizeof h->run_from);
-    dist__log_setup(&h->log, cfg);
+    if (dist__log_setup(&h->log, cfg, "store host") != DIST_OK) {
+        DIST_FREE(h);
+        return DIST_ERR_INIT;
+    }
     h->world = world_size;
     h->ls = dist__sock_listen(addr, DIST__IP_ANY, port, why, sizeof why);
     if (h->ls == DIST__NO_SOCKET) {
@@ -10341,6 +10847,7 @@ static dist_result dist__store_host_open(dist_store_host **host, const dist_conf
         return dist__fail(NULL, DIST_ERR_INIT, "store host: cannot listen on %s port %d: %s", addr ? addr : "every interface", port, why);
     }
     dist__sock_name(h->ls, 0, why, sizeof why, &h->port);
+    dist__logf(&h->log, DIST_LOG_INFO, "store host: the store of a job of %d rank%s listens on %s:%d", world_size, DIST__PLURAL(world_size), why, h->port);
     *host = h;
     return DIST_OK;
 }
@@ -10416,7 +10923,7 @@ static int dist__file_read(const dist__setup *s, char *host, size_t cap, int *po
         return -1;
     }
     if (world != s->world) {
-        dist__format(why, wcap, "it holds the rendezvous of a job of %d ranks, and this one has %d", world, s->world);
+        dist__format(why, wcap, "it holds the rendezvous of a job of %d rank%s, and this one has %d", world, DIST__PLURAL(world), s->world);
         return -1;
     }
     return 1;
@@ -10476,8 +10983,9 @@ static dist_result dist__store_hello_exchange(dist_t *d, const dist__setup *s, i
 
 /* Connects this rank to the store, hosting it first on rank 0. */
 static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *log, int64_t deadline) {
-    char why[300];
-    int refused = 0, dropped = 0, drops = 0, backoff = 5;
+    char why[300], lhost[64] = "?";
+    const char *who = s->hosted ? "the launcher" : "rank 0";
+    int refused = 0, dropped = 0, drops = 0, backoff = 5, lport = 0, told = 0;
     dist_result r;
     if (s->rank == 0 && !s->hosted && !s->join) {
         dist__socket ls = s->listen_fd;
@@ -10501,6 +11009,7 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
             if (ls == DIST__NO_SOCKET)
                 return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 cannot host the store: %s (is another job using port %d?)", why, s->port);
         }
+        if (dist__log_on(log, DIST_LOG_INFO)) dist__sock_name(ls, 0, lhost, sizeof lhost, &lport);
         d->server = dist__store_server_start(ls, s->world, s->timeout_ms, &s->key, log, s->run_id, s->run_from);
         if (!d->server) return dist__fail(NULL, DIST_ERR_INIT, "init: rank 0 could not start the store (out of memory or threads)");
     }
@@ -10514,11 +11023,28 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
                     return dist__fail(NULL, DIST_ERR_TIMEOUT, "init file://%s: rank 0 did not write the rendezvous file within %.1f s%s%s%s",
                                       s->path, s->timeout_ms / 1000.0, why[0] ? " (" : "", why,
                                       why[0] ? ": are two jobs using this file?)" : "");
+                if (dist__wait_note_due(d->note))
+                    dist__wait_note_say(d->note, "the rendezvous file %s names no store of this launch yet%s%s%s (rank 0 writes it: "
+                                        "has it started?)", s->path, why[0] ? " (" : "", why, why[0] ? ")" : "");
                 dist__sleep_ms(20);
             }
         }
+        if (!told) {   /* where the store is, once known */
+            told = 1;
+            if (d->note) dist__format(d->note->store, sizeof d->note->store, "%s:%d", s->host, s->port);
+            if (d->server)
+                dist__logf(log, DIST_LOG_INFO, "init: rank 0 of %d hosts the store at %s:%d (listening on %s:%d)%s%s; timeout %.1f s", s->world,
+                           s->host, s->port, lhost, lport, s->method == 'f' ? ", named in " : "", s->method == 'f' ? s->path : "",
+                           s->timeout_ms / 1000.0);
+            else if (s->join)
+                dist__logf(log, DIST_LOG_INFO, "init (joining): store at %s:%d (%s's); timeout %.1f s", s->host, s->port, who, s->timeout_ms / 1000.0);
+            else
+                dist__logf(log, DIST_LOG_INFO, "init: rank %d of %d: store at %s:%d (%s's)%s%s; timeout %.1f s", s->rank, s->world, s->host, s->port,
+                           who, s->method == 'f' ? ", named in " : "", s->method == 'f' ? s->path : "", s->timeout_ms / 1000.0);
+        }
         d->store_fd = dist__connect_retry(s->host, s->port,
-                                          s->method == 'f' || drops ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
+                                          s->method == 'f' || drops ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why,
+                                          log, d->note, s->hosted ? "the store of the launcher" : "the store of rank 0");
         if (d->store_fd == DIST__NO_SOCKET) {
             if (drops)   /* a store that is there answers at once */
                 return dist__fail(NULL, DIST_ERR_INIT, "init: rank %d: the store of %s (%s:%d) closed this rank's connection during "
@@ -10532,10 +11058,13 @@ static dist_result dist__store_join(dist_t *d, dist__setup *s, const dist__log *
         /* Dropped in the middle of the handshake (a store crowded by
            strangers drops the least advanced callers): call again. */
         r = dist__store_hello_exchange(d, s, deadline, &refused, &dropped);
+        if (r == DIST_OK) dist__logf(log, DIST_LOG_DEBUG, "init: the store took this rank (hello and secret checked)");
         if (r == DIST_OK || !dropped || dist__now_ms() >= deadline) return r;
         dist__close(d->store_fd);
         d->store_fd = DIST__NO_SOCKET;
         if (++drops == 1) dist__logf(log, DIST_LOG_INFO, "init: rank %d: the store dropped this rank during its handshake; calling again", s->rank);
+        dist__logf(log, DIST_LOG_DEBUG, "init: the store dropped this rank during its handshake (%d time%s); calling again in %d ms", drops,
+                   DIST__PLURAL(drops), DIST__MIN(backoff, dist__ms_left(deadline, 1000)));
         dist__sleep_ms(DIST__MIN(backoff, dist__ms_left(deadline, 1000)));
         backoff = DIST__MIN(backoff * 2, 500);
     }
@@ -10570,6 +11099,29 @@ static void dist__rendezvous_trouble(dist_t *d, int e) {
     dist__format(t, sizeof t, "rank %d: %s", d->rank, text);
     dist__logf(&d->eng->log, DIST_LOG_WARN, "%s", t);
     if (dist_store_check(d, &key, 1, &exists) == DIST_OK && !exists) dist_store_set(d, key, t, strlen(t));
+}
+
+/* dist_store_get of a key rank `who` sets while the job forms (its mesh
+   address; rank 0's job id): with a wait note, in steps, saying what it
+   waits for (`what`: "rank 2 has not published its address"); then
+   DIST_ERR_TIMEOUT at the deadline, the sentence left to the caller. */
+static dist_result dist__rendezvous_get(dist_t *d, const char *key, char *val, size_t cap, size_t *len, int who, const char *what,
+                                        int64_t deadline) {
+    while (d->note) {
+        int64_t now = dist__now_ms(), until = DIST__MIN(deadline, d->note->next_ms);
+        int there = 0;
+        dist_result res;
+        if (now >= deadline) return DIST_ERR_TIMEOUT;
+        if (until > now) {
+            if ((res = dist__store_wait_step(d, key, (int)(until - now), &there)) != DIST_OK) return res;
+            if (there) break;
+            if (dist__now_ms() >= deadline) return DIST_ERR_TIMEOUT;
+        }
+        if (dist__wait_note_due(d->note))
+            dist__wait_note_say(d->note, "%s in the store at %s yet (has rank %d started? does it reach that address, with this job's "
+                                "secret?)", what, d->note->store, who);
+    }
+    return dist_store_get(d, key, val, cap, len);
 }
 
 typedef struct dist__pending_conn {
@@ -10636,6 +11188,13 @@ static int dist__mesh_handshake(dist_t *d, dist__pending_conn *pc, int64_t deadl
     if (pc->got < DIST__HELLO_SIZE + DIST__PROOF_SIZE) return 0;
     if (dist__proof_check(&d->key, peer, pc->buf, pc->mine, pc->buf + DIST__HELLO_SIZE, why, cap) != 0) goto refuse;
     if (*dist__mesh_slot(d, h.rank) != DIST__NO_SOCKET) { dist__format(why, cap, "rank %d is connected already", (int)h.rank); goto refuse; }
+    if (dist__log_on(&e->log, DIST_LOG_DEBUG)) {
+        char addr[64] = "?";
+        int port = 0;
+        dist__sock_name(pc->fd, 1, addr, sizeof addr, &port);
+        dist__logf(&e->log, DIST_LOG_DEBUG, "mesh: %s rank %d %s %s:%d (handshake done)", me == 'C' ? "connected to" : "accepted",
+                   (int)h.rank, me == 'C' ? "at" : "from", addr, port);
+    }
     *dist__mesh_slot(d, h.rank) = pc->fd;
     pc->fd = DIST__NO_SOCKET;
     return 1;
@@ -10712,7 +11271,7 @@ static int dist__newcomer_gone(dist_t *d, int j) {
 }
 
 static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int quick, int64_t deadline) {
-    char key[64], val[300], host[256], why[300];
+    char key[64], val[300], host[256], why[300], w_rank[24];
     size_t len = 0;
     int port = 0;
     dist_result res;
@@ -10731,14 +11290,17 @@ static dist_result dist__mesh_call(dist_t *d, int j, dist__pending_conn *pc, int
             if (res != DIST_OK && res != DIST_ERR_TIMEOUT) return res;
         }
     }
-    if ((res = dist_store_get(d, key, val, sizeof val - 1, &len)) != DIST_OK) {
+    snprintf(why, sizeof why, "rank %d has not published its address", j);
+    if ((res = dist__rendezvous_get(d, key, val, sizeof val - 1, &len, j, why, deadline)) != DIST_OK) {
         char w[64]; snprintf(w, sizeof w, "rank %d to publish its address", j);
         return res == DIST_ERR_INIT ? res : dist__rendezvous_timeout(d, w);
     }
     val[len] = 0;
     if (sscanf(val, "%255s %d", host, &port) != 2) return dist__fail(NULL, DIST_ERR_PROTOCOL, "init: rank %d published a bad address \"%s\"", j, val);
     if (d->mesh_plan) quick = 1;      /* growing: a member that refuses has died (it listened before it was counted) */
-    pc->fd = dist__connect_retry(host, port, quick ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why);
+    snprintf(w_rank, sizeof w_rank, "rank %d", j);
+    pc->fd = dist__connect_retry(host, port, quick ? DIST__MIN(deadline, dist__now_ms() + 1000) : deadline, why, sizeof why, &d->eng->log,
+                                 d->note, w_rank);
     if (pc->fd == DIST__NO_SOCKET && d->mesh_plan)
         return dist__fail(NULL, DIST_ERR_PEER_LOST, "rank %d did not answer at %s:%d: %s", j, host, port, why);
     if (pc->fd == DIST__NO_SOCKET) {
@@ -10775,6 +11337,42 @@ static int dist__mesh_step(dist_t *d, dist__pending_conn *pc, int64_t deadline, 
    500 ms. */
 typedef struct dist__mesh_retry { int64_t at; int pause_ms, drops; } dist__mesh_retry;
 
+/* The wait note of a mesh still forming: the ranks not connected yet,
+   those that have not published their address (not started, or not at
+   the store: a wrong address, port or secret) apart from those that have
+   (then the two do not reach each other, or have not yet). */
+static void dist__mesh_note(dist_t *d, const dist__mesh_retry *retry) {
+    char off[160] = "", on[160] = "", text[420] = "";
+    int noff = 0, non = 0, more = 0;
+    size_t lo = 0, ln = 0, lt = 0;
+    for (int j = 0; j < d->eng->world; j++) {
+        char key[64];
+        const char *kp = key;
+        int pub = 0;
+        if (!(dist__mesh_wants(d, j, 1) || dist__mesh_wants(d, j, 2)) || *dist__mesh_slot(d, j) != DIST__NO_SOCKET) continue;
+        if (noff + non >= 12) { more++; continue; }
+        snprintf(key, sizeof key, "%s%d", d->mesh_prefix[0] ? d->mesh_prefix : "dist/addr/", j);
+        if (dist_store_check(d, &kp, 1, &pub) != DIST_OK) return;
+        if (pub) ln += (size_t)snprintf(on + ln, sizeof on - ln, "%s%d", non++ ? ", " : "", j);
+        else lo += (size_t)snprintf(off + lo, sizeof off - lo, "%s%d", noff++ ? ", " : "", j);
+    }
+#define DIST__NOTE_ADD(...) (lt += lt < sizeof text ? (size_t)snprintf(text + lt, sizeof text - lt, __VA_ARGS__) : 0)
+    if (noff)
+        DIST__NOTE_ADD("%s %s, which %s not published %s address in the store at %s (%s started? %s reach that address, with this "
+                       "job's secret?)", noff > 1 ? "ranks" : "rank", off, noff > 1 ? "have" : "has", noff > 1 ? "their" : "its",
+                       d->note->store, noff > 1 ? "have they" : "has it", noff > 1 ? "do they" : "does it");
+    if (non)
+        DIST__NOTE_ADD("%s%s %s, which published %s address but %s not finished connecting to this rank (%s for another rank? or "
+                       "cannot %s and this rank reach each other's address?)", noff ? "; " : "", non > 1 ? "ranks" : "rank", on,
+                       non > 1 ? "their" : "its", non > 1 ? "have" : "has", non > 1 ? "are they waiting" : "is it waiting",
+                       non > 1 ? "they" : "it");
+    if (more) DIST__NOTE_ADD("; and %d more", more);
+    for (int j = 0; j < d->eng->rank; j++)
+        if (retry[j].drops) DIST__NOTE_ADD("; rank %d hung up on this rank %d time%s", j, retry[j].drops, DIST__PLURAL(retry[j].drops));
+#undef DIST__NOTE_ADD
+    if (noff + non) dist__wait_note_say(d->note, "the mesh lacks %s", text);
+}
+
 static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadline) {
     dist__engine *e = d->eng;
     int n = e->world, me = e->rank, want = 0, npend = 0, naccepted = 0, connected = 0, told = 0, pause_ms = 0, no_fds = 0,
@@ -10801,6 +11399,7 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
     while (res == DIST_OK && connected < want) {
         int np = 0, rd, wr;
         int64_t now = dist__now_ms(), wake = deadline;
+        if (dist__wait_note_due(d->note)) dist__mesh_note(d, retry);
         if (now >= next_check) {   /* can the job still form? */
             next_check = now + 250;
             if ((res = dist__rendezvous_fatal(d, deadline)) != DIST_OK) { told = 1; break; }
@@ -10840,7 +11439,8 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
                 if ((dist__mesh_wants(d, j, 1) || dist__mesh_wants(d, j, 2)) && *dist__mesh_slot(d, j) == DIST__NO_SOCKET)
                     off += snprintf(w + off, sizeof w - (size_t)off, " %d", j);
             for (int j = 0; j < me && off < (int)sizeof w - 48; j++)
-                if (retry[j].drops) off += snprintf(w + off, sizeof w - (size_t)off, "; rank %d hung up on it %d times", j, retry[j].drops);
+                if (retry[j].drops) off += snprintf(w + off, sizeof w - (size_t)off, "; rank %d hung up on it %d time%s", j, retry[j].drops,
+                                                  DIST__PLURAL(retry[j].drops));
             snprintf(w + off, sizeof w - (size_t)off, ")");
             res = dist__rendezvous_timeout(d, w);
             break;
@@ -10877,6 +11477,8 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
                 retry[exp].at = dist__now_ms() + retry[exp].pause_ms;
                 if (retry[exp].drops == 1)
                     dist__logf(&e->log, DIST_LOG_INFO, "mesh: rank %d hung up on rank %d during the handshake; calling again", exp, me);
+                dist__logf(&e->log, DIST_LOG_DEBUG, "mesh: rank %d hung up during the handshake (%d time%s); calling again in %d ms", exp,
+                           retry[exp].drops, DIST__PLURAL(retry[exp].drops), retry[exp].pause_ms);
             }
         }
         /* New callers, as many as are waiting (at most 64 a round).  A
@@ -10910,7 +11512,8 @@ static dist_result dist__mesh_connect(dist_t *d, dist__socket ls, int64_t deadli
                 }
                 if (v >= 0) {
                     if (dist__log_budget_take(&e->log, &lb, "mesh: dropped a connection"))
-                        dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection that sent %zu bytes of its handshake", pend[v].got);
+                        dist__logf(&e->log, DIST_LOG_WARN, "mesh: dropped a connection that sent %zu byte%s of its handshake", pend[v].got,
+                                   DIST__PLURAL(pend[v].got));
                     dist__close(pend[v].fd);
                     pend[v].fd = DIST__NO_SOCKET;
                     naccepted--;
@@ -11210,6 +11813,7 @@ DIST_API int dist_restart_count(void) {
 }
 
 static void dist__free_comm(dist_t *d);
+static void dist__monitor_start(dist_t *top);
 static DIST__THREAD_RETURN dist__progress_thread(void *arg);
 
 /* A newcomer's init (see above): *out is the grown communicator. */
@@ -11281,6 +11885,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     d->eng = e = dist__engine_new(rank, ew, (int)DIST__MIN((int64_t)ew + s->max_joins, (int64_t)DIST__MAX_WORLD), log);
     if (!e || dist__comm_register(d) != DIST_OK) { r = dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what); goto fail; }
     e->spin_ns = (int64_t)s->spin_us * 1000;
+    e->log.rank = rank;              /* (its lines name the rank it was given, not the 0 it came with) */
     e->budget = s->eager ? s->eager : dist__default_budget(total);
     dist__format(d->mesh_prefix, sizeof d->mesh_prefix, "dist/ga/%u/%llu/", pid, pround);   /* where the members listen */
     d->mesh_new_first = ew - nnew;
@@ -11305,6 +11910,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
         goto fail;
     }
     e->thread_started = 1;
+    dist__monitor_start(d);
     if ((r = dist__group_make(d, total, members, 1, me, nid, what, out)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
     (*out)->owns_top = 1;
     (*out)->newcomers = nnew;
@@ -11318,15 +11924,660 @@ fail:
         dist__grow_done(d);
         dist__free_comm(d);
         memcpy(dist__thread_error, msg, sizeof msg);
+        dist__logf(log, DIST_LOG_ERROR, "%s", msg);
     }
     DIST_FREE(adm); DIST_FREE(members);
     return r;
+}
+
+/* [SECTION] flight recorder: dumps, job reports, the monitor
+   ---------------------------------------------------------------------------
+   Each world runs a monitor thread that wakes once a second.  It
+   - logs, at info level, a call that has waited a while: after a quarter
+     of the timeout (at most 10 s), then every quarter (at most 30 s), what
+     it waits for;
+   - answers dump requests: "dist/dump/req" in the store counts them; a
+     rank that sees a new one writes its recorder as text to
+     "dist/dump/<rank>" (dist__rec_dump; one key a rank, the newest);
+   - asks for one when a call of this rank timed out (mon_want), then waits
+     up to DIST__REPORT_WAIT_MS for the others' dumps and logs the job
+     report at error level (dist__report_build reads the dumps).
+   dist_job_report asks for a dump and builds the report on request, and a
+   launcher hosting the store builds it from there (dist_store_host_report).
+   The monitor's store calls take the store only when no caller holds it
+   (it looks again a second later) and never write a communicator's
+   sentence (dist__quiet). */
+#define DIST__REPORT_WAIT_MS 2500
+#define DIST__DUMP_COLLS 12          /* collectives per communicator in a dump */
+#define DIST__DUMP_P2P 8             /* ...finished point-to-point operations (unfinished ones: all) */
+
+/* An entry as read (dist__rec_read). */
+typedef struct dist__rec_view {
+    int what, algo, dtype, op, sync, state, peer, waiting_on, wait_what, res;
+    int64_t tag, t_start, t_end;
+    uint64_t seq, count;
+} dist__rec_view;
+
+/* One entry, read whole (0: it was being rewritten every time). */
+static int dist__rec_read(dist__rec *x, dist__rec_view *o) {
+    for (int tries = 0; tries < 8; tries++) {
+        uint32_t g1 = DIST__LOAD_ACQ(&x->gen);
+        uint64_t desc, wait;
+        if (g1 & 1) continue;
+        o->state = (int)DIST__LOAD_ACQ(&x->state);
+        desc = DIST__LOAD_RELAXED(&x->desc);
+        wait = DIST__LOAD_RELAXED(&x->wait);
+        o->what = (int)(desc & 255); o->algo = (int)(desc >> 8 & 255); o->dtype = (int)(desc >> 16 & 255); o->op = (int)(desc >> 24 & 255);
+        o->peer = (int)(int32_t)(uint32_t)(desc >> 32);
+        o->waiting_on = (int)(wait >> 8) - 1; o->wait_what = (int)(wait & 255);
+        o->res = o->state == DIST__REC_FAILED ? DIST__LOAD_RELAXED(&x->res) : 0;
+        o->tag = DIST__LOAD_RELAXED(&x->tag);      /* (point-to-point entries') */
+        o->sync = (o->tag & DIST__REC_SYNC) != 0;
+        o->tag &= ~DIST__REC_SYNC;
+        o->seq = DIST__LOAD_RELAXED(&x->seq); o->count = DIST__LOAD_RELAXED(&x->count);
+        o->t_start = DIST__LOAD_RELAXED(&x->t_start);
+        o->t_end = o->state != DIST__REC_RUNNING && o->t_start ? DIST__LOAD_RELAXED(&x->t_end) : 0;
+        DIST__FENCE_ACQ_REL();
+        if (DIST__LOAD_RELAXED(&x->gen) == g1) return 1;
+    }
+    return 0;
+}
+
+/* "1234" ms since t, or -1 when t was not read. */
+static long long dist__ago_ms(int64_t t, int64_t now) { return t ? (long long)((now - t) / 1000000) : -1; }
+
+/* A rank of d (-1 stays) as a rank of the world. */
+static int dist__rec_world_rank(const dist_t *d, int r) { return r >= 0 && r < d->world ? dist__wrank(d, r) : r; }
+
+/* This rank's recorders (every communicator of its world) as text: the
+   dump a job report reads.  Under the engine lock (communicators are freed
+   under it).  Lines:
+     dist-dump 1 <rank> <world> <in destroy> <request answered>
+     g <comm> <size> <rank in it> w | <world rank of each member>
+     c <comm> <seq> <kind> <algo> <dtype> <op> <root> <count> <state> <res> <waits for what> <whom> <started> <ended>
+     p <comm> <seq> <kind> <sync> <peer> <tag> <dtype> <count> <state> <res> <started> <ended>
+   ranks as world ranks, times as milliseconds ago (-1: not read). */
+static size_t dist__rec_dump(dist_t *top, long long gen, char *buf, size_t cap) {
+    dist__engine *e = top->eng;
+    int64_t now = dist__now_ns();
+    size_t off = 0;
+#define DIST__DUMP_PUT(...) do { if (off < cap) { int n_ = snprintf(buf + off, cap - off, __VA_ARGS__); \
+        if (n_ > 0) off = DIST__MIN(cap - 1, off + (size_t)n_); } } while (0)
+    DIST__DUMP_PUT("dist-dump 1 %d %d %d %lld\n", top->rank, DIST__LOAD_RELAXED(&top->world), DIST__LOAD_RELAXED(&top->in_destroy), gen);
+    for (int ci = 0; ci < e->ncomms; ci++) {
+        dist_t *d = e->comms[ci];
+        dist__rec_view o;
+        uint64_t n = DIST__LOAD_ACQ(&d->rec_coll.n), k;
+        DIST__DUMP_PUT("g %u %d %d", (unsigned)d->id, d->world, d->rank);
+        if (!d->members) DIST__DUMP_PUT(" w");
+        else for (int i = 0; i < d->world; i++) DIST__DUMP_PUT(" %d", d->members[i]);
+        DIST__DUMP_PUT("\n");
+        for (k = n > DIST__DUMP_COLLS ? n - DIST__DUMP_COLLS : 0; k < n; k++) {
+            if (!dist__rec_read(&d->rec_coll.ops[k & (DIST__REC_N - 1)], &o)) continue;
+            DIST__DUMP_PUT("c %u %llu %d %d %d %d %d %llu %d %d %d %d %lld %lld\n", (unsigned)d->id, (unsigned long long)o.seq, o.what,
+                           o.algo, o.dtype, o.op, dist__rec_world_rank(d, o.peer), (unsigned long long)o.count, o.state, (int)o.res,
+                           o.wait_what, dist__rec_world_rank(d, o.waiting_on), dist__ago_ms(o.t_start, now), dist__ago_ms(o.t_end, now));
+        }
+        n = DIST__LOAD_ACQ(&d->rec_p2p.n);
+        for (k = n > DIST_RECORDER_OPS ? n - DIST_RECORDER_OPS : 0; k < n; k++) {
+            if (!dist__rec_read(&d->rec_p2p.ops[k & (DIST__REC_N - 1)], &o)) continue;
+            if (o.state != DIST__REC_RUNNING && n - k > DIST__DUMP_P2P) continue;
+            DIST__DUMP_PUT("p %u %llu %d %d %d %lld %d %llu %d %d %lld %lld\n", (unsigned)d->id, (unsigned long long)o.seq, o.what,
+                           o.sync, dist__rec_world_rank(d, o.peer), (long long)o.tag, o.dtype, (unsigned long long)o.count, o.state,
+                           (int)o.res, dist__ago_ms(o.t_start, now), dist__ago_ms(o.t_end, now));
+        }
+    }
+#undef DIST__DUMP_PUT
+    return off;
+}
+
+/* ---- reading dumps (bytes from the store: every field checked) ---- */
+typedef struct dist__dop {           /* one operation of a dump */
+    char type;                       /* 'c' or 'p' */
+    unsigned comm;
+    unsigned long long seq, count;
+    int kind, algo, dtype, op, peer, state, res, wait_what, waiting_on, sync;
+    long long tag, started, ended;
+} dist__dop;
+typedef struct dist__dump {
+    int have, rank, world, in_destroy;
+    long long gen;
+    dist__dop *ops; int nops;
+    unsigned comms[64]; int comm_size[64], ncomms;   /* the communicators it is in */
+} dist__dump;
+
+static int dist__dump_nums(const char **p, long long *v, int n) {
+    for (int i = 0; i < n; i++) {
+        char *end;
+        while (**p == ' ') (*p)++;
+        v[i] = strtoll(*p, &end, 10);
+        if (end == *p) return -1;
+        *p = end;
+    }
+    return 0;
+}
+
+/* Parses one rank's dump; 0 on success.  ops is allocated (freed by the caller). */
+static int dist__dump_parse(const char *text, size_t len, dist__dump *o) {
+    const char *p = text, *end = text + len;
+    long long v[16];
+    memset(o, 0, sizeof *o);
+    if (len < 12 || memcmp(text, "dist-dump 1 ", 12) != 0 || memchr(text, 0, len)) return -1;
+    p += 12;
+    if (dist__dump_nums(&p, v, 4) != 0 || v[0] < 0 || v[1] < 1 || v[0] >= v[1] || v[1] > DIST__MAX_WORLD) return -1;
+    o->rank = (int)v[0]; o->world = (int)v[1]; o->in_destroy = v[2] != 0; o->gen = v[3];
+    o->ops = (dist__dop *)DIST_MALLOC(sizeof *o->ops * 256);
+    if (!o->ops) return -1;
+    while ((p = (const char *)memchr(p, '\n', (size_t)(end - p))) != NULL && ++p < end) {
+        char t = *p++;
+        dist__dop *x;
+        if (t == 'g') {
+            if (dist__dump_nums(&p, v, 3) != 0 || v[0] < 0 || v[0] > 0xffffffffLL || v[1] < 1 || v[1] > DIST__MAX_WORLD) return -1;
+            if (o->ncomms < 64) { o->comms[o->ncomms] = (unsigned)v[0]; o->comm_size[o->ncomms++] = (int)v[1]; }
+            continue;
+        }
+        if ((t != 'c' && t != 'p') || o->nops == 256) continue;
+        x = &o->ops[o->nops];
+        memset(x, 0, sizeof *x);
+        x->type = t;
+        if (t == 'c') {
+            if (dist__dump_nums(&p, v, 14) != 0) return -1;
+            x->comm = (unsigned)v[0]; x->seq = (unsigned long long)v[1]; x->kind = (int)v[2]; x->algo = (int)v[3];
+            x->dtype = (int)v[4]; x->op = (int)v[5]; x->peer = (int)v[6]; x->count = (unsigned long long)v[7];
+            x->state = (int)v[8]; x->res = (int)v[9]; x->wait_what = (int)v[10]; x->waiting_on = (int)v[11];
+            x->started = v[12]; x->ended = v[13];
+            if (x->kind <= DIST__COLL_NONE || x->kind >= DIST__COLL_KINDS) return -1;
+        } else {
+            if (dist__dump_nums(&p, v, 12) != 0) return -1;
+            x->comm = (unsigned)v[0]; x->seq = (unsigned long long)v[1]; x->kind = (int)v[2]; x->sync = (int)v[3];
+            x->peer = (int)v[4]; x->tag = v[5]; x->dtype = (int)v[6]; x->count = (unsigned long long)v[7];
+            x->state = (int)v[8]; x->res = (int)v[9]; x->started = v[10]; x->ended = v[11];
+            if (x->kind != DIST__REQ_SEND && x->kind != DIST__REQ_RECV) return -1;
+        }
+        if (x->dtype < 0 || x->dtype >= DIST_DTYPE_COUNT || x->state < DIST__REC_RUNNING || x->state > DIST__REC_FAILED ||
+            x->peer < -1 || x->peer >= o->world || x->waiting_on < -1 || x->waiting_on >= o->world) return -1;
+        o->nops++;
+    }
+    o->have = 1;
+    return 0;
+}
+
+/* "0-2, 4-7" */
+static void dist__ranks_text(const int *ranks, int n, char *out, size_t cap) {
+    size_t off = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && off < cap; ) {
+        int j = i;
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
+        int w = j > i ? snprintf(out + off, cap - off, "%s%d-%d", off ? ", " : "", ranks[i], ranks[j])
+                      : snprintf(out + off, cap - off, "%s%d", off ? ", " : "", ranks[i]);
+        if (w < 0) break;
+        off += (size_t)w;
+        i = j + 1;
+    }
+}
+
+/* What a collective entry says in words: "all_reduce #43 (8 x float32, sum)". */
+static void dist__dop_text(const dist__dop *x, char *out, size_t cap) {
+    const char *name = dist__coll_name(x->kind);
+    if (x->kind == DIST__COLL_BARRIER) dist__format(out, cap, "%s #%llu", name, x->seq);
+    else if (x->kind == DIST__COLL_ALL_REDUCE || x->kind == DIST__COLL_REDUCE_SCATTER)
+        dist__format(out, cap, "%s #%llu (%llu x %s, %s)", name, x->seq, x->count, dist_dtype_name((dist_dtype)x->dtype), dist__op_name(x->op));
+    else if (x->kind == DIST__COLL_REDUCE)
+        dist__format(out, cap, "%s #%llu (%llu x %s, %s, root %d)", name, x->seq, x->count, dist_dtype_name((dist_dtype)x->dtype),
+                     dist__op_name(x->op), x->peer);
+    else if (x->kind == DIST__COLL_BROADCAST || x->kind == DIST__COLL_GATHER || x->kind == DIST__COLL_SCATTER)
+        dist__format(out, cap, "%s #%llu (%llu x %s, root %d)", name, x->seq, x->count, dist_dtype_name((dist_dtype)x->dtype), x->peer);
+    else dist__format(out, cap, "%s #%llu (%llu x %s)", name, x->seq, x->count, dist_dtype_name((dist_dtype)x->dtype));
+}
+
+static int dist__dop_same_call(const dist__dop *a, const dist__dop *b) {
+    return a->kind == b->kind && a->dtype == b->dtype && a->count == b->count && (a->kind == DIST__COLL_BARRIER || a->op == b->op ||
+           (a->kind != DIST__COLL_ALL_REDUCE && a->kind != DIST__COLL_REDUCE && a->kind != DIST__COLL_REDUCE_SCATTER)) &&
+           a->peer == b->peer;
+}
+
+/* The newest collective of `comm` in a dump (NULL: none). */
+static const dist__dop *dist__dump_last(const dist__dump *dp, unsigned comm) {
+    const dist__dop *best = NULL;
+    for (int i = 0; i < dp->nops; i++)
+        if (dp->ops[i].type == 'c' && dp->ops[i].comm == comm && (!best || dp->ops[i].seq > best->seq)) best = &dp->ops[i];
+    return best;
+}
+static const dist__dop *dist__dump_find(const dist__dump *dp, unsigned comm, unsigned long long seq) {
+    for (int i = 0; i < dp->nops; i++)
+        if (dp->ops[i].type == 'c' && dp->ops[i].comm == comm && dp->ops[i].seq == seq) return &dp->ops[i];
+    return NULL;
+}
+
+/* "waiting for data from rank 5" */
+static void dist__dop_wait_text(const dist__dop *x, char *out, size_t cap) {
+    if (x->wait_what == DIST__RECW_DATA && x->waiting_on >= 0) dist__format(out, cap, ", waiting for data from rank %d", x->waiting_on);
+    else if (x->wait_what == DIST__RECW_TAKE && x->waiting_on >= 0)
+        dist__format(out, cap, ", waiting for rank %d to take its part", x->waiting_on);
+    else out[0] = 0;
+}
+
+/* The job's state in a few lines from every rank's dump (texts[r] NULL:
+   none came).  Returns the report's length. */
+static size_t dist__report_build(int world, char *const *texts, const size_t *lens, char *out, size_t cap) {
+    dist__dump *dp = (dist__dump *)DIST_MALLOC(sizeof *dp * (size_t)world);
+    int *list = (int *)DIST_MALLOC(sizeof(int) * (size_t)world * 2), *list2 = list ? list + world : NULL;
+    char ranks[256], what[160], wait[96];
+    size_t off = 0;
+    int nreports = 0, cause = -1;
+    char cause_why[300] = "";
+#define DIST__REP_PUT(...) do { if (off < cap) { int n_ = snprintf(out + off, cap - off, __VA_ARGS__); \
+        if (n_ > 0) off = DIST__MIN(cap - 1, off + (size_t)n_); } } while (0)
+    if (cap) out[0] = 0;
+    if (!dp || !list) { DIST_FREE(dp); DIST_FREE(list); dist__format(out, cap, "job report: out of memory"); return strlen(out); }
+    memset(dp, 0, sizeof *dp * (size_t)world);
+    for (int r = 0; r < world; r++) {
+        if (texts[r] && dist__dump_parse(texts[r], lens[r], &dp[r]) == 0 && dp[r].rank == r) nreports++;
+        else { DIST_FREE(dp[r].ops); memset(&dp[r], 0, sizeof dp[r]); }
+    }
+    DIST__REP_PUT("job report: %d of %d rank%s answered\n", nreports, world, DIST__PLURAL(world));
+    /* who sent nothing */
+    {
+        int n = 0;
+        for (int r = 0; r < world; r++) if (!dp[r].have) list[n++] = r;
+        if (n) {
+            dist__ranks_text(list, n, ranks, sizeof ranks);
+            DIST__REP_PUT("  rank%s %s sent no report (stopped, dead, or cut off from the store)\n", DIST__PLURAL(n), ranks);
+            cause = list[0];
+            dist__format(cause_why, sizeof cause_why, "rank %d sent no report", list[0]);
+        }
+    }
+    /* each communicator the ranks are in: where every member is */
+    for (int r0 = 0; r0 < world; r0++) {
+        if (!dp[r0].have) continue;
+        for (int ci = 0; ci < dp[r0].ncomms; ci++) {
+            unsigned comm = dp[r0].comms[ci];
+            unsigned long long top = 0;
+            const dist__dop *ref = NULL;
+            int seen = 0;
+            for (int q = 0; q < r0 && !seen; q++)          /* one paragraph per communicator */
+                for (int cj = 0; dp[q].have && cj < dp[q].ncomms; cj++) if (dp[q].comms[cj] == comm) seen = 1;
+            if (seen) continue;
+            for (int r = 0; r < world; r++) {
+                const dist__dop *x = dp[r].have ? dist__dump_last(&dp[r], comm) : NULL;
+                if (x && x->seq > top) { top = x->seq; ref = x; }
+            }
+            if (!ref) continue;
+            if (comm) DIST__REP_PUT("  group %u:\n", comm);
+            /* the ranks in the newest collective, by state */
+            for (int st = DIST__REC_RUNNING; st <= DIST__REC_FAILED; st++) {
+                int n = 0;
+                long long longest = -1;
+                for (int r = 0; r < world; r++) {
+                    const dist__dop *x = dp[r].have ? dist__dump_find(&dp[r], comm, top) : NULL;
+                    if (x && x->state == st && dist__dop_same_call(x, ref)) { list[n++] = r; if (x->started > longest) longest = x->started; }
+                }
+                if (!n) continue;
+                dist__ranks_text(list, n, ranks, sizeof ranks);
+                dist__dop_text(ref, what, sizeof what);
+                DIST__REP_PUT("  rank%s %s %s %s", DIST__PLURAL(n), ranks,
+                              st == DIST__REC_RUNNING ? (n > 1 ? "wait in" : "waits in") : st == DIST__REC_DONE ? "finished" : "failed in", what);
+                if (st == DIST__REC_RUNNING && longest >= 0) DIST__REP_PUT(" (for up to %.1f s)", longest / 1000.0);
+                DIST__REP_PUT("\n");
+            }
+            /* a different call under the same number, at any number the dumps hold */
+            {
+                int shown = 0;
+                for (int r = 0; r < world && shown < 4; r++) {
+                    for (int i = 0; dp[r].have && i < dp[r].nops && shown < 4; i++) {
+                        const dist__dop *x = &dp[r].ops[i], *first = NULL;
+                        char mine[160];
+                        int q;
+                        if (x->type != 'c' || x->comm != comm) continue;
+                        for (q = 0; q < world && !first; q++)          /* the lowest rank's call of that number */
+                            if (dp[q].have) first = dist__dump_find(&dp[q], comm, x->seq);
+                        if (!first || first == x || dist__dop_same_call(x, first)) continue;
+                        dist__dop_text(x, mine, sizeof mine);
+                        dist__dop_text(first, what, sizeof what);
+                        DIST__REP_PUT("  MISMATCH: rank %d called %s where rank %d called %s\n", r, mine, q - 1, what);
+                        shown++;
+                        if (cause < 0) { cause = r; dist__format(cause_why, sizeof cause_why, "rank %d called %s, rank %d %s", r, mine, q - 1, what); }
+                    }
+                }
+            }
+            /* members behind: not in the newest collective */
+            {
+                int nb = 0;
+                for (int r = 0; r < world; r++) {
+                    const dist__dop *x, *last;
+                    int member = 0;
+                    if (!dp[r].have) continue;
+                    for (int cj = 0; cj < dp[r].ncomms; cj++) if (dp[r].comms[cj] == comm) member = 1;
+                    if (!member || dist__dump_find(&dp[r], comm, top)) continue;
+                    list2[nb++] = r;
+                    last = dist__dump_last(&dp[r], comm);
+                    x = last;
+                    if (x && x->state == DIST__REC_RUNNING) {
+                        dist__dop_text(x, what, sizeof what);
+                        dist__dop_wait_text(x, wait, sizeof wait);
+                        if (x->started >= 0) DIST__REP_PUT("  rank %d is still in %s (entered %.1f s ago%s)\n", r, what, x->started / 1000.0, wait);
+                        else DIST__REP_PUT("  rank %d is still in %s%s%s\n", r, what, wait[0] ? " (" : "", wait[0] ? wait + 2 : "");
+                    } else if (x) {
+                        dist__dop_text(x, what, sizeof what);
+                        DIST__REP_PUT("  rank %d has not called collective #%llu: its last, %s, %s", r, top, what,
+                                      x->state == DIST__REC_DONE ? "finished" : "failed");
+                        if (x->ended >= 0) DIST__REP_PUT(" %.1f s ago", x->ended / 1000.0);
+                        DIST__REP_PUT("\n");
+                    } else DIST__REP_PUT("  rank %d has not called collective #%llu (nor any other on this communicator yet)\n", r, top);
+                    if (cause < 0) {
+                        cause = r;
+                        dist__format(cause_why, sizeof cause_why, "rank %d is behind the others (they are in collective #%llu)", r, top);
+                    }
+                }
+                (void)nb;
+            }
+        }
+    }
+    /* every rank's unfinished point-to-point operations, and where they are */
+    for (int r = 0; r < world; r++) {
+        int shown = 0;
+        if (!dp[r].have) continue;
+        for (int i = 0; i < dp[r].nops && shown < 3; i++) {
+            const dist__dop *x = &dp[r].ops[i];
+            if (x->type != 'p' || x->state != DIST__REC_RUNNING || x->started < 0) continue;   /* (waited on) */
+            shown++;
+            if (x->peer < 0)
+                DIST__REP_PUT("  rank %d waits in recv #%llu from any rank (tag %lld, %llu x %s) for %.1f s\n", r, x->seq, x->tag, x->count,
+                              dist_dtype_name((dist_dtype)x->dtype), x->started / 1000.0);
+            else
+                DIST__REP_PUT("  rank %d waits in %s #%llu %s rank %d (tag %lld, %llu x %s) for %.1f s\n", r,
+                              x->kind == DIST__REQ_SEND ? (x->sync ? "ssend" : "send") : "recv", x->seq, x->kind == DIST__REQ_SEND ? "to" : "from",
+                              x->peer, x->tag, x->count, dist_dtype_name((dist_dtype)x->dtype), x->started / 1000.0);
+        }
+        if (dp[r].in_destroy) DIST__REP_PUT("  rank %d is in dist_destroy\n", r);
+    }
+    if (cause >= 0) DIST__REP_PUT("  likely cause: %s\n", cause_why);
+#undef DIST__REP_PUT
+    for (int r = 0; r < world; r++) DIST_FREE(dp[r].ops);
+    DIST_FREE(dp); DIST_FREE(list);
+    return off;
+}
+
+static dist_result dist__dump_publish(dist_t *top, long long gen);
+
+/* Answers the newest dump request if this rank has not (0: nothing new,
+   or the store was busy). */
+static void dist__dump_answer(dist_t *top) {
+    const char *keys[1] = { "dist/dump/req" };
+    int64_t g = 0;
+    int exists = 0;
+    if (top->store_fd == DIST__NO_SOCKET || top->store_broken) return;
+    if (dist_store_check(top, keys, 1, &exists) != DIST_OK || !exists || dist_store_add(top, keys[0], 0, &g) != DIST_OK) return;
+    if (g > DIST__LOAD_RELAXED(&top->mon_done_gen) && dist__dump_publish(top, g) == DIST_OK) DIST__STORE_RELAXED(&top->mon_done_gen, (long long)g);
+}
+
+/* Reads every rank's dump that answers request `gen` or a later one from the store, waiting up to
+   wait_ms for those not there yet (a rank's monitor answers within a
+   second), and builds the report.  Through the world's store. */
+static size_t dist__report_collect(dist_t *top, long long gen, int wait_ms, char *out, size_t cap) {
+    int world = DIST__LOAD_RELAXED(&top->world);
+    char **texts = (char **)DIST_MALLOC(sizeof(char *) * (size_t)world);
+    size_t *lens = (size_t *)DIST_MALLOC(sizeof(size_t) * (size_t)world), n;
+    int64_t until = dist__now_ms() + wait_ms;
+    int missing = world;
+    char key[64];
+    if (!texts || !lens) { DIST_FREE(texts); DIST_FREE(lens); dist__format(out, cap, "job report: out of memory"); return strlen(out); }
+    memset(texts, 0, sizeof(char *) * (size_t)world);
+    memset(lens, 0, sizeof(size_t) * (size_t)world);
+    for (;;) {
+        for (int r = 0; r < world; r++) {
+            size_t len = 0;
+            char probe;
+            if (texts[r]) continue;
+            dist__format(key, sizeof key, "dist/dump/%d", r);
+            /* a check first: a get would wait for the key */
+            {
+                const char *keys[1];
+                int exists = 0;
+                keys[0] = key;
+                if (dist_store_check(top, keys, 1, &exists) != DIST_OK || !exists) continue;
+            }
+            if (dist_store_get(top, key, &probe, 0, &len) != DIST_ERR_TRUNCATED) continue;   /* (its size) */
+            if ((texts[r] = (char *)DIST_MALLOC(len + 1)) == NULL) continue;
+            if (dist_store_get(top, key, texts[r], len, &lens[r]) != DIST_OK) { DIST_FREE(texts[r]); texts[r] = NULL; continue; }
+            texts[r][lens[r]] = 0;
+            {   /* an older dump: this rank has not answered yet */
+                long long v[4];
+                const char *q = texts[r] + (lens[r] > 12 ? 12 : lens[r]);
+                if (lens[r] <= 12 || dist__dump_nums(&q, v, 4) != 0 || v[3] < gen) { DIST_FREE(texts[r]); texts[r] = NULL; continue; }
+            }
+            missing--;
+        }
+        if (!missing || dist__now_ms() >= until) break;
+        dist__dump_answer(top);        /* (another rank may ask meanwhile: it waits for this one too) */
+        dist__sleep_ms(50);
+    }
+    n = dist__report_build(world, texts, lens, out, cap);
+    for (int r = 0; r < world; r++) DIST_FREE(texts[r]);
+    DIST_FREE(texts); DIST_FREE(lens);
+    return n;
+}
+
+/* Publishes this rank's dump, answering request `gen`. */
+static dist_result dist__dump_publish(dist_t *top, long long gen) {
+    size_t cap = 64 * 1024, len;
+    char *buf = (char *)DIST_MALLOC(cap), key[64];
+    dist_result r;
+    if (!buf) return DIST_ERR_NOMEM;
+    dist__mutex_lock(&top->eng->lock);
+    len = dist__rec_dump(top, gen, buf, cap);
+    dist__mutex_unlock(&top->eng->lock);
+    dist__format(key, sizeof key, "dist/dump/%d", top->rank);
+    r = dist_store_set(top, key, buf, len);
+    DIST_FREE(buf);
+    return r;
+}
+
+/* The waiting note for one entry (first after `first` ns, then every `every`). */
+static void dist__monitor_note(dist_t *d, const dist__rec_view *o, int64_t now, char *line, size_t cap) {
+    char what[160], wait[96];
+    dist__dop x;
+    memset(&x, 0, sizeof x);
+    x.kind = o->what; x.seq = o->seq; x.count = o->count; x.dtype = o->dtype; x.op = o->op;
+    x.peer = dist__rec_world_rank(d, o->peer); x.wait_what = o->wait_what; x.waiting_on = dist__rec_world_rank(d, o->waiting_on);
+    if (x.wait_what == DIST__RECW_NONE) x.wait_what = DIST__RECW_SLOTS;
+    dist__dop_text(&x, what, sizeof what);
+    dist__dop_wait_text(&x, wait, sizeof wait);
+    dist__format(line, cap, "%s%s has waited %.1f s%s%s", what, d->top == d ? "" : " (a group)", (now - o->t_start) / 1e9,
+                 wait[0] ? " so far" : "", wait);
+}
+
+static void dist__monitor_sweep(dist_t *top) {
+    dist__engine *e = top->eng;
+    int64_t now = dist__now_ns();
+    int64_t first = DIST__MIN((int64_t)10000, (int64_t)top->timeout_ms / 4) * 1000000;   /* (as init's notes) */
+    int64_t every = DIST__MIN((int64_t)30000, (int64_t)top->timeout_ms / 4) * 1000000;
+    char lines[4][DIST__ERRLEN];
+    int nlines = 0;
+    long long gen = 0;
+    if (first < 1000000) first = every = 1000000;
+    /* calls that have waited a while */
+    if (e->log.logger.func && e->log.level >= DIST_LOG_INFO) {
+        dist__mutex_lock(&e->lock);
+        for (int ci = 0; ci < e->ncomms && nlines < 4; ci++) {
+            dist_t *d = e->comms[ci];
+            dist__rec_view o;
+            uint64_t n = DIST__LOAD_ACQ(&d->rec_coll.n);
+            if (n && dist__rec_read(&d->rec_coll.ops[(n - 1) & (DIST__REC_N - 1)], &o) && o.state == DIST__REC_RUNNING && o.t_start &&
+                now - o.t_start >= first) {
+                if (d->mon_seq != o.seq) { d->mon_seq = o.seq; d->mon_note_ns = o.t_start + first; }
+                if (now >= d->mon_note_ns) {
+                    dist__monitor_note(d, &o, now, lines[nlines++], sizeof lines[0]);
+                    d->mon_note_ns = now + every;
+                }
+            }
+        }
+        dist__mutex_unlock(&e->lock);
+        for (int i = 0; i < nlines; i++) dist__logf(&e->log, DIST_LOG_INFO, "%s", lines[i]);
+    }
+    /* dump requests: asked for here, or by anyone */
+    if (top->store_fd == DIST__NO_SOCKET || top->store_broken) return;
+    if (DIST__LOAD_ACQ(&top->mon_want)) {
+        int64_t g = 0;
+        if (dist_store_add(top, "dist/dump/req", 1, &g) != DIST_OK) return;     /* (the store is busy: next time) */
+        DIST__STORE_RELAXED(&top->mon_want, 0);
+        top->mon_asked_gen = g;
+        gen = g;
+        if (dist__dump_publish(top, gen) == DIST_OK) DIST__STORE_RELAXED(&top->mon_done_gen, gen);
+    } else dist__dump_answer(top);
+    if (top->mon_asked_gen) {     /* a call here timed out: the report, in the log */
+        size_t cap = 8192;
+        char *rep = (char *)DIST_MALLOC(cap);
+        long long asked = top->mon_asked_gen;
+        top->mon_asked_gen = 0;
+        if (rep) {
+            dist__report_collect(top, asked, DIST__REPORT_WAIT_MS, rep, cap);
+            dist__mutex_lock(&top->mon_lock);
+            DIST_FREE(top->mon_report);
+            top->mon_report = rep;
+            dist__mutex_unlock(&top->mon_lock);
+            dist__logf(&e->log, DIST_LOG_ERROR, "a call timed out; %s", rep);
+        }
+    }
+}
+
+static DIST__THREAD_RETURN dist__monitor_thread(void *arg) {
+    dist_t *top = (dist_t *)arg;
+    dist__quiet = 1;                  /* its failures are nobody's sentence */
+    dist__mutex_lock(&top->mon_lock);
+    while (!top->mon_stop) {
+        dist__cond_wait_ms(&top->mon_cond, &top->mon_lock, 1000);
+        if (top->mon_stop) break;
+        dist__mutex_unlock(&top->mon_lock);
+        dist__monitor_sweep(top);
+        dist__mutex_lock(&top->mon_lock);
+    }
+    dist__mutex_unlock(&top->mon_lock);
+    return DIST__THREAD_RETURN_VALUE;
+}
+
+static void dist__monitor_start(dist_t *top) {
+    const char *t = dist__getenv("DIST_RECORDER");
+    top->rec_timed = t && strcmp(t, "timed") == 0;
+    dist__mutex_init(&top->mon_lock);
+    dist__cond_init(&top->mon_cond);
+    top->mon_inited = 1;
+    if (dist__thread_start(&top->mon_thread, dist__monitor_thread, top) == 0) top->mon_started = 1;
+}
+
+static void dist__monitor_stop(dist_t *top) {
+    if (!top->mon_inited) return;
+    if (top->mon_started) {
+        dist__mutex_lock(&top->mon_lock);
+        top->mon_stop = 1;
+        dist__cond_broadcast(&top->mon_cond);
+        dist__mutex_unlock(&top->mon_lock);
+        dist__thread_join(top->mon_thread);
+        top->mon_started = 0;
+    }
+    DIST_FREE(top->mon_report);
+    top->mon_report = NULL;
+    dist__cond_destroy(&top->mon_cond);
+    dist__mutex_destroy(&top->mon_lock);
+    top->mon_inited = 0;
+}
+
+/* A call of this rank timed out: the monitor asks every rank for a dump. */
+static void dist__monitor_alarm(dist_t *d) {
+    dist_t *top = d->top;
+    if (!top->mon_started) return;
+    DIST__STORE_REL(&top->mon_want, 1);
+    dist__mutex_lock(&top->mon_lock);
+    dist__cond_broadcast(&top->mon_cond);
+    dist__mutex_unlock(&top->mon_lock);
+}
+
+DIST_API size_t dist_recorder_dump(dist_t *d, char *buf, size_t cap) {
+    size_t n;
+    if (!d || !buf || !cap) return 0;
+    dist__mutex_lock(&d->eng->lock);
+    n = dist__rec_dump(d->top, 0, buf, cap);
+    dist__mutex_unlock(&d->eng->lock);
+    return n;
+}
+
+DIST_API dist_result dist_job_report(dist_t *d, char *buf, size_t cap) {
+    int64_t gen = 0;
+    dist_result r;
+    dist_t *top;
+    if (!d || !buf || !cap) return dist__fail(d, DIST_ERR_INVALID, "job report: NULL communicator or buffer, or no room");
+    top = d->top;
+    buf[0] = 0;
+    if ((r = dist_store_add(top, "dist/dump/req", 1, &gen)) != DIST_OK) return dist__fail(d, r, "job report: %s", dist_error_message(top));
+    if ((r = dist__dump_publish(top, gen)) != DIST_OK) return dist__fail(d, r, "job report: %s", dist_error_message(top));
+    if (gen > DIST__LOAD_RELAXED(&top->mon_done_gen)) DIST__STORE_RELAXED(&top->mon_done_gen, (long long)gen);
+    dist__report_collect(top, gen, DIST__REPORT_WAIT_MS, buf, cap);
+    return DIST_OK;
+}
+
+/* The launcher's side: it hosts the store, so it asks and reads there. */
+DIST_API dist_result dist_store_host_report(dist_store_host *host, char *buf, size_t cap, int wait_ms) {
+    dist__store_server *sv = host ? host->sv : NULL;
+    int world = sv ? sv->world : 0, missing;
+    char **texts, key[48], num[32];
+    size_t *lens;
+    long long gen = 1;
+    int64_t until = dist__now_ms() + (wait_ms > 0 ? wait_ms : 0);
+    dist__kv *kv;
+    if (!sv || !buf || !cap) return dist__fail(NULL, DIST_ERR_INVALID, "store host report: no running store host, or no buffer");
+    texts = (char **)DIST_MALLOC(sizeof(char *) * (size_t)world);
+    lens = (size_t *)DIST_MALLOC(sizeof(size_t) * (size_t)world);
+    if (!texts || !lens) { DIST_FREE(texts); DIST_FREE(lens); return dist__fail(NULL, DIST_ERR_NOMEM, "store host report: out of memory"); }
+    memset(texts, 0, sizeof(char *) * (size_t)world);
+    memset(lens, 0, sizeof(size_t) * (size_t)world);
+    dist__mutex_lock(&sv->kv_lock);          /* a new request: every rank's monitor answers it */
+    if ((kv = dist__kv_find(sv, "dist/dump/req", 13)) != NULL && kv->vlen && kv->vlen < sizeof num) {
+        memcpy(num, kv->val, kv->vlen); num[kv->vlen] = 0;
+        gen = strtoll(num, NULL, 10) + 1;
+    }
+    snprintf(num, sizeof num, "%lld", gen);
+    dist__kv_set(sv, "dist/dump/req", 13, num, strlen(num));
+    dist__mutex_unlock(&sv->kv_lock);
+    for (int answered = 0;;) {
+        dist__mutex_lock(&sv->kv_lock);
+        missing = 0;
+        for (int r = 0; r < world; r++) {
+            long long v[4];
+            const char *q;
+            int connected = 0;
+            if (texts[r]) continue;
+            for (int i = 0; i < sv->nconns && !connected; i++)   /* (a rank whose connection is gone will not answer) */
+                connected = sv->conns[i].hello_done && sv->conns[i].rank == r && !sv->conns[i].closing;
+            missing += connected;
+            snprintf(key, sizeof key, "dist/dump/%d", r);
+            if ((kv = dist__kv_find(sv, key, strlen(key))) == NULL || kv->vlen <= 12) continue;
+            q = (const char *)kv->val + 12;
+            if (memcmp(kv->val, "dist-dump 1 ", 12) != 0 || !memchr(kv->val, '\n', kv->vlen) || dist__dump_nums(&q, v, 4) != 0 || v[3] < gen)
+                continue;                    /* (not this request's answer yet) */
+            if ((texts[r] = (char *)DIST_MALLOC(kv->vlen + 1)) == NULL) continue;
+            memcpy(texts[r], kv->val, kv->vlen);
+            texts[r][kv->vlen] = 0;
+            lens[r] = kv->vlen;
+            missing -= connected;
+            answered++;
+        }
+        dist__mutex_unlock(&sv->kv_lock);
+        if (!missing || dist__now_ms() >= until) {
+            dist__report_build(world, texts, lens, buf, cap);
+            for (int r = 0; r < world; r++) DIST_FREE(texts[r]);
+            DIST_FREE(texts); DIST_FREE(lens);
+            return answered ? DIST_OK : DIST_ERR_NOT_FOUND;
+        }
+        dist__sleep_ms(50);
+    }
 }
 
 /* [SECTION] life cycle: init, destroy */
 
 static void dist__free_comm(dist_t *d) {
     if (!d) return;
+    dist__monitor_stop(d);
     if (d->eng) {
         if (d->eng->thread_started) {
             dist__mutex_lock(&d->eng->lock);
@@ -11362,7 +12613,7 @@ static dist_result dist__init_steps(dist_t *d, dist__setup *s, const dist__log *
         if ((r = dist_store_set(d, "dist/job", addr, 16)) != DIST_OK) return r;
     } else {
         size_t len = 0;
-        if ((r = dist_store_get(d, "dist/job", addr, sizeof addr - 1, &len)) != DIST_OK)
+        if ((r = dist__rendezvous_get(d, "dist/job", addr, sizeof addr - 1, &len, 0, "rank 0 has not set the job's id", deadline)) != DIST_OK)
             return r == DIST_ERR_INIT ? r : dist__rendezvous_timeout(d, "rank 0's job id");
         addr[len] = 0;
         d->job = strtoull(addr, NULL, 16);
@@ -11386,20 +12637,25 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     dist_config zero;
     dist__setup s;
     dist__log log;
+    dist__wait_note note;
     dist_t *d;
     dist__engine *e;
     dist_result r;
-    int64_t deadline;
+    int64_t start, deadline;
     if (!world) return dist__fail(NULL, DIST_ERR_INVALID, "init: NULL `world` pointer");
     *world = NULL;
     memset(&zero, 0, sizeof zero);
     if (!cfg) cfg = &zero;
     dist__thread_error[0] = 0;
-    if ((r = dist__setup_from(cfg, &s)) != DIST_OK) return r;
-    dist__log_setup(&log, cfg);
+    if ((r = dist__log_setup(&log, cfg, "init")) != DIST_OK) return r;
+    if ((r = dist__setup_from(cfg, &s)) != DIST_OK) {
+        dist__logf(&log, DIST_LOG_ERROR, "%s", dist__thread_error);
+        return r;
+    }
     log.rank = s.rank;
     if (s.join) return dist__join(world, &s, &log);
-    deadline = dist__now_ms() + s.timeout_ms;
+    start = dist__now_ms();
+    deadline = start + s.timeout_ms;
     d = (dist_t *)DIST_MALLOC(sizeof *d);
     if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
     memset(d, 0, sizeof *d);
@@ -11416,7 +12672,10 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
         return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
     }
     e->spin_ns = (int64_t)s.spin_us * 1000;
-    dist__logf(&log, DIST_LOG_INFO, "joining a job of %d ranks (timeout %.1f s)", s.world, s.timeout_ms / 1000.0);
+    if (dist__log_on(&e->log, DIST_LOG_INFO)) {
+        dist__wait_note_start(&note, &e->log, s.timeout_ms);
+        d->note = &note;
+    }
     r = dist__init_steps(d, &s, &log, deadline);
     for (int i = 0; r == DIST_OK && i < s.world; i++) {
         if (i == s.rank) continue;
@@ -11438,16 +12697,23 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     if (r == DIST_OK && !s.run_id) r = dist__settle(d, deadline);
     if (r == DIST_OK) {
         if (dist__thread_start(&e->thread, dist__progress_thread, e) != 0) r = dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot start the progress thread");
-        else e->thread_started = 1;
+        else { e->thread_started = 1; dist__monitor_start(d); }
     }
+    d->note = NULL;
     if (r != DIST_OK) {
         char msg[DIST__ERRLEN];
         memcpy(msg, dist__thread_error, sizeof msg);
         dist__free_comm(d);
         memcpy(dist__thread_error, msg, sizeof msg);
+        dist__logf(&log, DIST_LOG_ERROR, "%s", msg);
         return r;
     }
-    dist__logf(&log, DIST_LOG_INFO, "connected to %d peers", s.world - 1);
+    if (s.world == 1)
+        dist__logf(&log, DIST_LOG_INFO, "joined: a job of 1 rank, no peers, in %.2f s", (double)(dist__now_ms() - start) / 1000.0);
+    else
+        dist__logf(&log, DIST_LOG_INFO, "joined: a mesh of %d ranks formed in %.2f s; this rank reaches %d peer%s through shared memory "
+                   "and %d over TCP", s.world, (double)(dist__now_ms() - start) / 1000.0, e->shm.nshm, DIST__PLURAL(e->shm.nshm),
+                   s.world - 1 - e->shm.nshm);
     *world = d;
     return DIST_OK;
 }
@@ -11520,12 +12786,15 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
     char who[200];
     int missing;
     int timeout_ms;
+    int64_t start;
+    dist__log log;
     if (!d) return dist__fail(NULL, DIST_ERR_INVALID, "destroy: NULL communicator");
     if (d->top != d) {               /* a group: the world's connections stay */
         if (d->owns_top) return dist__destroy(d->top, wait_ms);     /* a newcomer's: its world goes too */
         dist__group_free(d);
         return DIST_OK;
     }
+    DIST__STORE_RELAXED(&d->in_destroy, 1);
     /* Async collectives still queued finish first; groups go with the world. */
     dist__worker_stop(d);
     for (;;) {
@@ -11537,11 +12806,18 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
         dist__group_free(g);
     }
     timeout_ms = wait_ms < 0 ? d->timeout_ms : wait_ms;
+    log = d->eng->log;
+    start = dist__now_ms();
+    dist__logf(&log, DIST_LOG_DEBUG, "destroy: saying goodbye to %d peer%s", d->world - 1, DIST__PLURAL(d->world - 1));
     missing = dist__goodbye(d->eng, timeout_ms, d->server != NULL, who, sizeof who);
     dist__free_comm(d);
-    if (missing)
-        return dist__fail(NULL, DIST_ERR_TIMEOUT, "destroy: rank%s %s did not shut down within %.1f s; closed anyway",
-                          missing > 1 ? "s" : "", who, timeout_ms / 1000.0);
+    if (missing) {
+        dist__fail(NULL, DIST_ERR_TIMEOUT, "destroy: rank%s %s did not shut down within %.1f s; closed anyway", DIST__PLURAL(missing), who,
+                   timeout_ms / 1000.0);
+        dist__logf(&log, DIST_LOG_WARN, "%s", dist__thread_error);
+        return DIST_ERR_TIMEOUT;
+    }
+    dist__logf(&log, DIST_LOG_INFO, "destroy: done in %.2f s (every peer said goodbye)", (double)(dist__now_ms() - start) / 1000.0);
     return DIST_OK;
 }
 
@@ -11647,9 +12923,9 @@ static int dist__spawn_reexec_child(int call, int nprocs, int (*fn)(dist_t *, vo
     if (k != call || n != nprocs) {
         char msg[DIST__ERRLEN];
         snprintf(msg, sizeof msg,
-                 "spawn: rank %d was started by call %d of dist_spawn with %d processes, but the program made that call with %d: "
+                 "spawn: rank %d was started by call %d of dist_spawn with %d rank%s, but the program made that call with %d: "
                  "on Windows each rank runs main again, which must reach the same call the same way",
-                 rank, k, n, nprocs);
+                 rank, k, n, DIST__PLURAL(n), nprocs);
         dist__process_report(report, msg);
         dist__process_exit(report, 2);
     }
@@ -11671,7 +12947,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
 #endif
     dist__format(run_id, sizeof run_id, "spawn-%016llx", (unsigned long long)dist__random_u64());
     if (nprocs < 1 || nprocs > DIST__MAX_WORLD || !fn) {
-        dist__fail(NULL, DIST_ERR_INVALID, "spawn: %d processes and fn %s", nprocs, fn ? "set" : "NULL");
+        dist__fail(NULL, DIST_ERR_INVALID, "spawn: %d rank%s (1 to %d) and fn %s", nprocs, DIST__PLURAL(nprocs), DIST__MAX_WORLD, fn ? "set" : "NULL");
         return -1;
     }
     if (!cfg || !cfg->init_method) {
@@ -11681,7 +12957,9 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
         if (cfg) hc = *cfg; else memset(&hc, 0, sizeof hc);
         if (!hc.run_id) hc.run_id = run_id;
         if (dist__store_host_open(&host, &hc, nprocs, "127.0.0.1", 0) != DIST_OK) {
-            dist__fail(NULL, DIST_ERR_INIT, "spawn: %s", dist__thread_error);
+            char why[DIST__ERRLEN];
+            memcpy(why, dist__thread_error, sizeof why);   /* (not formatted into itself) */
+            dist__fail(NULL, DIST_ERR_INIT, "spawn: %s", why);
             return -1;
         }
         port = dist_store_host_port(host);

@@ -8,12 +8,16 @@
       #define DIST_CUDA_IMPLEMENTATION
       #include "dist_cuda.h"
    in ONE C or C++ file (usually the one that defines DIST_IMPLEMENTATION
-   too; dist_cuda.h includes dist.h itself); include "dist_cuda.h" without
-   the define everywhere else.  No CUDA header is needed and nothing CUDA
-   is linked: the implementation opens the driver (libcuda.so.1), NVRTC
-   and NCCL with dlopen when a communicator is made (link with -ldl on old
-   glibc).  A program built with dist_cuda.h runs on a machine without
-   CUDA; dist_cuda_init then says why it cannot.
+   too, before any other #include there, as dist.h asks; dist_cuda.h
+   includes dist.h itself); include "dist_cuda.h" without the define
+   everywhere else.  No CUDA header is needed and nothing CUDA is linked:
+   the implementation opens the driver (libcuda.so.1), NVRTC and NCCL with
+   dlopen when a communicator is made.  Link with -pthread, and -ldl where
+   dlopen is not in libc yet (glibc before 2.34; harmless after it;
+   Windows: -lws2_32, see dist.h):
+      cc -std=c11 -O2 prog.c -o prog -pthread -ldl
+   A program built with dist_cuda.h runs on a machine without CUDA;
+   dist_cuda_init then says why it cannot.
 
 QUICK START
       dist_t *world;
@@ -106,6 +110,14 @@ DESIGN NOTES
    is needed.  DIST_ERR_CUDA / DIST_ERR_NCCL: a call of theirs failed;
    after one the communicator is failed (NCCL's is aborted) and later
    calls return DIST_ERR_FAILED.
+
+   Logging.  Through the dist_t's logger (dist_log: cfg.logger, or
+   stderr under DIST_DEBUG=info|detail), "[rank R] cuda: " first.  info:
+   the device, backend and chunk size dist_cuda_init chose, and how long
+   it took; a failed init's sentence (ERROR).  detail: why that backend
+   (ranks on one host or more, NVRTC everywhere, a failed CUDA IPC probe),
+   NCCL's communicator made, the kernels compiled (once, at first use),
+   destroy.  Collectives log nothing.
 
 COMPILE-TIME OPTIONS
    DIST_CUDA_IMPLEMENTATION  where: one file.  Compile the implementation.
@@ -692,6 +704,8 @@ typedef struct {                         /* a peer's allocation, mapped here */
     unsigned char handle[DIST_CUDA__IPC_HANDLE_SIZE];
 } dist_cuda__ipc_map;
 
+static const char *const dist_cuda__backend_names[] = { "auto", "staged", "nccl", "ipc" };   /* (dist_cuda_backend order) */
+
 struct dist_cuda {
     dist_t *d;
     int rank, world, ordinal, sm, sm_count, failed;
@@ -845,7 +859,12 @@ static dist_result dist_cuda__kernels(dist_cuda_t *c) {
     if (!(arch = dist_cuda__pick_arch(c->sm, &exact)))
         return dist_cuda__fail(DIST_ERR_NO_DEVICE, "cuda kernels on rank %d: this NVRTC cannot compile for device %d (%s, sm_%d) or any older architecture",
                                c->rank, c->ordinal, c->device_name, c->sm);
-    if ((res = dist_cuda__nvrtc(arch, !exact, &image, NULL, log, sizeof log)) != DIST_OK) return res;
+    {
+        int64_t t0 = dist_time_ns();
+        if ((res = dist_cuda__nvrtc(arch, !exact, &image, NULL, log, sizeof log)) != DIST_OK) return res;
+        dist_log(c->d, DIST_LOG_DEBUG, "cuda: NVRTC compiled the reduction kernels for sm_%d%s in %.2f s (once)", arch,
+                 exact ? "" : " (the newest it knows up to the device's)", (double)(dist_time_ns() - t0) / 1e9);
+    }
     dist_cuda__CUresult r = dist_cuda__cu.ModuleLoadData(&c->module, image);
     DIST_FREE(image);
     if (r != 0) { c->module = NULL; return dist_cuda__cu_fail(c, r, "cuda kernels: cuModuleLoadData"); }
@@ -879,8 +898,8 @@ static dist_result dist_cuda__launch_reduce(dist_cuda_t *c, void *out, const voi
     dist_cuda__CUresult r = dist_cuda__cu.LaunchKernel(c->kreduce[dtype][op == DIST_AVG ? DIST_SUM : op], blocks, 1, 1, 256, 1, 1, 0, stream,
                                                        params, NULL);
     if (r != 0)
-        return dist_cuda__cu_failf(c, r, "%s: launching the reduction kernel (%d inputs of %zu x %s, %u blocks)", what, nin, count,
-                                   dist_dtype_name(dtype), blocks);
+        return dist_cuda__cu_failf(c, r, "%s: launching the reduction kernel (%d input%s of %zu x %s, %u block%s)", what, nin,
+                                   DIST__PLURAL(nin), count, dist_dtype_name(dtype), blocks, DIST__PLURAL(blocks));
     return DIST_OK;
 }
 
@@ -980,8 +999,8 @@ static dist_result dist_cuda__staged(dist_cuda_t *c, const dist_cuda__job *j, di
     dist_result res = DIST_OK;
     char why[DIST_CUDA__ERRLEN];
     if (cols == 0)
-        return dist_cuda__fail(DIST_ERR_INVALID, "%s on rank %d: %d rows of %s do not fit the %zu-byte staging chunk (cfg.chunk_bytes)", what, c->rank,
-                               j->max_rows, dist_dtype_name(j->dtype), c->slot_bytes);
+        return dist_cuda__fail(DIST_ERR_INVALID, "%s on rank %d: %d row%s of %s, too many for the %zu-byte staging chunk (cfg.chunk_bytes)", what,
+                               c->rank, j->max_rows, DIST__PLURAL(j->max_rows), dist_dtype_name(j->dtype), c->slot_bytes);
     /* after the user's work on its stream, both directions */
     DIST_CUDA__CHECK(c, dist_cuda__cu.EventRecord(c->ev_user, user), "staged copy: cuEventRecord on the caller's stream");
     DIST_CUDA__CHECK(c, dist_cuda__cu.StreamWaitEvent(c->up, c->ev_user, 0), "staged copy: cuStreamWaitEvent");
@@ -1164,9 +1183,10 @@ static int dist_cuda__ipc_describe(dist_cuda_t *c, const dist_cuda__job *j, int 
     e->used = c->ipc_call;
     if (!e->exportable) return DIST_CUDA__IPC_STAGE;
     if (dp < e->base || dp - e->base > e->size || need > e->size - (size_t)(dp - e->base)) {
-        dist_cuda__fail(DIST_ERR_INVALID, "%s (%zu x %s, IPC) on rank %d: its %s buffer needs %zu bytes, but its allocation (%zu bytes) ends %zu bytes after it",
-                        dist_cuda__kind_names[j->kind], j->count, dist_dtype_name(j->dtype), c->rank, slot ? "output" : "input", need, e->size,
-                        dp >= e->base && dp - e->base <= e->size ? e->size - (size_t)(dp - e->base) : (size_t)0);
+        size_t after = dp >= e->base && dp - e->base <= e->size ? e->size - (size_t)(dp - e->base) : 0;
+        dist_cuda__fail(DIST_ERR_INVALID, "%s (%zu x %s, IPC) on rank %d: its %s buffer needs %zu byte%s, but its allocation (%zu byte%s) ends %zu byte%s after it",
+                        dist_cuda__kind_names[j->kind], j->count, dist_dtype_name(j->dtype), c->rank, slot ? "output" : "input", need,
+                        DIST__PLURAL(need), e->size, DIST__PLURAL(e->size), after, DIST__PLURAL(after));
         return DIST_CUDA__IPC_FAILED;
     }
     rec->buf[slot].present = 1;
@@ -1243,8 +1263,9 @@ static dist_result dist_cuda__ipc_ptr(dist_cuda_t *c, const dist_cuda__job *j, i
         if (victim->peer >= 0 && (res = dist_cuda__ipc_close_map(c, victim, what)) != DIST_OK) return res;
         memcpy(h.reserved, rec->buf[slot].handle, DIST_CUDA__IPC_HANDLE_SIZE);
         if ((r = dist_cuda__cu.IpcOpenMemHandle(&base, h, DIST_CUDA__IPC_LAZY_ENABLE_PEER_ACCESS)) != 0)
-            return dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): mapping rank %d's allocation of %llu bytes (cuIpcOpenMemHandle)", what, j->count,
-                                       dist_dtype_name(j->dtype), k, (unsigned long long)rec->buf[slot].size);
+            return dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): mapping rank %d's allocation of %llu byte%s (cuIpcOpenMemHandle)", what,
+                                       j->count, dist_dtype_name(j->dtype), k, (unsigned long long)rec->buf[slot].size,
+                                       DIST__PLURAL(rec->buf[slot].size));
         m = victim;
         m->peer = k;
         m->base = base;
@@ -1264,8 +1285,9 @@ static dist_result dist_cuda__ipc_ptr(dist_cuda_t *c, const dist_cuda__job *j, i
         const size_t rows = j->kind == DIST_CUDA__SCATTER || j->kind == DIST_CUDA__REDUCE_SCATTER || j->kind == DIST_CUDA__ALL_TO_ALL ? (size_t)c->world : 1;
         const uint64_t need = (uint64_t)j->count * dist_dtype_size(j->dtype) * rows, off = rec->buf[slot].offset;
         if (!rec->buf[slot].present || off > m->size || need > m->size - off)
-            return dist_cuda__fail(DIST_ERR_PROTOCOL, "%s (%zu x %s, IPC) on rank %d: rank %d described a buffer at offset %llu of an allocation of %zu bytes, which cannot hold the %llu bytes this call reads",
-                                   what, j->count, dist_dtype_name(j->dtype), c->rank, k, (unsigned long long)off, m->size, (unsigned long long)need);
+            return dist_cuda__fail(DIST_ERR_PROTOCOL, "%s (%zu x %s, IPC) on rank %d: rank %d described a buffer at offset %llu of an allocation of %zu byte%s, which cannot hold the %llu byte%s this call reads",
+                                   what, j->count, dist_dtype_name(j->dtype), c->rank, k, (unsigned long long)off, m->size, DIST__PLURAL(m->size),
+                                   (unsigned long long)need, DIST__PLURAL(need));
     }
     *out = m->base + rec->buf[slot].offset;
     return DIST_OK;
@@ -1276,8 +1298,8 @@ static dist_result dist_cuda__ipc_copy(dist_cuda_t *c, const dist_cuda__job *j, 
     dist_cuda__CUresult r;
     if (bytes == 0 || dst == src) return DIST_OK;
     if ((r = dist_cuda__cu.MemcpyDtoDAsync(dst, src, bytes, s)) != 0)
-        return dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): copying %zu bytes from rank %d's buffer (cuMemcpyDtoDAsync)", dist_cuda__kind_names[j->kind],
-                                   j->count, dist_dtype_name(j->dtype), bytes, from);
+        return dist_cuda__cu_failf(c, r, "%s (%zu x %s, IPC): copying %zu byte%s from rank %d's buffer (cuMemcpyDtoDAsync)", dist_cuda__kind_names[j->kind],
+                                   j->count, dist_dtype_name(j->dtype), bytes, DIST__PLURAL(bytes), from);
     return DIST_OK;
 }
 
@@ -1598,7 +1620,7 @@ static dist_result dist_cuda__ipc_probe(dist_cuda_t *c) {
    asked for and where it runs, then the same decision everywhere (and
    the trial mapping when it is IPC).  Sets c->backend. */
 static dist_result dist_cuda__choose(dist_cuda_t *c, dist_cuda_backend asked) {
-    static const char *const names[] = { "auto", "staged", "nccl", "ipc" };
+    const char *const *names = dist_cuda__backend_names;
     const int n = c->world;
     dist_cuda__init_record mine, *all = (dist_cuda__init_record *)DIST_MALLOC(sizeof *all * (size_t)n);
     int ipc_asker = -1, other_asker = -1, remote = -1, twin = -1, no_rtc = -1;
@@ -1646,9 +1668,13 @@ static dist_result dist_cuda__choose(dist_cuda_t *c, dist_cuda_backend asked) {
     }
     DIST_FREE(all);
     if (res == DIST_OK && c->backend == DIST_CUDA_IPC && n > 1 && (res = dist_cuda__ipc_probe(c)) != DIST_OK && ipc_asker < 0 && !c->failed) {
+        dist_log(c->d, DIST_LOG_DEBUG, "cuda: CUDA IPC between the ranks failed its probe (%s); the staged path serves", dist_cuda__error);
         c->backend = DIST_CUDA_STAGED;                        /* auto: the staged path serves */
         res = DIST_OK;
     }
+    if (res == DIST_OK)
+        dist_log(c->d, DIST_LOG_DEBUG, "cuda: backend %s (asked: %s; ranks on %s host%s, NVRTC %s)", names[c->backend], names[asked],
+                 remote >= 0 ? "more than one" : "one", twin >= 0 ? ", two in one process" : "", no_rtc >= 0 ? "missing on a rank" : "on every rank");
     return res;
 }
 
@@ -1690,6 +1716,7 @@ static dist_result dist_cuda__open_nccl(dist_cuda_t *c) {
         c->nccl = NULL;
         return dist_cuda__nccl_fail(c, r, "dist_cuda_init: ncclCommInitRank", NULL);
     }
+    dist_log(c->d, DIST_LOG_DEBUG, "cuda: NCCL communicator of %d ranks made (its id came from rank 0 through dist.h)", c->world);
     return DIST_OK;
 }
 
@@ -1757,7 +1784,7 @@ DIST_API dist_result dist_cuda_init(dist_t *d, const dist_cuda_config *cfg_in, d
     dist_cuda_config cfg;
     dist_cuda_t *c;
     dist_result res;
-    int64_t agree[2];
+    int64_t agree[2], t0 = dist_time_ns();
     int agreed;
     const char *env = getenv("DIST_CUDA_BACKEND");
     if (!out) return dist_cuda__fail(DIST_ERR_INVALID, "dist_cuda_init: NULL out");
@@ -1825,13 +1852,22 @@ DIST_API dist_result dist_cuda_init(dist_t *d, const dist_cuda_config *cfg_in, d
             res = dist_cuda__open_staged(c, (size_t)agree[1]);
         if (res == DIST_OK && c->backend == DIST_CUDA_IPC) res = dist_cuda__open_ipc(c);
     }
-    if (res != DIST_OK) { dist_cuda__close(c); return res; }
+    if (res != DIST_OK) {
+        dist_log(d, DIST_LOG_ERROR, "cuda: %s", dist_cuda__error);
+        dist_cuda__close(c);
+        return res;
+    }
+    dist_log(d, DIST_LOG_INFO, "cuda: device %d (%s, sm_%d), backend %s, chunks of %llu KiB; init took %.2f s", c->ordinal, c->device_name, c->sm,
+             dist_cuda__backend_names[c->backend], (unsigned long long)(agree[1] >> 10), (double)(dist_time_ns() - t0) / 1e9);
     *out = c;
     return DIST_OK;
 }
 
 DIST_API dist_result dist_cuda_destroy(dist_cuda_t *c) {
-    if (c) dist_cuda__close(c);
+    if (c) {
+        dist_log(c->d, DIST_LOG_DEBUG, "cuda: destroying the communicator of device %d (backend %s)", c->ordinal, dist_cuda__backend_names[c->backend]);
+        dist_cuda__close(c);
+    }
     return DIST_OK;
 }
 
@@ -1845,8 +1881,8 @@ static dist_result dist_cuda__run(dist_cuda_t *c, dist_cuda__job *j, dist_cuda_s
     if (dist_dtype_size(j->dtype) == 0) return dist_cuda__fail(DIST_ERR_INVALID, "%s on rank %d: dtype %d is not a dist_dtype", what, c->rank, (int)j->dtype);
     if ((unsigned)j->op >= DIST_OP_COUNT) return dist_cuda__fail(DIST_ERR_INVALID, "%s on rank %d: op %d is not a dist_op", what, c->rank, (int)j->op);
     if ((rooted || p2p) && (j->peer < 0 || j->peer >= c->world || (p2p && j->peer == c->rank)))
-        return dist_cuda__fail(DIST_ERR_INVALID, "%s on rank %d: %s %d is not %s of the %d ranks", what, c->rank, p2p ? "peer" : "root", j->peer,
-                               p2p ? "another" : "one", c->world);
+        return dist_cuda__fail(DIST_ERR_INVALID, "%s on rank %d: %s %d is not %s rank in 0..%d", what, c->rank, p2p ? "peer" : "root", j->peer,
+                               p2p ? "another" : "a", c->world - 1);
     if (j->count && ((j->in_rows && !j->in) || (j->out_rows && !j->out)))
         return dist_cuda__fail(DIST_ERR_INVALID, "%s on rank %d: NULL buffer for %zu x %s", what, c->rank, j->count, dist_dtype_name(j->dtype));
     if (j->count > ((size_t)1 << 62) / dist_dtype_size(j->dtype) / (size_t)c->world)

@@ -7,8 +7,11 @@
       #define DIST_RPC_IMPLEMENTATION
       #include "dist_rpc.h"
    in ONE C or C++ file (usually the one that defines DIST_IMPLEMENTATION
-   too; dist_rpc.h includes dist.h itself); include "dist_rpc.h" without
-   the define everywhere else.
+   too, before any other #include there, as dist.h asks; dist_rpc.h
+   includes dist.h itself); include "dist_rpc.h" without the define
+   everywhere else.  Link with -pthread -lm (the math library: tensors and
+   optimizers; Windows: -lws2_32, see dist.h):
+      cc -std=c11 -O2 prog.c -o prog -pthread -lm
 
 QUICK START: RPC
    Every worker registers the same functions by name, joins (rank, world
@@ -173,11 +176,24 @@ THREADS
    Any thread may call the API.  A value belongs to one thread at a time.
    Each thread has its own last error sentence (dist_rpc_error_message),
    no_grad depth and current autograd context.
+
+LOGGING
+   Lines go where dist.h's go (dist_log): the config's dist.logger, or
+   stderr under DIST_DEBUG=info|detail (any other value fails
+   dist_rpc_init with DIST_ERR_INIT, saying so), "[rank R] rpc: " first.
+   info: the worker up (its name and rank, every worker's name and rank,
+   how long init took), workers that joined, left or are gone, shutdown
+   (how long; why it failed, at WARN); detail adds the agent's threads
+   and the start of a shutdown.  Calls, replies and references log
+   nothing below WARN.
 */
 /* The implementation reaches the OS only through dist.h's platform layer
-   (compiled here too when this file is implemented without dist.h's), which
-   needs POSIX and a few Linux extensions requested before the first system
-   header: include dist_rpc.h first, or build with -D_GNU_SOURCE. */
+   (compiled here too when this file is implemented without dist.h's).
+   Asked for before the first system header, POSIX gives it a monotonic
+   clock; in a file that included a system header first it still builds
+   (under -std=c11 on C11's calendar clock).  A file that implements
+   dist.h too follows dist.h's rule: dist_rpc.h (or dist.h) before any
+   system header. */
 #if defined(DIST_RPC_IMPLEMENTATION) && defined(__linux__) && !defined(_GNU_SOURCE)
 #  define _GNU_SOURCE
 #endif
@@ -818,7 +834,7 @@ DIST_API dist_value_t *dist_value_float(double x) {
 static dist_value_t *dist_rpc__blob(int type, const void *p, size_t n) {
     dist_value_t *v;
     if (n > DIST_RPC_MAX_MESSAGE) { dist_rpc__fail(DIST_ERR_INVALID, "value: %s of %zu bytes exceeds the limit", dist_rpc__type_names[type], n); return NULL; }
-    if (n && !p) { dist_rpc__fail(DIST_ERR_INVALID, "value: NULL %s pointer for %zu bytes", dist_rpc__type_names[type], n); return NULL; }
+    if (n && !p) { dist_rpc__fail(DIST_ERR_INVALID, "value: NULL %s pointer for %zu byte%s", dist_rpc__type_names[type], n, DIST__PLURAL(n)); return NULL; }
     if (!(v = dist_rpc__node(type))) return NULL;
     v->u.s.p = (uint8_t *)DIST_MALLOC(n + 1);
     if (!v->u.s.p) { DIST_FREE(v); dist_rpc__fail(DIST_ERR_NOMEM, "value: out of memory for %zu bytes", n); return NULL; }
@@ -841,7 +857,7 @@ static int dist_rpc__tensor_bytes(dist_dtype dtype, int ndim, const int64_t *sha
     size_t es = dist_dtype_size(dtype), n = 1;
     if (es == 0) return dist_rpc__fail(DIST_ERR_INVALID, "tensor: unknown dtype %d", (int)dtype), -1;
     if (ndim < 0 || ndim > DIST_RPC_MAX_DIMS) return dist_rpc__fail(DIST_ERR_INVALID, "tensor: %d dimensions (at most %d)", ndim, DIST_RPC_MAX_DIMS), -1;
-    if (ndim && !shape) return dist_rpc__fail(DIST_ERR_INVALID, "tensor: NULL shape for %d dimensions", ndim), -1;
+    if (ndim && !shape) return dist_rpc__fail(DIST_ERR_INVALID, "tensor: NULL shape for %d dimension%s", ndim, DIST__PLURAL(ndim)), -1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) return dist_rpc__fail(DIST_ERR_INVALID, "tensor: dimension %d is %lld", d, (long long)shape[d]), -1;
         if (shape[d] && n > DIST_RPC_MAX_MESSAGE / (size_t)shape[d])
@@ -1192,7 +1208,7 @@ static dist_result dist_rpc__unpack_items(const dist_value_t *const *items, size
         snprintf(what, sizeof what, "unpack \"%.40s\": '%c' at %zu (item %zu)", fmt, c, *pos - 1, k);
         if (!strchr("niIfsbtvR*[", c)) return dist_rpc__fail(DIST_ERR_INVALID, "%s: unknown format character", what);
         if (k >= nitems)
-            return dist_rpc__fail(DIST_ERR_TYPE, "%s: the %s has only %zu item%s", what, depth ? "list" : "value", nitems, nitems == 1 ? "" : "s");
+            return dist_rpc__fail(DIST_ERR_TYPE, "%s: the %s has only %zu item%s", what, depth ? "list" : "value", nitems, DIST__PLURAL(nitems));
         v = items[k++];
         switch (c) {
         case 'n': want = DIST_VALUE_NONE; break;
@@ -1378,7 +1394,7 @@ DIST_API dist_result dist_value_encode(const dist_value_t *v, void *buf, size_t 
     n = dist_rpc__encode(v, NULL, 0, 0, NULL);
     *len = n;
     if (n > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_INVALID, "encode: %zu bytes exceed the limit of %zu", n, (size_t)DIST_RPC_MAX_MESSAGE);
-    if (n > cap || !buf) return dist_rpc__fail(DIST_ERR_TRUNCATED, "encode: the value needs %zu bytes, the buffer holds %zu", n, cap);
+    if (n > cap || !buf) return dist_rpc__fail(DIST_ERR_TRUNCATED, "encode: the value needs %zu byte%s, the buffer holds %zu", n, DIST__PLURAL(n), cap);
     dist_rpc__encode(v, (uint8_t *)buf, cap, 0, NULL);
     return DIST_OK;
 }
@@ -1410,7 +1426,8 @@ static int dist_rpc__bad(dist_rpc__decoder *d, const char *fmt, ...) {
 }
 
 static int dist_rpc__need(dist_rpc__decoder *d, size_t n, const char *what) {
-    if (n > d->len - d->off) return dist_rpc__bad(d, "%s at byte %zu needs %zu bytes, %zu are left", what, d->off, n, d->len - d->off);
+    if (n > d->len - d->off) return dist_rpc__bad(d, "%s at byte %zu needs %zu byte%s, with %zu left", what, d->off, n, DIST__PLURAL(n),
+                                                   d->len - d->off);
     return 0;
 }
 
@@ -1451,7 +1468,8 @@ static int dist_rpc__decode(dist_rpc__decoder *d, dist_value_t *out, int depth) 
         if (dist_rpc__need(d, 4, "a list's count")) return -1;
         n = dist_rpc__get32(b + d->off);
         d->off += 4;
-        if (n > d->len - d->off) return dist_rpc__bad(d, "a list of %u items at byte %zu, with %zu bytes left", n, at, d->len - d->off);
+        if (n > d->len - d->off) return dist_rpc__bad(d, "a list of %u item%s at byte %zu, with %zu byte%s left", n, DIST__PLURAL(n), at,
+                                                       d->len - d->off, DIST__PLURAL(d->len - d->off));
         if (n > DIST_RPC_MAX_ITEMS - d->items)
             return dist_rpc__bad(d, "a list of %u items at byte %zu takes the value past %zu items", n, at, (size_t)DIST_RPC_MAX_ITEMS);
         if (out) {
@@ -1555,13 +1573,13 @@ static dist_result dist_rpc__decode_value(const void *buf, size_t len, int world
     uint8_t *block;
     if (!out) return dist_rpc__fail(DIST_ERR_INVALID, "decode: NULL result pointer");
     *out = NULL;
-    if (len && !buf) return dist_rpc__fail(DIST_ERR_INVALID, "decode: NULL buffer of %zu bytes", len);
+    if (len && !buf) return dist_rpc__fail(DIST_ERR_INVALID, "decode: NULL buffer of %zu byte%s", len, DIST__PLURAL(len));
     if (len > DIST_RPC_MAX_MESSAGE) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %zu bytes exceed the limit of %zu", len, (size_t)DIST_RPC_MAX_MESSAGE);
     memset(&d, 0, sizeof d);
     d.b = (const uint8_t *)buf; d.len = len; d.world = world;
     d.nodes = 1;
     if (dist_rpc__decode(&d, NULL, 0) != 0) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %s", d.why);
-    if (d.off != len) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %zu bytes after the value (of %zu)", len - d.off, len);
+    if (d.off != len) return dist_rpc__fail(DIST_ERR_PROTOCOL, "decode: %zu byte%s after the value (of %zu)", len - d.off, DIST__PLURAL(len - d.off), len);
     /* one block: nodes | item pointers | shapes | the message (8-aligned)
        | room for the tensors that travel apart (64-aligned) */
     nodes_sz = d.nodes * sizeof(dist_value_t);
@@ -1740,7 +1758,6 @@ static struct {
     int blocked;                     /* ...of which waiting on a future: their places are lent */
     int threads, idle, max_threads;  /* handler threads started, waiting for a call, the most */
     int cap_told;                    /* the cap was logged */
-    dist_logger logger;              /* the config's (dist.logger) */
     int draining;                    /* a graceful shutdown waits for the handlers */
     int leaving;                     /* ...has begun (fetches of unknown RRefs wait 1 s at most) */
     dist__thread listener, *pool;
@@ -1919,18 +1936,19 @@ static int dist_rpc__alive(int r, char *why, size_t cap) {
     return 0;
 }
 
-/* A WARN line through the application's logger (none: nothing). */
-static void dist_rpc__warn(const char *fmt, ...) DIST_RPC__PRINTF(1, 2);
-static void dist_rpc__warn(const char *fmt, ...) {
-    char line[600];
-    int n;
+/* A line "rpc: ..." through the world's logger (the config's dist.logger,
+   or stderr under DIST_DEBUG: see dist_log); nothing is formatted when
+   that level is not written.  Never on a call's path below WARN. */
+static void dist_rpc__log(dist_log_level level, const char *fmt, ...) DIST_RPC__PRINTF(2, 3);
+static void dist_rpc__log(dist_log_level level, const char *fmt, ...) {
+    char line[500];
     va_list ap;
-    if (!dist_rpc__g.logger.func) return;
-    n = snprintf(line, sizeof line, "[rank %d] rpc: ", dist_rpc__g.rank);
+    dist_t *w = dist_rpc__g.world;
+    if (!dist_log_enabled(w, level)) return;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    dist_rpc__g.logger.func(DIST_LOG_WARN, line, dist_rpc__g.logger.user);
+    dist_log(w, level, "rpc: %s", line);
 }
 
 /* [SECTION] RPC: messages */
@@ -1967,12 +1985,12 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
     total = DIST_RPC__HDR + nlen + blen;
     if (nparts > 4 && !(parts = (const dist_value_t **)DIST_MALLOC(nparts * sizeof *parts))) {
         parts = few_parts;
-        r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu tensors", nparts);
+        r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu tensor%s", nparts, DIST__PLURAL(nparts));
         goto done;
     }
     if (nr > 4 && !(fk = (dist_rpc__fork *)DIST_MALLOC(nr * sizeof *fk))) {
         fk = few;
-        r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu rrefs", nr);
+        r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for %zu rref%s", nr, DIST__PLURAL(nr));
         goto done;
     }
     if (!(b = (uint8_t *)DIST_MALLOC(total))) { r = dist_rpc__fail(DIST_ERR_NOMEM, "rpc: out of memory for a %zu-byte message", total); goto done; }
@@ -2033,7 +2051,7 @@ static dist_result dist_rpc__send(int to, int kind, int flags, int32_t status, u
         }
         if (nwin) dist_wait_all((int)nwin, win);
         if (r != DIST_OK)
-            dist_rpc__fail(r, "rpc: sending a tensor of %zu bytes to worker '%s' (rank %d): %s", bytes, dist_rpc__name_of(to), to,
+            dist_rpc__fail(r, "rpc: sending a tensor of %zu byte%s to worker '%s' (rank %d): %s", bytes, DIST__PLURAL(bytes), dist_rpc__name_of(to), to,
                            dist_error_message(NULL));
     }
     forked = 0;                          /* the message went: its forks are the receiver's (a part that fails fails the call there too) */
@@ -2153,7 +2171,7 @@ static int dist_rpc__post_parts(dist_value_t *v, size_t n, int from, uint32_t ta
     dist_result r = DIST_OK;
     *out = NULL; *nout = 0;
     if (tag0 < DIST_RPC__TAG_PARTS || tag0 - DIST_RPC__TAG_PARTS > DIST_RPC__TAG_SPAN - n) {
-        snprintf(why, cap, "%zu tensors sent apart under tag %u, outside the span", n, tag0);
+        snprintf(why, cap, "%zu tensor%s sent apart under tag %u, outside the span", n, DIST__PLURAL(n), tag0);
         return -1;
     }
     if (!(nodes = (dist_value_t **)DIST_MALLOC(n * sizeof *nodes))) { snprintf(why, cap, "out of memory"); return -1; }
@@ -2531,8 +2549,9 @@ static int dist_rpc__in_step(dist_rpc__in *in, int from, int64_t now) {
     }
     if (in->ndone < in->nreq && in->code == DIST_OK) {
         if (now < in->deadline_ns) return 0;
-        dist_rpc__in_fail(in, DIST_ERR_TIMEOUT, "did not arrive: worker '%s' (rank %d) sent %zu of the %zu pieces of its tensors, then "
-                          "nothing for %.1f s", dist_rpc__name_of(from), from, in->ndone, in->nreq, dist_timeout_ms(dist_rpc__g.world) / 1000.0);
+        dist_rpc__in_fail(in, DIST_ERR_TIMEOUT, "did not arrive: worker '%s' (rank %d) sent %zu of the %zu piece%s of its tensors, then "
+                          "nothing for %.1f s", dist_rpc__name_of(from), from, in->ndone, in->nreq, DIST__PLURAL(in->nreq),
+                          dist_timeout_ms(dist_rpc__g.world) / 1000.0);
     }
     dist_rpc__in_withdraw(in);
     if (in->code != DIST_OK) { dist_value_free(in->v); in->v = NULL; }   /* (before any reference in it is taken in) */
@@ -2838,9 +2857,9 @@ static void dist_rpc__staff_locked(void) {
         dist_rpc__g.threads++;
         return;
     }
-    if (!dist_rpc__g.cap_told && dist_rpc__g.logger.func) {
+    if (!dist_rpc__g.cap_told && dist_log_enabled(dist_rpc__g.world, DIST_LOG_WARN)) {
         dist_rpc__g.cap_told = 1;
-        dist_rpc__warn("all %d handler threads are busy, %d of them waiting on nested calls: queued calls wait for one to finish "
+        dist_rpc__log(DIST_LOG_WARN, "all %d handler threads are busy, %d of them waiting on nested calls: queued calls wait for one to finish "
                        "(DIST_RPC_MAX_THREADS)", dist_rpc__g.threads, dist_rpc__g.blocked);
     }
 }
@@ -2920,7 +2939,7 @@ static void dist_rpc__admit(void) {
     int n0 = dist_rpc__size(), n1, k;
     dist_result r = dist_grow(old, 0, &grown);
     if (r != DIST_OK) {
-        dist_rpc__warn("admitting newcomers (dist_grow) failed: %s", dist_error_message(old));
+        dist_rpc__log(DIST_LOG_WARN, "admitting newcomers (dist_grow) failed: %s", dist_error_message(old));
         return;
     }
     k = dist_newcomers(grown);
@@ -2929,6 +2948,13 @@ static void dist_rpc__admit(void) {
     if (old != dist_rpc__g.world && old != dist_rpc__g.first) dist_destroy(old);
     if (n1 > dist_rpc__g.cap) n1 = dist_rpc__g.cap;      /* (cannot be: dist_grow keeps to it) */
     if (k > 0 && n1 > n0) dist_rpc__learn_range(n0, n1);
+    for (int r = n0; r < n1 && dist_log_enabled(dist_rpc__g.world, DIST_LOG_INFO); r++) {
+        int st;
+        dist__mutex_lock(&dist_rpc__lock);
+        st = dist_rpc__g.wstate[r];
+        dist__mutex_unlock(&dist_rpc__lock);
+        if (st == DIST_RPC__W_LIVE) dist_rpc__log(DIST_LOG_INFO, "worker '%s' (rank %d) joined", dist_rpc__name_of(r), r);
+    }
 }
 
 /* The listener's, each sweep: newcomers, and workers that went. */
@@ -2957,6 +2983,7 @@ static void dist_rpc__watch(void) {
 
 static dist_value_t *dist_rpc__h_leave(dist_rpc_call_t *c, const dist_value_t *args) {
     (void)args;
+    dist_rpc__log(DIST_LOG_INFO, "worker '%s' (rank %d) leaves the job", dist_rpc__name_of(c->from), c->from);
     dist__mutex_lock(&dist_rpc__lock);
     if (dist_rpc__g.wstate && c->from < dist_rpc__size() && dist_rpc__g.wstate[c->from] == DIST_RPC__W_LIVE)
         dist_rpc__g.wstate[c->from] = DIST_RPC__W_LEFT;
@@ -3017,13 +3044,15 @@ static void dist_rpc__leave(int64_t deadline, char *why, size_t cap) {
     dist_rpc__g.leaving = 1;
     while (dist_rpc__g.npending > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
     if (dist_rpc__g.npending > 0 && !why[0])
-        snprintf(why, cap, "%d call(s) of this worker were still outstanding after %d s", dist_rpc__g.npending, bound_s);
+        snprintf(why, cap, "%d call%s of this worker still outstanding after %d s", dist_rpc__g.npending,
+                 DIST__PLURAL(dist_rpc__g.npending), bound_s);
     dist__mutex_unlock(&dist_rpc__lock);
     dist_rpc__release_users();
     dist__mutex_lock(&dist_rpc__lock);
     while (dist_rpc__g.nusers > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
     if (dist_rpc__g.nusers > 0 && !why[0])
-        snprintf(why, cap, "%d reference(s) held here were still unknown to their owners after %d s", dist_rpc__g.nusers, bound_s);
+        snprintf(why, cap, "%d reference%s held here still unknown to their owners after %d s", dist_rpc__g.nusers,
+                 DIST__PLURAL(dist_rpc__g.nusers), bound_s);
     dist__mutex_unlock(&dist_rpc__lock);
     for (;;) {                                           /* every live worker hears it (newcomers admitted meanwhile too) */
         int n = dist_rpc__size(), waiting = 0, to = -1;
@@ -3039,7 +3068,7 @@ static void dist_rpc__leave(int64_t deadline, char *why, size_t cap) {
         if (to >= 0) { dist_rpc__notify(to, DIST_RPC__RESERVED "leave", dist_value_none()); continue; }
         if (!waiting) break;
         if (dist_rpc__now_ns() >= deadline) {
-            if (!why[0]) snprintf(why, cap, "%d worker(s) did not answer that this one leaves within %d s", waiting, bound_s);
+            if (!why[0]) snprintf(why, cap, "%d worker%s did not answer that this one leaves within %d s", waiting, DIST__PLURAL(waiting), bound_s);
             break;
         }
     }
@@ -3182,6 +3211,18 @@ static int dist_rpc__alloc_arrays(int cap, int live) {
     return 0;
 }
 
+/* The INFO line of an agent that is up: its name and rank, and every
+   worker's (the first few), the time init took. */
+static void dist_rpc__log_up(const char *name, int joining, int64_t took_ns) {
+    char list[300] = "";
+    size_t len = 0;
+    int n = dist_rpc__size(), shown = 0;
+    for (int r = 0; r < n && len + 40 < sizeof list; r++, shown++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%.24s=%d", r ? ", " : "", dist_rpc__name_of(r), r);
+    dist_rpc__log(DIST_LOG_INFO, "worker '%s' (rank %d) %s in %.2f s: %d worker%s: %s%s", name, dist_rpc__g.rank,
+                  joining ? "joined a running job" : "is up", (double)took_ns / 1e9, n, DIST__PLURAL(n), list, shown < n ? ", ..." : "");
+}
+
 /* Ends this process's part of the job: the communicators the agent holds
    (a newcomer's first one last: destroying it ends its world). */
 static void dist_rpc__end_world(int graceful) {
@@ -3199,6 +3240,7 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     dist_result r;
     dist_t *got = NULL;
     int started = 0, joining;
+    int64_t t0 = dist_rpc__now_ns();
     memset(&c, 0, sizeof c);
     if (cfg) c = *cfg;
     dist__mutex_lock(&dist_rpc__lock);
@@ -3228,7 +3270,6 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     dist_rpc__g.nthreads = c.num_threads > 0 ? c.num_threads : 4;
     dist_rpc__g.next_id = 1;
     dist_rpc__g.max_threads = dist_rpc__g.nthreads > DIST_RPC_MAX_THREADS ? dist_rpc__g.nthreads : DIST_RPC_MAX_THREADS;
-    dist_rpc__g.logger = c.dist.logger;
     dist_rpc__g.threads = dist_rpc__g.idle = dist_rpc__g.blocked = dist_rpc__g.cap_told = 0;
     dist_rpc__g.probe_at = 0;
     dist_rpc__g.left_out = 0;
@@ -3260,8 +3301,11 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     dist__mutex_unlock(&dist_rpc__lock);
     if (started < dist_rpc__g.nthreads) {
         dist_rpc__teardown(0);
-        return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start %d handler threads", c.num_threads);
+        return dist_rpc__fail(DIST_ERR_SYSTEM, "rpc init: could not start %d handler thread%s", c.num_threads, DIST__PLURAL(c.num_threads));
     }
+    dist_rpc__log(DIST_LOG_DEBUG, "started the listener and %d handler thread%s (at most %d)", started, DIST__PLURAL(started),
+                  dist_rpc__g.max_threads);
+    if (dist_log_enabled(dist_rpc__g.world, DIST_LOG_INFO)) dist_rpc__log_up(name, joining, dist_rpc__now_ns() - t0);
     return DIST_OK;
 }
 
@@ -3292,10 +3336,14 @@ static int dist_rpc__gone_worker(void) {
 DIST_API dist_result dist_rpc_shutdown(int graceful) {
     dist_result res = DIST_OK, why_code = DIST_ERR_TIMEOUT;
     char why[DIST_RPC__ERRLEN] = "";
+    int64_t t0 = dist_rpc__now_ns();
     if (!dist_rpc__g.up || !dist_rpc__g.world) return dist_rpc__fail(DIST_ERR_INVALID, "rpc shutdown: no agent (dist_rpc_init first)");
+    dist_rpc__log(DIST_LOG_DEBUG, "shutting down (%s)", !graceful ? "at once" : dist_rpc__g.dynamic ? "leaving the job" : "gracefully");
     if (graceful && dist_rpc__g.dynamic) {               /* this worker leaves; the job goes on */
         int bound = dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000;
         dist_rpc__leave(dist_rpc__now_ns() + (int64_t)bound * 1000000, why, sizeof why);
+        dist_rpc__log(why[0] ? DIST_LOG_WARN : DIST_LOG_INFO, "worker '%s' (rank %d) left the job in %.2f s%s%.300s",
+                      dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank, (double)(dist_rpc__now_ns() - t0) / 1e9, why[0] ? ": " : "", why);
         dist_rpc__teardown(1);
         return why[0] ? dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc shutdown (leaving): %s", why) : DIST_OK;
     }
@@ -3314,7 +3362,8 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         dist_rpc__g.leaving = 1;
         while (dist_rpc__g.npending > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
         if (dist_rpc__g.npending > 0)
-            snprintf(why, sizeof why, "%d call(s) of this worker were still outstanding after %.1f s", dist_rpc__g.npending, bound / 1000.0);
+            snprintf(why, sizeof why, "%d call%s of this worker still outstanding after %.1f s", dist_rpc__g.npending,
+                     DIST__PLURAL(dist_rpc__g.npending), bound / 1000.0);
         dist__mutex_unlock(&dist_rpc__lock);
         if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 1, &arrived) != DIST_OK) {
             char store_why[150];
@@ -3384,7 +3433,8 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         dist__mutex_lock(&dist_rpc__lock);
         while ((dist_rpc__g.nusers > 0 || dist_rpc__g.npending > 0) && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
         if (dist_rpc__g.nusers > 0 && !why[0])
-            snprintf(why, sizeof why, "%d reference(s) held here were still unknown to their owners after %.1f s", dist_rpc__g.nusers, bound / 1000.0);
+            snprintf(why, sizeof why, "%d reference%s held here still unknown to their owners after %.1f s", dist_rpc__g.nusers,
+                     DIST__PLURAL(dist_rpc__g.nusers), bound / 1000.0);
         dist__mutex_unlock(&dist_rpc__lock);
         if (!why[0]) {                    /* (not all here: nobody to wait for) */
             const char *rkey = "dist_rpc/shutdown/released";
@@ -3401,7 +3451,8 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         while ((dist_rpc__g.nforks > 0 || dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
             dist_rpc__cond_wait(deadline);
         if (dist_rpc__g.nforks > 0 && !why[0])
-            snprintf(why, sizeof why, "%d reference(s) to values owned here were never let go of by their users", dist_rpc__g.nforks);
+            snprintf(why, sizeof why, "%d reference%s to values owned here never let go of by their users", dist_rpc__g.nforks,
+                     DIST__PLURAL(dist_rpc__g.nforks));
         dist_rpc__g.closing = 1;
         dist__mutex_unlock(&dist_rpc__lock);
     }
@@ -3410,6 +3461,9 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
     /* A worker that is gone: the others leave too, at once, and their
        goodbyes tell them apart from it (a worker that closes without one
        is taken for the cause, dist_rpc__gone_worker). */
+    dist_rpc__log(why[0] ? DIST_LOG_WARN : DIST_LOG_INFO, "worker '%s' (rank %d) shut down%s in %.2f s%s%.300s",
+                  dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank, graceful ? "" : " at once", (double)(dist_rpc__now_ns() - t0) / 1e9,
+                  why[0] ? ": " : "", why);
     dist_rpc__teardown(graceful && (!why[0] || why_code == DIST_ERR_PEER_LOST));
     if (why[0]) res = dist_rpc__fail(why_code, "rpc shutdown: %s", why);
     return res;
@@ -3506,9 +3560,9 @@ static dist_result dist_rpc__call(int to, const char *fn, const char *label, dis
             dist__mutex_unlock(&dist_rpc__lock);
             DIST_FREE(f); dist_value_free(args);
             if (closing) return dist_rpc__fail(DIST_ERR_INVALID, "rpc '%s' to worker '%s': this worker is shutting down", label ? label : fn, dist_rpc__name_of(to));
-            return dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc '%s' to worker '%s' (rank %d): %d calls to it were still unanswered after %.1f s "
+            return dist_rpc__fail(DIST_ERR_TIMEOUT, "rpc '%s' to worker '%s' (rank %d): %d call%s to it still unanswered after %.1f s "
                                   "(at most DIST_RPC_MAX_INFLIGHT = %d at a time)", label ? label : fn, dist_rpc__name_of(to), to, n,
-                                  timeout_ms / 1000.0, DIST_RPC_MAX_INFLIGHT);
+                                  DIST__PLURAL(n), timeout_ms / 1000.0, DIST_RPC_MAX_INFLIGHT);
         }
     }
     f->id = dist_rpc__g.next_id++;
@@ -3648,7 +3702,7 @@ DIST_API dist_result dist_future_then(dist_future_t *f, void (*cb)(dist_future_t
 DIST_API dist_result dist_future_wait_all(int n, dist_future_t **fs, int timeout_ms) {
     int64_t deadline = timeout_ms > 0 ? dist_rpc__now_ns() + (int64_t)timeout_ms * 1000000 : 0;
     dist_result first = DIST_OK;
-    if (n < 0 || (n && !fs)) return dist_rpc__fail(DIST_ERR_INVALID, "future_wait_all: %d futures at %p", n, (void *)fs);
+    if (n < 0 || (n && !fs)) return dist_rpc__fail(DIST_ERR_INVALID, "future_wait_all: %d future%s at %p", n, DIST__PLURAL(n), (void *)fs);
     for (int i = 0; i < n; i++) {
         dist_result r;
         if (!fs[i]) continue;
@@ -4362,6 +4416,7 @@ DIST_API void dist_rpc_rref_counts(int *owned, int *users) {
 /* A worker is gone: the forks it held go with it, and references to what
    it owned can never be confirmed or let go of (their next use fails). */
 static void dist_rpc__peer_gone(int rank, const char *why) {
+    dist_rpc__log(DIST_LOG_INFO, "worker '%s' (rank %d) is gone: %.300s", dist_rpc__name_of(rank), rank, why);
     for (;;) {                                          /* entries with forks it held */
         dist_rref_t *e = NULL;
         dist__mutex_lock(&dist_rpc__lock);
@@ -5216,7 +5271,7 @@ struct dist_optim {
 
 static dist_optim_t *dist_rpc__optim(int n, dist_tensor_t *const *params, int adam) {
     dist_optim_t *o;
-    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "optimizer: %d parameters at %p", n, (const void *)params); return NULL; }
+    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "optimizer: %d parameter%s at %p", n, DIST__PLURAL(n), (const void *)params); return NULL; }
     for (int i = 0; i < n; i++)
         if (!params[i]) { dist_rpc__fail(DIST_ERR_INVALID, "optimizer: parameter %d is NULL", i); return NULL; }
     if (!(o = (dist_optim_t *)DIST_MALLOC(sizeof *o))) { dist_rpc__fail(DIST_ERR_NOMEM, "optimizer: out of memory"); return NULL; }
@@ -5352,8 +5407,8 @@ DIST_API dist_tensor_t *dist_tensor_from_value(const dist_value_t *v) {
     dist_tensor_t *t;
     if (dist_value_get_tensor(v, &tv) != DIST_OK) return NULL;
     if ((tv.dtype != DIST_FLOAT32 && tv.dtype != DIST_FLOAT64) || tv.ndim > DIST_TENSOR_MAX_DIMS) {
-        dist_rpc__fail(DIST_ERR_TYPE, "tensor_from_value: a %s tensor of %d dimensions (float32 or float64, at most %d)", dist_dtype_name(tv.dtype), tv.ndim,
-                       DIST_TENSOR_MAX_DIMS);
+        dist_rpc__fail(DIST_ERR_TYPE, "tensor_from_value: a %s tensor of %d dimension%s (float32 or float64, at most %d)", dist_dtype_name(tv.dtype),
+                       tv.ndim, DIST__PLURAL(tv.ndim), DIST_TENSOR_MAX_DIMS);
         return NULL;
     }
     if (!(t = dist_rpc__tensor_make(tv.ndim, tv.shape, 0))) return NULL;
@@ -5382,7 +5437,7 @@ DIST_API dist_tensor_t *dist_rref_local_tensor(dist_rref_t *r) {
 
 DIST_API dist_value_t *dist_rref_params(int n, dist_tensor_t *const *params) {
     dist_value_t *l;
-    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "rref_params: %d parameters, NULL array", n); return NULL; }
+    if (n < 0 || (n && !params)) { dist_rpc__fail(DIST_ERR_INVALID, "rref_params: %d parameter%s, NULL array", n, DIST__PLURAL(n)); return NULL; }
     if (!(l = dist_value_list())) return NULL;
     for (int i = 0; i < n; i++) {
         dist_rref_t *r = NULL;
@@ -5879,7 +5934,7 @@ static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *call, const dist_valu
     if (!c || !s || (size_t)s->n != gl->u.list.n || n < 0 || !roots || !rg) {
         if (!c) dist_rpc_call_fail(call, "distributed backward: autograd context %lld is gone on worker '%s' (ended before its backward finished?)", (long long)id, me);
         else if (!s) dist_rpc_call_fail(call, "distributed backward: worker '%s' sent nothing as message %llx in autograd context %lld", me, (unsigned long long)msg, (long long)id);
-        else if (roots && rg) dist_rpc_call_fail(call, "distributed backward: gradients that do not fit the %d tensor(s) worker '%s' sent", s->n, me);
+        else if (roots && rg) dist_rpc_call_fail(call, "distributed backward: gradients that do not fit the %d tensor%s worker '%s' sent", s->n, DIST__PLURAL(s->n), me);
         else dist_rpc_call_fail(call, "distributed backward: out of memory on worker '%s'", me);
         DIST_FREE(roots); DIST_FREE(rg);
         return NULL;
@@ -5911,7 +5966,7 @@ static dist_value_t *dist_rpc__h_ag_grads(dist_rpc_call_t *call, const dist_valu
 
 DIST_API dist_result dist_autograd_get_gradients(int64_t ctx_id, int n, dist_tensor_t *const *tensors, dist_tensor_t **grads) {
     dist_rpc__actx *c;
-    if (n < 0 || (n && (!tensors || !grads))) return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_get_gradients: %d tensors, NULL arrays", n);
+    if (n < 0 || (n && (!tensors || !grads))) return dist_rpc__fail(DIST_ERR_INVALID, "dist_autograd_get_gradients: %d tensor%s, NULL arrays", n, DIST__PLURAL(n));
     for (int i = 0; i < n; i++) grads[i] = NULL;
     dist__mutex_lock(&dist_rpc__ag_lock);
     if (!(c = dist_rpc__ag_find(ctx_id))) {
@@ -6078,7 +6133,7 @@ static dist_result dist_rpc__dopt(int kind, int n, dist_rref_t *const *params, c
     dist_result res = DIST_OK;
     if (!out) return dist_rpc__fail(DIST_ERR_INVALID, "%s: NULL result pointer", what);
     *out = NULL;
-    if (n <= 0 || !params) return dist_rpc__fail(DIST_ERR_INVALID, "%s: %d parameters (at least one RRef)", what, n);
+    if (n <= 0 || !params) return dist_rpc__fail(DIST_ERR_INVALID, "%s: %d parameter%s (at least one RRef)", what, n, DIST__PLURAL(n));
     for (int i = 0; i < n; i++) if (!params[i]) return dist_rpc__fail(DIST_ERR_INVALID, "%s: parameter %d is NULL", what, i);
     if (!(o = (dist_remote_optim_t *)DIST_MALLOC(sizeof *o)) || !(o->own = (dist_rpc__dopt_part *)DIST_MALLOC((size_t)n * sizeof *o->own))) {
         DIST_FREE(o);

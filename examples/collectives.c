@@ -356,7 +356,7 @@ int main(int argc, char **argv) {
            then, not at exit (stdout is a pipe under distrun; setvbuf's
            line buffering would do on POSIX systems, but Windows buffers
            fully when asked for it). */
-        if (verbose && rank == 0) printf("%d ranks, %zu elements per rank (block)\n", n, sizes[s]);
+        if (verbose && rank == 0) printf("%d rank%s, %zu elements per rank (block)\n", n, n == 1 ? "" : "s", sizes[s]);
         fflush(stdout);
         one_to_all_and_back(sizes[s] * 2);
         fflush(stdout);
@@ -376,8 +376,8 @@ int main(int argc, char **argv) {
     int32_t total = errors;
     CHECK(dist_all_reduce(world, &total, 1, DIST_INT32, DIST_SUM));
     if (rank == 0)
-        printf("collectives%s: %s on %d ranks\n", smoke ? " smoke" : "",
-               total == 0 ? "all checks passed" : "some checks FAILED", n);
+        printf("collectives%s: %s on %d rank%s\n", smoke ? " smoke" : "",
+               total == 0 ? "all checks passed" : "some checks FAILED", n, n == 1 ? "" : "s");
     CHECK(dist_destroy(world));
     return errors == 0 ? 0 : 1;
 }

@@ -1056,8 +1056,8 @@ static int train_elastic(state *s) {
         add_change(&j, n);
         snprintf(when, sizeof when, "start");
         if (dist_rank(w) == 0) {
-            printf("dist_sgd --elastic: %d ranks, global batch %d, %d steps per epoch, SGD lr %g (cosine to 0) momentum %g; ", n, GLOBAL_BATCH,
-                   steps, (double)o->lr, (double)MOMENTUM);
+            printf("dist_sgd --elastic: %d rank%s, global batch %d, %d steps per epoch, SGD lr %g (cosine to 0) momentum %g; ", n,
+                   n == 1 ? "" : "s", GLOBAL_BATCH, steps, (double)o->lr, (double)MOMENTUM);
             if (kill_at >= 0) printf("rank %d dies in step %d of epoch 1; ", o->kill_rank, o->kill_step);
             else printf("nobody dies (--kill-rank -1); ");
             printf("dist_grow every %d steps\ndata %s\n", GROW_EVERY, s->data->what);
@@ -1115,8 +1115,8 @@ static int train_elastic(state *s) {
                 snprintf(when, sizeof when, "after %s, %d newcomer%s in", step_name(sn, sizeof sn, j.done - 1, steps, total), k, k == 1 ? "" : "s");
                 if (k > 0 && !t.admitted) { t.admitted = k; t.grow_call = g0; t.grow_ret = g1; }
                 if (lead) {
-                    printf("after %s: dist_grow(c, %d) admitted %d newcomer%s in %.1f ms: %d ranks\n", step_name(sn, sizeof sn, j.done - 1, steps, total),
-                           want, k, k == 1 ? "" : "s", ms(g0, g1), dist_world_size(bigger));
+                    printf("after %s: dist_grow(c, %d) admitted %d newcomer%s in %.1f ms: %d rank%s\n", step_name(sn, sizeof sn, j.done - 1, steps, total),
+                           want, k, k == 1 ? "" : "s", ms(g0, g1), dist_world_size(bigger), dist_world_size(bigger) == 1 ? "" : "s");
                     fflush(stdout);
                 }
             } else {
@@ -1235,14 +1235,15 @@ static int train_elastic(state *s) {
             check = 1;
             snprintf(when, sizeof when, "after the shrink in %s", step_name(sn, sizeof sn, j.done, steps, total));
             if (dist_rank(smaller) == 0) {
-                printf("%s: %s failed on %d ranks (", step_name(sn, sizeof sn, j.done, steps, total), act_name[act], size);
+                printf("%s: %s failed on %d rank%s (", step_name(sn, sizeof sn, j.done, steps, total), act_name[act], size, size == 1 ? "" : "s");
                 if (ndead > 0) {                          /* (those this rank has seen die: maybe not yet) */
                     printf("rank%s", ndead > 1 ? "s" : "");
                     for (int q = 0; q < ndead && q < 8; q++) printf("%s %d", q ? "," : "", dead[q]);
                     printf(" of %d lost", size);
                 } else printf("%d of %d alive", alive, size);
-                printf(" after %.1f ms); agree %.1f ms, shrink %.1f ms: %d ranks go on%s\n", ms(t.call, t.ret), ms(t.ret, agreed),
-                       ms(agreed, shrunk), dist_world_size(smaller), act == STEP ? ", and redo the step" : "");
+                printf(" after %.1f ms); agree %.1f ms, shrink %.1f ms: %d rank%s go%s on%s\n", ms(t.call, t.ret), ms(t.ret, agreed),
+                       ms(agreed, shrunk), dist_world_size(smaller), dist_world_size(smaller) == 1 ? "" : "s",
+                       dist_world_size(smaller) == 1 ? "es" : "", act == STEP ? ", and redo the step" : "");
                 if (why[0]) printf("  (here: %s)\n", why);
                 fflush(stdout);
             }
@@ -1284,9 +1285,9 @@ static int train_elastic(state *s) {
                            untouched == 1 ? "; the failed step changed nothing (the hash from before it)" : "");
                 else
                     for (int q = 0; q < size; q++)
-                        printf("%s: rank %d holds parameters %016llx, momentum %016llx after %lld steps%s\n", when, q,
+                        printf("%s: rank %d holds parameters %016llx, momentum %016llx after %lld step%s%s\n", when, q,
                                (unsigned long long)all[q * R_WORDS + R_PARAMS], (unsigned long long)all[q * R_WORDS + R_MOMENTUM],
-                               (long long)all[q * R_WORDS + R_DONE], q && memcmp(all + q * R_WORDS, all, 3 * sizeof *all) ? " (not rank 0's)" : "");
+                               (long long)all[q * R_WORDS + R_DONE], all[q * R_WORDS + R_DONE] == 1 ? "" : "s", q && memcmp(all + q * R_WORDS, all, 3 * sizeof *all) ? " (not rank 0's)" : "");
                 if (untouched == 0) printf("%s: FAILED: the failed step changed a rank's parameters\n", when);
                 fflush(stdout);
             }
@@ -1333,8 +1334,8 @@ static int train_elastic(state *s) {
                 if (!t.fail_redone) {
                     t.fail_redone = dist_time_ns();
                     if (lead)
-                        printf("%s done on %d ranks, %.1f ms after its all_reduce failed\n", step_name(sn, sizeof sn, j.done - 1, steps, total), size,
-                               ms(t.fail_ret, t.fail_redone));
+                        printf("%s done on %d rank%s, %.1f ms after its all_reduce failed\n", step_name(sn, sizeof sn, j.done - 1, steps, total), size,
+                               size == 1 ? "" : "s", ms(t.fail_ret, t.fail_redone));
                     fflush(stdout);
                 }
             }
@@ -1401,11 +1402,11 @@ static int train_elastic(state *s) {
                        "loss %.3f -> %.3f, test accuracy %.1f%% >= %.0f%%\n", o->kill_rank, o->kill_step, (int)j.start_size,
                        (int)j.start_size - 1, (int)j.start_size, first, last, 100 * accuracy, 100 * bar);
             else if (lead && ok_all)
-                printf("elastic smoke ok: nobody died (--kill-rank -1), %d ranks, loss %.3f -> %.3f, test accuracy %.1f%% >= %.0f%%\n",
-                       size, first, last, 100 * accuracy, 100 * bar);
+                printf("elastic smoke ok: nobody died (--kill-rank -1), %d rank%s, loss %.3f -> %.3f, test accuracy %.1f%% >= %.0f%%\n",
+                       size, size == 1 ? "" : "s", first, last, 100 * accuracy, 100 * bar);
         } else if (lead && ok_all)
-            printf("elastic ok: test accuracy %.2f%% >= %.0f%%, parameters bitwise identical on all %d ranks after every change\n",
-                   100 * accuracy, 100 * bar, size);
+            printf("elastic ok: test accuracy %.2f%% >= %.0f%%, parameters bitwise identical on %s %d rank%s after every change\n",
+                   100 * accuracy, 100 * bar, size == 1 ? "the" : "all", size, size == 1 ? "" : "s");
         fflush(stdout);
         /* Leave together: when the verdict is a failure, the first rank
            to exit has distrun stop the others, which could cut rank 0's

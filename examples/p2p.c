@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
     int n = dist_world_size(world);     /* how many of us */
     int right = (rank + 1) % n;         /* neighbours on a ring */
     int left = (rank - 1 + n) % n;
-    if (!smoke && rank == 0) printf("%d ranks; rank r sends to rank (r+1) %% %d\n", n, n);
+    if (!smoke && rank == 0) printf("%d rank%s; rank r sends to rank (r+1) %% %d\n", n, n == 1 ? "" : "s", n);
     fflush(stdout);
 
     /* ---- 1. Blocking point-to-point ------------------------------------
@@ -178,9 +178,9 @@ int main(int argc, char **argv) {
             total += theirs_errors;
         }
         if (total == 0)
-            printf("p2p%s: all checks passed on %d ranks\n", smoke ? " smoke" : "", n);
+            printf("p2p%s: all checks passed on %d rank%s\n", smoke ? " smoke" : "", n, n == 1 ? "" : "s");
         else
-            printf("p2p%s: %d checks FAILED across %d ranks\n", smoke ? " smoke" : "", total, n);
+            printf("p2p%s: %d check%s FAILED across %d rank%s\n", smoke ? " smoke" : "", total, total == 1 ? "" : "s", n, n == 1 ? "" : "s");
     } else {
         CHECK(dist_send(world, &errors, 1, DIST_INT32, 0, 2));
     }

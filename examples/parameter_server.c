@@ -467,7 +467,7 @@ static int run_trainer(int k, int trainers, const dataset *train) {
     /* This trainer's shard: a contiguous slice of the training images. */
     dataset shard = slice(train, (int)((int64_t)train->n * (k - 1) / trainers), (int)((int64_t)train->n * k / trainers));
     int nb = opt.batch, steps = shard.n / nb, bad = 0;      /* the last partial batch is dropped */
-    if (steps == 0) { fprintf(stderr, "%s: %d images in my shard, fewer than a batch of %d\n", me, shard.n, nb); return 1; }
+    if (steps == 0) { fprintf(stderr, "%s: %d image%s in my shard, fewer than a batch of %d\n", me, shard.n, shard.n == 1 ? "" : "s", nb); return 1; }
     float *buf = malloc((size_t)(nb > 64 ? nb : 64) * PIXELS * sizeof(float));
     int64_t *labels = malloc((size_t)(nb > 64 ? nb : 64) * sizeof(int64_t));
     int *order = malloc((size_t)shard.n * sizeof(int));
@@ -486,7 +486,8 @@ static int run_trainer(int k, int trainers, const dataset *train) {
     int probe_n = shard.n < 64 ? shard.n : 64;
     double probe0 = opt.smoke ? probe_loss(&shard, probe_n, buf, labels) : 0;
     if (probe0 < 0) return 1;
-    printf("%s: %d training images (%d batches of %d per epoch)%s\n", me, shard.n, steps, nb, opt.smoke ? ", smoke mode" : "");
+    printf("%s: %d training images (%d batch%s of %d per epoch)%s\n", me, shard.n, steps, steps == 1 ? "" : "es", nb,
+           opt.smoke ? ", smoke mode" : "");
 
     uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)k;
     double t0 = now_s();
@@ -533,7 +534,8 @@ static int run_trainer(int k, int trainers, const dataset *train) {
                 window = 0;
             }
         }
-        if (!bad) printf("%s: epoch %d done: mean loss %.4f over its %d batches\n", me, epoch, epoch_sum / steps, steps);
+        if (!bad) printf("%s: epoch %d done: mean loss %.4f over its %d batch%s\n", me, epoch, epoch_sum / steps, steps,
+                      steps == 1 ? "" : "es");
         /* The first trainer asks how the shared model does now. */
         if (!bad && k == 1 && !opt.smoke) {
             dist_value_t *v = NULL;
@@ -547,14 +549,15 @@ static int run_trainer(int k, int trainers, const dataset *train) {
         double probe1 = probe_loss(&shard, probe_n, buf, labels);
         if (probe1 < 0) bad = 1;
         else if (!(probe1 < 0.8 * probe0)) {
-            fprintf(stderr, "%s: smoke check FAILED: loss on my first %d images %.4f before training, %.4f after; want it down by 20%%\n", me, probe_n,
-                    probe0, probe1);
+            fprintf(stderr, "%s: smoke check FAILED: loss on my first %d image%s %.4f before training, %.4f after; want it down by 20%%\n", me,
+                    probe_n, probe_n == 1 ? "" : "s", probe0, probe1);
             bad = 1;
         } else {
-            printf("%s: smoke check passed: gradients reached ps on every step; loss on my first %d images %.4f -> %.4f\n", me, probe_n, probe0, probe1);
+            printf("%s: smoke check passed: gradients reached ps on every step; loss on my first %d image%s %.4f -> %.4f\n", me, probe_n,
+                   probe_n == 1 ? "" : "s", probe0, probe1);
         }
     }
-    if (!bad) printf("%s: done, %d steps in %.1f s\n", me, opt.epochs * steps, now_s() - t0);
+    if (!bad) printf("%s: done, %d step%s in %.1f s\n", me, opt.epochs * steps, opt.epochs * steps == 1 ? "" : "s", now_s() - t0);
     dist_remote_optim_free(optim);
     for (int i = 0; i < 4; i++) dist_rref_free(prefs[i]);
     free(buf);

@@ -217,8 +217,8 @@ static void check(size_t count, workspace *ws) {
         CHECK(all_reduce_by(m, send, recv, count, ws));
         for (size_t i = 0; i < count; i++) {
             if (recv[i] != want[i]) {
-                fprintf(stderr, "WRONG: %s of %zu floats: element %zu is %g, expected %g\n",
-                        method_name[m], count, i, recv[i], want[i]);
+                fprintf(stderr, "WRONG: %s of %zu float%s: element %zu is %g, expected %g\n",
+                        method_name[m], count, count == 1 ? "" : "s", i, recv[i], want[i]);
                 errors++;
                 break;
             }
@@ -265,8 +265,8 @@ int main(int argc, char **argv) {
         for (size_t s = 0; s < sizeof smoke_sizes / sizeof *smoke_sizes; s++) check(smoke_sizes[s], &ws);
     } else {
         check(big, &ws);
-        if (rank == 0) printf("%d ranks, %zu float32 (%.2f MiB) per rank: the three all-reduces checked against the serial sum\n",
-                              n, big, (double)big * 4 / (1024.0 * 1024.0));
+        if (rank == 0) printf("%d rank%s, %zu float32 (%.2f MiB) per rank: the three all-reduces checked against the serial sum\n",
+                              n, n == 1 ? "" : "s", big, (double)big * 4 / (1024.0 * 1024.0));
 
         /* Bandwidth.  algbw = bytes / time: how fast the array gets
            all-reduced.  busbw = algbw x 2(N-1)/N: the traffic through each
@@ -292,8 +292,8 @@ int main(int argc, char **argv) {
     int32_t total = errors;
     CHECK(dist_all_reduce(world, &total, 1, DIST_INT32, DIST_SUM));
     if (rank == 0)
-        printf("ring_allreduce%s: %s on %d ranks\n", smoke ? " smoke" : "",
-               total == 0 ? "all checks passed" : "some checks FAILED", n);
+        printf("ring_allreduce%s: %s on %d rank%s\n", smoke ? " smoke" : "",
+               total == 0 ? "all checks passed" : "some checks FAILED", n, n == 1 ? "" : "s");
     free(ws.a); free(ws.b);
     CHECK(dist_destroy(world));
     return errors == 0 ? 0 : 1;

@@ -690,7 +690,7 @@ static int run_agent(void) {
         }
         if (i % opt.log_interval == 0) {
             printf("agent: round %4d  shortest episode %3.0f steps  running reward %6.2f  (%.1f s)", i, last, running, now_s() - t0);
-            if (opt.chaos) printf("  %d playing, %d kills, %d lost", started, kills, lost);
+            if (opt.chaos) printf("  %d playing, %d kill%s, %d lost", started, kills, kills == 1 ? "" : "s", lost);
             printf("\n");
             fflush(stdout);
         }
@@ -704,10 +704,13 @@ static int run_agent(void) {
     if (opt.chaos) {
         chaos_wrap_up();
         clock_stop();
-        printf("agent: chaos: %d rounds in %.1f s, %s (running reward %.2f); %d kills, %d replacements joined (%d played), %d episodes lost\n",
-               i - 1, wall, solved ? "solved" : "not solved", running, kills, atomic_load(&replacements), played, lost);
+        int joined = atomic_load(&replacements);
+        printf("agent: chaos: %d rounds in %.1f s, %s (running reward %.2f); %d kill%s, %d replacement%s joined (%d played), %d episode%s "
+               "lost\n", i - 1, wall, solved ? "solved" : "not solved", running, kills, kills == 1 ? "" : "s", joined, joined == 1 ? "" : "s",
+               played, lost, lost == 1 ? "" : "s");
         if (!bad && opt.smoke && (kills < 3 || played < 3)) {
-            fprintf(stderr, "agent: smoke check FAILED: %d kills and %d replacements that played episodes; want at least 3 of each\n", kills, played);
+            fprintf(stderr, "agent: smoke check FAILED: %d kill%s and %d replacement%s that played episodes; want at least 3 of each\n", kills,
+                    kills == 1 ? "" : "s", played, played == 1 ? "" : "s");
             bad = 1;
         }
     }
@@ -728,7 +731,7 @@ static int run_agent(void) {
             printf("agent: smoke check passed: the shortest episode grew from %.1f steps (rounds %d-%d) to %.1f (rounds %d-%d)\n", first10,
                    learned_in[0], learned_in[9], last10, learned_in[learned - 10], learned_in[learned - 1]);
     } else if (!bad && !solved)
-        printf("agent: not solved in %d rounds (running reward %.2f); try another --seed\n", i - 1, running);
+        printf("agent: not solved in %d round%s (running reward %.2f); try another --seed\n", i - 1, i - 1 == 1 ? "" : "s", running);
     free(shortest);
     free(learned_in);
     return bad;

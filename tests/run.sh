@@ -6,7 +6,8 @@
 # Tests, in this order:
 #   compile checks   every header that exists (dist.h, dist_rpc.h,
 #                    dist_cuda.h) built alone with gcc, clang, g++, with
-#                    DIST_STATIC and across several translation units
+#                    DIST_STATIC, across several translation units, and
+#                    after a system header (one #error on glibc)
 #                    (tests/compile/check.sh); then the CMake package
 #                    (tests/compile/cmake.sh); then every header, example
 #                    and the launcher cross-compiled and linked for macOS,
@@ -115,7 +116,7 @@ if [ "$compile_checks" != 0 ]; then
     # Keep this list in step with tests/compile/check.sh.  (c11-gcc and
     # c11-clang are left out: multi-tu-gcc and multi-tu-clang compile the
     # same implementation file with the same flags, and more besides.)
-    variants="c++11-g++ static-gcc static-clang multi-tu-gcc multi-tu-clang multi-tu-c++"
+    variants="c++11-g++ static-gcc static-clang multi-tu-gcc multi-tu-clang multi-tu-c++ sys-first-gcc sys-first-clang"
     for h in dist.h dist_rpc.h dist_cuda.h; do
         [ -f "$h" ] || continue
         more=""

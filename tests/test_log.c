@@ -5,6 +5,8 @@
        asked for (INFO during init at DIST_LOG_INFO; none at the default
        WARN; a store refusal at WARN; an error after a failed receive)
      - DIST_DEBUG=info|detail without a logger: lines "dist ..." on stderr
+       (detail's stamped "dist 12:34:56.789012Z error: ..."; more in
+       test_debug.c)
      - no DIST_DEBUG and no logger: the library prints nothing, in a job
        that succeeds and in jobs that fail
      - dist_result_name/text for every code, dist_dtype_size/name for
@@ -602,7 +604,7 @@ static void test_stderr(void) {
         if (c.timed_out) fail(name, "the job did not end");
         else if (g_res[0] != 1) fail(name, "dist_spawn returned %d, expected 1", g_res[0]);
         else if (n < 0) { first_line(bad, line, sizeof line); fail(name, "a stderr line does not start with \"dist \": \"%s\"", line); }
-        else if (!strstr(c.err, "dist error: ") || !strstr(c.err, "expects 2 x int32")) fail(name, "no error line about the receive in:\n%s", c.err);
+        else if (!strstr(c.err, "Z error: [rank ") || !strstr(c.err, "expects 2 x int32")) fail(name, "no error line about the receive in:\n%s", c.err);
         else if (c.out_len) fail(name, "stdout: \"%s\"", c.out);
         else ok("%s  [%d lines]", name, n);
     }

@@ -1219,7 +1219,7 @@ static const char *want_reason(const hammer_t *h, int kind) {
     case K_BAD_VERSION: return "protocol version";
     case K_PURPOSE: return "wrong purpose";
     case K_WORLD0: case K_WORLD_BIG: case K_WORLD_NEG: case K_RANK_OOR: case K_RANK_NEG: return "out of range";
-    case K_DUP_RANK: return h->secret_mode ? "does not know the job's secret" : "after all 4 ranks had joined";
+    case K_DUP_RANK: return h->secret_mode ? "does not know the job's secret" : "after the job's 4 ranks had joined";
     case K_WRONG_WORLD: case K_REFLECT: return "does not know the job's secret";
     case K_NO_SECRET: return "it has no secret and this job requires one";
     default: return NULL;

@@ -16,6 +16,12 @@
 #                        dist_rpc.h or dist_cuda.h implemented in a file of
 #                        its own after <stdio.h> and dist.h, no feature
 #                        macros (own_file.c), dist.h's in impl.c, linked
+#   sys-first-gcc, sys-first-clang
+#                        the implementation after <stdio.h> (sys_first.c):
+#                        on glibc, under -std=c11 and -std=gnu11, exactly
+#                        one diagnostic, dist.h's #error naming the fix;
+#                        with -D_GNU_SOURCE (the fix), no diagnostic at all
+#                        (-fsyntax-only); with another libc, it compiles
 # Exit 0 pass, 77 skip (a compiler is not installed), else fail.
 # tests/run.sh runs every variant for every header that exists.
 set -euo pipefail
@@ -31,7 +37,8 @@ CLANG=${DIST_CHECK_CLANG:-clang}
 GXX=${DIST_CHECK_GXX:-g++}
 C_FLAGS="-std=c11 -O2 -Wall -Wextra -Wpedantic -Werror"
 CXX_FLAGS="-std=c++11 -O2 -Wall -Wextra -Werror"
-LIBS="-pthread -lm"
+# Each header's programs link with what its opening comment says, no more.
+LIBS="-pthread"
 
 # ---- per-header settings ---------------------------------------------------
 # impl.c and cpp.cpp always define DIST_IMPLEMENTATION; a later header adds
@@ -41,17 +48,17 @@ LIBS="-pthread -lm"
 defs="" impl=""
 case $header in
     dist.h)      ;;
-    dist_rpc.h)  impl="-DDIST_RPC_IMPLEMENTATION" ;;
+    dist_rpc.h)  impl="-DDIST_RPC_IMPLEMENTATION"; LIBS="$LIBS -lm" ;;
     dist_cuda.h)
         impl="-DDIST_CUDA_IMPLEMENTATION"
-        # ---- CUDA hook: dist_cuda.h needs the CUDA headers. ----
+        # dist_cuda.h needs no CUDA header; CUDA's include directory, where
+        # there is one, is on the path as the Makefile puts it there.
         # (-isystem: warnings in CUDA's own headers are not ours to fix.)
         cuda_home=${CUDA_HOME:-/usr/local/cuda}
         if [ -d "$cuda_home/include" ]; then
             defs="$defs -isystem $cuda_home/include"
         fi
-        # Libraries to link, if dist_cuda.h needs any beyond libc:
-        # LIBS="$LIBS -ldl"
+        LIBS="$LIBS -ldl"         # dlopen: in libdl before glibc 2.34
         ;;
     *) echo "unknown header $header" >&2; exit 2 ;;
 esac
@@ -97,6 +104,33 @@ case $variant in
         run "$cc" $C_FLAGS $hdr $impl -c "$here/own_file.c" -o "$out/own.o"
         run "$cc" $C_FLAGS $hdr -c "$here/impl.c" -o "$out/impl.o"
         run "$cc" "$out/own.o" "$out/impl.o" -o "$out/prog" $LIBS
+        ;;
+    sys-first-gcc|sys-first-clang)
+        case $variant in *gcc) cc=$GCC ;; *) cc=$CLANG ;; esac
+        need "$cc"
+        if ! printf '#include <stdio.h>\n#ifndef __GLIBC__\n#error not glibc\n#endif\n' \
+                | "$cc" -x c -fsyntax-only - >/dev/null 2>&1; then
+            run "$cc" $C_FLAGS $hdr $impl "$here/sys_first.c" -o "$out/prog" $LIBS
+            run "$out/prog"
+            exit 0
+        fi
+        for std in -std=c11 -std=gnu11; do
+            echo "+ $cc $std ... $here/sys_first.c (must fail with dist.h's #error alone)"
+            if "$cc" $std ${C_FLAGS#-std=c11} $hdr $impl -fsyntax-only "$here/sys_first.c" >"$out/diag.txt" 2>&1; then
+                echo "FAIL: $header's implementation compiled after <stdio.h> ($std): expected dist.h's #error"
+                exit 1
+            fi
+            cat "$out/diag.txt"
+            n=$(grep -cE '(error|warning):' "$out/diag.txt" || true)
+            if [ "$n" != 1 ] || ! grep -q 'define it and include dist.h before any system header, or compile that file with -D_GNU_SOURCE' "$out/diag.txt"; then
+                echo "FAIL: $header after <stdio.h> ($std): $n diagnostics; expected exactly one, dist.h's #error naming the fix"
+                exit 1
+            fi
+        done
+        # the fix the message names
+        run "$cc" $C_FLAGS -D_GNU_SOURCE $hdr $impl -fsyntax-only "$here/sys_first.c"
+        echo "ok: one #error under -std=c11 and -std=gnu11, none with -D_GNU_SOURCE"
+        exit 0
         ;;
     *) echo "unknown variant $variant" >&2; exit 2 ;;
 esac
