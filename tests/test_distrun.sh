@@ -6,6 +6,7 @@
 set -u
 
 DISTRUN=${DISTRUN:-build/distrun}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 case $DISTRUN in /*) ;; *) DISTRUN=$PWD/$DISTRUN ;; esac
 if [ ! -x "$DISTRUN" ]; then
     echo "FAIL: no launcher at $DISTRUN (build it first)"
@@ -13,7 +14,8 @@ if [ ! -x "$DISTRUN" ]; then
 fi
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/test_distrun.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+# (processes the leftover checks start are killed whatever the outcome)
+trap 'for f in "$T"/left.*; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2> /dev/null; done; rm -rf "$T"' EXIT
 FAILS=0
 pass() { echo "ok   $1"; }
 fail() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; FAILS=$((FAILS + 1)); }
@@ -78,7 +80,14 @@ if ! ${CC:-cc} -std=c11 -Wall -o "$T/helper" "$T/helper.c"; then
     exit 1
 fi
 
-# run LIMIT ARGS...: the launcher with a time limit; sets RC, OUT, ERR, MS
+# The notice distrun prints when it sets OMP_NUM_THREADS=1 (several ranks,
+# the variable unset): checked on its own below, left out of ERR elsewhere.
+OMP_NOTICE='^distrun: OMP_NUM_THREADS=1 for each rank, as [0-9]* share this node (set OMP_NUM_THREADS to choose)$'
+unset OMP_NUM_THREADS
+HOST=$(uname -n)
+
+# run LIMIT ARGS...: the launcher with a time limit; sets RC, OUT, ERR (but
+# the OMP notice), ERR_ALL, MS
 run() {
     local limit=$1 t0
     shift
@@ -87,8 +96,12 @@ run() {
     RC=$?
     MS=$(( $(now_ms) - t0 ))
     OUT=$(cat "$T/out")
-    ERR=$(cat "$T/err")
+    ERR_ALL=$(cat "$T/err")
+    ERR=$(grep -v "$OMP_NOTICE" "$T/err")
 }
+
+# The summary's description of where and when the first failure happened
+WHEN_RE=" on $HOST at [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3} \\([0-9]+\\.[0-9]{3} s after the start\\)"
 
 # ---- environment, single node ------------------------------------------
 run 10 -n 3 "$T/helper"
@@ -145,7 +158,7 @@ fi
 run 10 -n 2 sh -c 'echo "out $RANK"; echo "err $RANK" >&2; printf "two\nlines\n"; printf "partial $RANK"'
 exp_out=$(printf '[0] out 0\n[0] two\n[0] lines\n[0] partial 0\n[1] out 1\n[1] two\n[1] lines\n[1] partial 1')
 got_out=$(sort -s -t']' -k1,1 "$T/out")
-if [ "$RC" = 0 ] && [ "$got_out" = "$exp_out" ] && [ "$(sort "$T/err")" = "$(printf '[0] err 0\n[1] err 1')" ]; then
+if [ "$RC" = 0 ] && [ "$got_out" = "$exp_out" ] && [ "$(printf '%s\n' "$ERR" | sort)" = "$(printf '[0] err 0\n[1] err 1')" ]; then
     pass "stdout/stderr lines prefixed, partial last line flushed"
 else
     fail "prefixing" "rc=$RC" "$OUT" "$ERR"
@@ -175,7 +188,7 @@ if [ "$RC" = 0 ] && [ -z "$OUT$ERR" ]; then pass "all ranks exit 0: exit 0, no o
 # ---- one rank fails: the others are stopped quickly ------------------------
 run 20 -n 4 sh -c 'if [ "$RANK" = 2 ]; then sleep 0.2; exit 3; fi; sleep 20'
 if [ "$RC" = 3 ] && [ "$MS" -lt 5000 ] && [ "$(printf '%s\n' "$ERR" | grep -c '^distrun:')" = 1 ] &&
-   printf '%s\n' "$ERR" | grep -Eq '^distrun: rank 2 \(pid [0-9]+\) exited with code 3; stopped 3 other ranks$'; then
+   printf '%s\n' "$ERR" | grep -Eq "^distrun: rank 2 \\(pid [0-9]+\\) exited with code 3$WHEN_RE, the first to fail; distrun stopped ranks 0, 1, 3\$"; then
     pass "rank 2 exits 3: others stopped in ${MS} ms, exit 3, one summary line"
 else
     fail "failure stops others" "rc=$RC ms=$MS" "$ERR"
@@ -184,7 +197,7 @@ fi
 # ---- a rank killed by a signal -------------------------------------------
 run 20 -n 4 sh -c 'if [ "$RANK" = 1 ]; then sleep 0.2; kill -KILL $$; fi; sleep 20'
 if [ "$RC" = 137 ] && [ "$MS" -lt 5000 ] &&
-   printf '%s\n' "$ERR" | grep -Eq '^distrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); stopped 3 other ranks$'; then
+   printf '%s\n' "$ERR" | grep -Eq "^distrun: rank 1 \\(pid [0-9]+\\) was killed by signal 9 \\(Killed\\)$WHEN_RE, the first to fail; distrun stopped ranks 0, 2, 3\$"; then
     pass "rank 1 killed by SIGKILL: exit 137, summary names the signal"
 else
     fail "killed rank" "rc=$RC ms=$MS" "$ERR"
@@ -218,7 +231,7 @@ else
 fi
 run 20 -n 2 --max-restarts 1 sh -c 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 20'
 if [ "$RC" = 3 ] && [ "$MS" -lt 10000 ] && printf '%s\n' "$ERR" | grep -q 'restart 1 of 1' &&
-   printf '%s\n' "$ERR" | grep -q 'rank 1 (pid [0-9]*) exited with code 3; stopped 1 other rank'; then
+   printf '%s\n' "$ERR" | grep -Eq "rank 1 \\(pid [0-9]+\\) exited with code 3$WHEN_RE, the first to fail; distrun stopped rank 0\$"; then
     pass "--max-restarts used up: the next failure stops the job (exit 3)"
 else
     fail "--max-restarts used up" "rc=$RC ms=$MS" "$ERR"
@@ -230,7 +243,6 @@ fi
 # itself at step 20; distrun restarts it; the restarted process joins; the
 # job ends at step 60 with 4 members, all at the same step with the same
 # parameters.
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cat > "$T/elastic.c" <<'EOF2'
 #define DIST_IMPLEMENTATION
 #include "dist.h"
@@ -347,7 +359,7 @@ finish_bg() {
     MS=$(( $(now_ms) - t0 ))
     kill $WD 2> /dev/null
     wait $WD 2> /dev/null
-    ERR=$(cat "$T/err")
+    ERR=$(grep -v "$OMP_NOTICE" "$T/err")
 }
 
 start_bg -n 3 sh -c 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.05; done'
@@ -375,11 +387,253 @@ else
     fail "second SIGINT" "alive after first=$alive rc=$RC ms=$MS" "$ERR"
 fi
 
+# ---- torchrun's and mpirun's habits ---------------------------------------
+run 10 -np 3 "$T/helper"
+if [ "$RC" = 0 ] && [ "$(grep -c '^\[[0-2]\] RANK=[0-2] WORLD_SIZE=3 ' "$T/out")" = 3 ]; then
+    pass "-np 3 (mpirun's spelling) runs 3 ranks"
+else
+    fail "-np 3" "rc=$RC" "$OUT" "$ERR"
+fi
+run 10 --nproc_per_node=2 "$T/helper"
+if [ "$RC" = 0 ] && [ "$(grep -c '^\[[01]\] RANK=[01] WORLD_SIZE=2 ' "$T/out")" = 2 ]; then
+    pass "--nproc_per_node=2 (torchrun's spelling)"
+else
+    fail "--nproc_per_node=2" "rc=$RC" "$OUT" "$ERR"
+fi
+
+version=$(sed -n 's/^#define DIST_VERSION_STRING "\(.*\)"$/\1/p' "$ROOT/dist.h")
+run 10 --version
+out1=$OUT rc1=$RC
+run 10 -V
+if [ -n "$version" ] && [ "$rc1" = 0 ] && [ "$out1" = "distrun (dist) $version" ] && [ "$RC" = 0 ] && [ "$OUT" = "$out1" ]; then
+    pass "--version and -V: 'distrun (dist) $version', dist.h's version"
+else
+    fail "--version" "rc=$rc1/$RC want 'distrun (dist) $version'" "$out1" "$OUT"
+fi
+
+# OMP_NUM_THREADS=1 with several ranks, unless the user set it; one notice
+run 10 -n 2 sh -c 'echo "omp=${OMP_NUM_THREADS-unset}"'
+if [ "$RC" = 0 ] && [ "$(sort "$T/out")" = "$(printf '[0] omp=1\n[1] omp=1')" ] &&
+   [ "$(grep -c "$OMP_NOTICE" "$T/err")" = 1 ] && [ "$(grep -c "as 2 share" "$T/err")" = 1 ] && [ -z "$ERR" ]; then
+    pass "-n 2: OMP_NUM_THREADS=1 in each rank, one notice"
+else
+    fail "OMP_NUM_THREADS with -n 2" "rc=$RC" "$OUT" "$ERR_ALL"
+fi
+OMP_NUM_THREADS=3 run 10 -n 2 sh -c 'echo "omp=${OMP_NUM_THREADS-unset}"'
+if [ "$RC" = 0 ] && [ "$(sort "$T/out")" = "$(printf '[0] omp=3\n[1] omp=3')" ] && [ -z "$ERR_ALL" ]; then
+    pass "OMP_NUM_THREADS set by the user: left alone, no notice"
+else
+    fail "OMP_NUM_THREADS set by the user" "rc=$RC" "$OUT" "$ERR_ALL"
+fi
+run 10 -n 1 sh -c 'echo "omp=${OMP_NUM_THREADS-unset}"'
+if [ "$RC" = 0 ] && [ "$OUT" = "[0] omp=unset" ] && [ -z "$ERR_ALL" ]; then
+    pass "-n 1: OMP_NUM_THREADS not set, no notice"
+else
+    fail "OMP_NUM_THREADS with -n 1" "rc=$RC" "$OUT" "$ERR_ALL"
+fi
+
+# --tag-output: Open MPI's prefixes
+run 10 -n 2 --tag-output sh -c 'echo "out $RANK"; echo "err $RANK" >&2'
+if [ "$RC" = 0 ] && [ "$(sort "$T/out")" = "$(printf '[1,0]<stdout>:out 0\n[1,1]<stdout>:out 1')" ] &&
+   [ "$(printf '%s\n' "$ERR" | sort)" = "$(printf '[1,0]<stderr>:err 0\n[1,1]<stderr>:err 1')" ]; then
+    pass "--tag-output: lines prefixed [1,RANK]<stdout>: and [1,RANK]<stderr>:"
+else
+    fail "--tag-output" "rc=$RC" "$OUT" "$ERR"
+fi
+
+# --log-dir: each rank's streams in files of their own, byte for byte, and
+# nothing on the terminal; a restarted rank appends to them
+LD="$T/logs/a/b"
+run 10 -n 3 --log-dir "$LD" sh -c 'echo "out $RANK"; echo "err $RANK" >&2; printf "no newline $RANK"'
+ok=1
+for r in 0 1 2; do
+    [ "$(cat "$LD/rank$r.out")" = "$(printf 'out %s\nno newline %s' $r $r)" ] || ok=0
+    [ "$(od -An -c "$LD/rank$r.out" | tr -d ' \n' | tail -c 1)" = "$r" ] || ok=0    # as written: no newline added
+    [ "$(cat "$LD/rank$r.err")" = "err $r" ] || ok=0
+done
+if [ "$RC" = 0 ] && [ $ok = 1 ] && [ -z "$OUT" ] && [ -z "$ERR" ] && [ "$(ls "$LD" | wc -l)" = 6 ]; then
+    pass "--log-dir: DIR/rankR.out and .err (DIR made), as the ranks wrote them; nothing relayed"
+else
+    fail "--log-dir" "rc=$RC" "$OUT" "$ERR" "$(ls -l "$LD" 2>&1)" "$(head -c 300 "$LD/rank0.out" 2>&1)"
+fi
+run 10 -n 2 --log-dir "$LD" --max-restarts 1 sh -c 'echo "attempt $DIST_RESTART_COUNT of rank $RANK"; if [ "$RANK" = 1 ] && [ "$DIST_RESTART_COUNT" = 0 ]; then exit 5; fi'
+if [ "$RC" = 0 ] && [ "$(cat "$LD/rank1.out")" = "$(printf 'attempt 0 of rank 1\nattempt 1 of rank 1')" ] &&
+   [ "$(cat "$LD/rank0.out")" = "attempt 0 of rank 0" ] && [ ! -s "$LD/rank0.err" ]; then
+    pass "--log-dir again: the files are emptied at the start; a restarted rank appends"
+else
+    fail "--log-dir with a restart" "rc=$RC" "$(cat "$LD/rank1.out")" "$ERR"
+fi
+run 10 -n 2 --log-dir "$T/logs/t" --tee 1 sh -c 'echo "out $RANK"; echo "err $RANK" >&2'
+if [ "$RC" = 0 ] && [ "$(sort "$T/out")" = "$(printf '[0] out 0\n[1] out 1')" ] && [ -z "$ERR" ] &&
+   [ "$(cat "$T/logs/t/rank1.out")" = "out 1" ] && [ "$(cat "$T/logs/t/rank1.err")" = "err 1" ]; then
+    pass "--tee 1: stdout also relayed (prefixed), stderr only in the files"
+else
+    fail "--tee 1" "rc=$RC" "$OUT" "$ERR"
+fi
+run 10 -n 2 --output-filename "$T/logs/m" --tee 3 --tag-output sh -c 'echo "out $RANK"; echo "err $RANK" >&2'
+if [ "$RC" = 0 ] && [ "$(sort "$T/out")" = "$(printf '[1,0]<stdout>:out 0\n[1,1]<stdout>:out 1')" ] &&
+   [ "$(printf '%s\n' "$ERR" | sort)" = "$(printf '[1,0]<stderr>:err 0\n[1,1]<stderr>:err 1')" ] &&
+   [ "$(cat "$T/logs/m/rank0.out")" = "out 0" ] && [ "$(cat "$T/logs/m/rank0.err")" = "err 0" ]; then
+    pass "--output-filename (mpirun's) --tee 3 --tag-output: files, and both streams relayed with tags"
+else
+    fail "--output-filename --tee 3" "rc=$RC" "$OUT" "$ERR"
+fi
+: > "$T/notadir"
+run 10 -n 1 --log-dir "$T/notadir/x" true
+if [ "$RC" = 1 ] && printf '%s\n' "$ERR" | grep -q "^distrun: cannot make the log directory '$T/notadir/x': "; then
+    pass "--log-dir that cannot be made: exit 1, said why"
+else
+    fail "--log-dir that cannot be made" "rc=$RC" "$ERR"
+fi
+
+# ---- the root cause: the first rank to fail in time ------------------------
+run 20 -n 4 sh -c 'if [ "$RANK" = 3 ]; then exit 7; fi; sleep 20'
+if [ "$RC" = 7 ] && [ "$MS" -lt 5000 ] && [ "$(printf '%s\n' "$ERR" | grep -c '^distrun:')" = 1 ] &&
+   printf '%s\n' "$ERR" | grep -Eq "^distrun: rank 3 \\(pid [0-9]+\\) exited with code 7$WHEN_RE, the first to fail; distrun stopped ranks 0-2\$"; then
+    pass "rank 3 exits 7 at once: named with its host and time, ranks 0-2 stopped by distrun"
+else
+    fail "root cause, rank 3" "rc=$RC ms=$MS" "$ERR"
+fi
+# rank 0 fails too, but only because distrun's SIGTERM makes it (exit 1)
+run 20 -n 3 sh -c 'if [ "$RANK" = 2 ]; then sleep 0.3; exit 3; fi; trap "exit 1" TERM; sleep 20 & wait'
+if [ "$RC" = 3 ] &&
+   printf '%s\n' "$ERR" | grep -Eq "^distrun: rank 2 \\(pid [0-9]+\\) exited with code 3$WHEN_RE, the first to fail; distrun stopped ranks 0, 1\$"; then
+    pass "ranks that exit 1 on distrun's SIGTERM are stopped, not the cause: rank 2 named, exit 3"
+else
+    fail "root cause vs ranks distrun stopped" "rc=$RC" "$ERR"
+fi
+# Rank 3 fails while distrun is stopped (SIGSTOP); 0.3 s later rank 0 fails
+# too; then distrun goes on and finds both ended: rank 3 is the cause, though
+# distrun would reap rank 0 (the older child) first.
+mkdir -p "$T/rc"
+"$DISTRUN" -n 4 sh -c 'case $RANK in
+  3) while [ ! -e "$0/go" ]; do sleep 0.02; done; : > "$0/r3"; exit 7 ;;
+  0) while [ ! -e "$0/r3" ]; do sleep 0.02; done; sleep 0.3; : > "$0/r0"; exit 1 ;;
+  *) echo ready; sleep 20 ;;
+esac' "$T/rc" > "$T/out" 2> "$T/err" < /dev/null &
+BG=$!
+( sleep 20; kill -KILL $BG ) > /dev/null 2>&1 &
+WD=$!
+for _ in $(seq 100); do [ "$(grep -c ' ready$' "$T/out")" -ge 2 ] && break; sleep 0.05; done
+kill -STOP $BG
+: > "$T/rc/go"
+for _ in $(seq 100); do [ -e "$T/rc/r0" ] && break; sleep 0.05; done
+sleep 0.2
+kill -CONT $BG
+wait $BG
+RC=$?
+kill $WD 2> /dev/null
+wait $WD 2> /dev/null
+ERR=$(grep -v "$OMP_NOTICE" "$T/err")
+if [ "$RC" = 7 ] && [ -e "$T/rc/r0" ] &&
+   printf '%s\n' "$ERR" | grep -Eq "^distrun: rank 3 \\(pid [0-9]+\\) exited with code 7$WHEN_RE, the first to fail; then rank 0 failed too; distrun stopped ranks 1, 2\$"; then
+    pass "two ranks fail while distrun is stopped: the first in time (rank 3) is named, not the first reaped"
+else
+    fail "root cause in time" "rc=$RC (want 7)" "$ERR"
+fi
+
+# ---- what a rank leaves running dies with it ---------------------------------
+# Each rank starts a sleep in the background (rank 1 also one that ignores
+# SIGTERM, and, where there is setsid, one that leaves the rank's process
+# group); rank 1 exits 1 and rank 0 is stopped by distrun.
+gone_all() {
+    local f
+    for f in "$T"/left.*; do
+        [ -f "$f" ] || continue
+        kill -0 "$(cat "$f")" 2> /dev/null && return 1
+    done
+    return 0
+}
+rm -f "$T"/left.*
+setsid_cmd=:
+command -v setsid > /dev/null 2>&1 && setsid_cmd='(exec setsid sleep 300) & echo $! > "$0/left.s$RANK";'
+run 20 -n 2 sh -c 'sleep 300 & echo $! > "$0/left.$RANK"; (trap "" TERM; exec sleep 300) & echo $! > "$0/left.t$RANK"; '"$setsid_cmd"'
+    sleep 0.2; [ "$RANK" = 1 ] && exit 1; sleep 20' "$T"
+nleft=$(ls "$T"/left.* 2> /dev/null | wc -l)
+if [ "$RC" = 1 ] && [ "$nleft" -ge 4 ] && gone_all; then
+    pass "a failed rank's and a stopped rank's leftovers ($nleft, SIGTERM ignored$([ "$setsid_cmd" != : ] && echo ', setsid')) are gone when distrun returns"
+else
+    fail "leftovers of ranks" "rc=$RC left=$nleft" "$ERR" "$(for f in "$T"/left.*; do kill -0 "$(cat "$f")" 2> /dev/null && echo "alive: $f"; done)"
+fi
+rm -f "$T"/left.*
+run 20 -n 2 sh -c 'sleep 300 & echo $! > "$0/left.$RANK"; '"$setsid_cmd"' sleep 0.2' "$T"
+if [ "$RC" = 0 ] && gone_all; then
+    pass "ranks that exit 0: their leftovers are gone too"
+else
+    fail "leftovers of ranks that exit 0" "rc=$RC" "$ERR"
+fi
+rm -f "$T"/left.*
+start_bg -n 2 sh -c '(trap "" TERM; exec sleep 300) & echo $! > "$0/left.t$RANK"; '"$setsid_cmd"' echo ready; wait' "$T"
+wait_ready 2
+kill -TERM $BG
+finish_bg
+if [ "$RC" = 143 ] && [ "$(ls "$T"/left.* | wc -l)" -ge 2 ] && gone_all; then
+    pass "distrun sent SIGTERM: what the ranks started is gone too (SIGTERM ignored$([ "$setsid_cmd" != : ] && echo ', setsid'))"
+else
+    fail "leftovers when distrun is stopped" "rc=$RC" "$ERR"
+fi
+
+# ---- job reports (dist.h's flight recorder, through distrun's store) -------
+# Four ranks make three all_reduces; then rank 1 sleeps (or fails) instead of
+# making the fourth.  --timeout 4: distrun asks the ranks what they are doing
+# before it stops them, and prints it: the others wait in all_reduce #4,
+# rank 1 is behind.  SIGUSR1: the same report at once, the job going on.
+cat > "$T/hang.c" <<'EOF2'
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    dist_t *w;
+    double x = 1;
+    if (dist_init(&w, NULL) != DIST_OK) { fprintf(stderr, "%s\n", dist_error_message(NULL)); return 1; }
+    for (int i = 0; i < 3; i++) dist_all_reduce(w, &x, 1, DIST_FLOAT64, DIST_SUM);
+    if (dist_rank(w) == 1) sleep(argc > 1 ? 100 : 3);
+    if (dist_all_reduce(w, &x, 1, DIST_FLOAT64, DIST_SUM) != DIST_OK) { fprintf(stderr, "%s\n", dist_error_message(w)); return 1; }
+    printf("sum %g\n", x);
+    return dist_destroy(w) != DIST_OK;
+}
+EOF2
+if ${CC:-cc} -std=c11 -O1 -I"$ROOT" -o "$T/hang" "$T/hang.c" -pthread -lm 2> "$T/cc.err"; then
+    run 30 -n 4 --timeout 4 "$T/hang" forever
+    if [ "$RC" = 124 ] && printf '%s\n' "$ERR" | grep -q '^distrun: job report: 4 of 4 ranks answered$' &&
+       printf '%s\n' "$ERR" | grep -q '^distrun:   ranks 0, 2-3 wait in all_reduce #4 (1 x float64, sum)' &&
+       printf '%s\n' "$ERR" | grep -q '^distrun:   rank 1 has not called collective #4: its last, all_reduce #3' &&
+       printf '%s\n' "$ERR" | grep -q '^distrun:   likely cause: rank 1 is behind'; then
+        pass "--timeout: the job report names rank 1, behind the others in all_reduce #4 ($MS ms)"
+    else
+        fail "--timeout job report" "rc=$RC" "$ERR"
+    fi
+    # SIGUSR1 while rank 1 sleeps 3 s: a report, then the job finishes (x = 1 on each of 4 ranks, summed four times: 256)
+    timeout -s KILL 30 "$DISTRUN" -n 4 "$T/hang" > "$T/out" 2> "$T/err" < /dev/null &
+    DPID=$!
+    sleep 1.5
+    pkill -USR1 -P "$DPID"     # (distrun, the child of timeout)
+    wait "$DPID"
+    RC=$?
+    ERR=$(grep -v "$OMP_NOTICE" "$T/err")
+    if [ "$RC" = 0 ] && [ "$(grep -c 'sum 256' "$T/out")" = 4 ] && printf '%s\n' "$ERR" | grep -q '^distrun: job report: 4 of 4 ranks answered$' &&
+       printf '%s\n' "$ERR" | grep -q '^distrun:   ranks 0, 2-3 wait in all_reduce #4'; then
+        pass "SIGUSR1: a job report while rank 1 is behind, and the job goes on (sums right)"
+    else
+        fail "SIGUSR1 job report" "rc=$RC" "$ERR" "$(cat "$T/out")"
+    fi
+    # a job of programs that are not dist's: no report, and no wait for one
+    run 20 -n 2 --timeout 1 sleep 10
+    if [ "$RC" = 124 ] && [ "$MS" -lt 6000 ] && ! printf '%s\n' "$ERR" | grep -q 'job report'; then
+        pass "--timeout on ranks that are not dist programs: no report, no wait ($MS ms)"
+    else
+        fail "--timeout without dist ranks" "rc=$RC ms=$MS" "$ERR"
+    fi
+else
+    fail "could not compile the job-report program" "$(cat "$T/cc.err")"
+fi
+
 # ---- arguments --------------------------------------------------------------
 bad=0
 for args in "-n 0 true" "--bogus true" "" "--nnodes 2 true" "--nnodes 2 --node-rank 2 --master-port 1 true" \
             "--master-port 70000 true" "--timeout x true" "-n" "--nnodes 3:2 --master-port 1 true" "--nnodes :2 true" \
-            "--max-restarts -1 true"; do
+            "--max-restarts -1 true" "--tee 1 true" "--log-dir /tmp --tee 4 true" "-np"; do
     # shellcheck disable=SC2086
     run 10 $args
     if [ "$RC" != 2 ] || ! printf '%s\n' "$ERR" | grep -q "^Try 'distrun --help'"; then

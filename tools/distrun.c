@@ -2,13 +2,27 @@
 
    usage: distrun [options] PROG [ARGS...]        (distrun --help lists them)
 
-   distrun starts --nproc-per-node copies of PROG on this node.  Each gets the
-   torchrun environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-   GROUP_RANK (the node rank), MASTER_ADDR and MASTER_PORT.  Every line a rank
-   writes is relayed with a "[RANK] " prefix (stdout to stdout, stderr to
-   stderr).  SIGINT, SIGTERM and SIGHUP are forwarded to every rank; a second
-   SIGINT kills them.  When a rank fails, the others get SIGTERM, then SIGKILL
-   after --kill-grace seconds, and distrun exits with the failed rank's status.
+   distrun starts --nproc-per-node (-n, -np) copies of PROG on this node.
+   Each gets the torchrun environment: RANK, WORLD_SIZE, LOCAL_RANK,
+   LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR and
+   MASTER_PORT, and OMP_NUM_THREADS=1 when several ranks share the node and
+   the user did not set it (as torchrun does; a notice says so).  Every line
+   a rank writes is relayed with a "[RANK] " prefix (stdout to stdout, stderr
+   to stderr), or Open MPI's "[1,RANK]<stdout>:" with --tag-output; with
+   --log-dir each stream goes to a file of its own instead, byte for byte,
+   and --tee copies it to the terminal as well.  SIGINT, SIGTERM and SIGHUP
+   are forwarded to every rank; a second SIGINT kills them.  When a rank
+   fails, the others get SIGTERM, then SIGKILL after --kill-grace seconds,
+   and distrun exits with the failed rank's status.
+
+   The summary names the root cause: the rank that failed first in time,
+   not the first whose end distrun happened to see.  Each end is stamped
+   when it happens (POSIX: in the SIGCHLD handler, which fires for the
+   first of several children that end together; Windows: the process's
+   exit time), and a failure reported later but stamped earlier takes the
+   blame.  A rank that distrun itself signalled and that ended after that
+   was stopped, never the cause.  Each node's distrun knows its own ranks
+   only: on several nodes, each names the first failure among its own.
 
    distrun on node 0 hosts the job's store itself (dist.h's
    dist_store_host_start), on MASTER_ADDR and --master-port (or a free port
@@ -22,6 +36,11 @@
    rank started and the terminal's Ctrl-C reaches distrun alone (which
    forwards it once).  Hence ranks get /dev/null as stdin when distrun's
    stdin is a terminal: a background group reading it would be stopped.
+   What a rank leaves running dies with it: when a rank ends, distrun kills
+   what is left of its group; on Linux distrun is also a child subreaper,
+   so what left the group (setsid) is adopted by distrun and killed when the
+   job ends, and each rank gets PR_SET_PDEATHSIG (distrun killed outright
+   takes its ranks along; their own children it cannot reach then).
 
    Layout.  The launcher (options, environment, output relay, stopping, exit
    status) is written once.  What an operating system does differently is in
@@ -34,16 +53,17 @@
    Windows (x64, Vista or later) does the same with these differences:
    - Each rank is a CreateProcessW with a new environment block (distrun's
      environment plus the variables above), its own process group and
-     exactly the handles it needs; a job object with KILL_ON_JOB_CLOSE takes
-     every process of the job along when distrun ends, even when it is
-     killed.  (So, unlike POSIX, what a rank leaves running ends with
-     distrun.)
+     exactly the handles it needs, in a job object of its own with
+     KILL_ON_JOB_CLOSE: what the rank starts is in its job too, and is
+     terminated when the rank ends, and every rank's job when distrun ends,
+     even when it is killed.
    - Ctrl-C, Ctrl-Break and closing the console count as SIGINT, SIGTERM and
      SIGHUP (exit 130, 143, 129).  They are forwarded as CTRL_BREAK_EVENT to
      each rank's process group (the only console event that can be aimed at
      one group; a C program's default handler exits); a rank that shares no
      console with distrun (distrun has none, or Wine) cannot be sent one and
-     is terminated at once instead.  "SIGKILL" is TerminateProcess.
+     is terminated at once instead.  "SIGKILL" is TerminateJobObject: the
+     rank and all it started.
    - Output comes through named pipes read with overlapped I/O on one
      completion port, so relaying stays single-threaded as on POSIX.
    - A rank's exit code is passed on as it is (Windows has 32-bit codes and
@@ -52,7 +72,7 @@
      the wide command line, so they reach PROG unchanged (as UTF-8 inside).
 
    Plain C11 (+ POSIX, or + Win32), with dist.h (for the store):
-      cc -std=c11 -O2 -Wall -Wextra -Wpedantic -I. -o build/distrun tools/distrun.c -pthread
+      cc -std=c11 -O2 -Wall -Wextra -Wpedantic -I. -o build/distrun tools/distrun.c -pthread -lm
       x86_64-w64-mingw32-gcc -std=c11 -O2 -Wall -Wextra -I. -o distrun.exe tools/distrun.c -lws2_32
       cl /std:c11 /O2 /W4 /I. tools\distrun.c ws2_32.lib
 */
@@ -103,9 +123,11 @@
 #  include <netinet/in.h>
 #  include <sys/resource.h>
 #  include <sys/socket.h>
+#  include <sys/stat.h>
 #  include <sys/uio.h>
 #  include <sys/wait.h>
 #  ifdef __linux__
+#    include <dirent.h>                     /* /proc, for what was adopted */
 #    include <sys/prctl.h>
 #    include <sys/syscall.h>               /* close_range */
 #  endif
@@ -123,9 +145,9 @@ enum { EXIT_LAUNCH = 1, EXIT_USAGE = 2, EXIT_TIMEOUT = 124, EXIT_EXEC = 127 };
 /* The signals the launcher speaks of.  Windows has none of these; its
    console events are given these numbers, so exit codes (128 + N) agree. */
 #ifdef _WIN32
-enum { DR_SIGHUP = 1, DR_SIGINT = 2, DR_SIGKILL = 9, DR_SIGTERM = 15 };
+enum { DR_SIGHUP = 1, DR_SIGINT = 2, DR_SIGKILL = 9, DR_SIGREPORT = 10 /* (never comes: no SIGUSR1) */, DR_SIGTERM = 15 };
 #else
-enum { DR_SIGHUP = SIGHUP, DR_SIGINT = SIGINT, DR_SIGKILL = SIGKILL, DR_SIGTERM = SIGTERM };
+enum { DR_SIGHUP = SIGHUP, DR_SIGINT = SIGINT, DR_SIGKILL = SIGKILL, DR_SIGREPORT = SIGUSR1, DR_SIGTERM = SIGTERM };
 #endif
 
 /* ---- what each platform keeps per stream, rank and job ------------------- */
@@ -141,6 +163,8 @@ typedef struct plat_stream {
 } plat_stream;
 typedef struct plat_child {
     HANDLE process, wait;   /* the process; its registered wait */
+    HANDLE job;             /* its job object: it and all it starts */
+    int64_t ended_ns;       /* when it ended (plat_now_ns), from its exit time */
     int exited;             /* it has ended; its pipes are being drained */
     DWORD code;             /* its exit code */
     int64_t drain_until;    /* stop waiting for the pipes' end then */
@@ -149,7 +173,7 @@ typedef struct plat_child {
 typedef struct plat_job { int draining; /* ranks that ended, pipes still open */ } plat_job;
 #else
 typedef struct plat_stream { int fd; /* read end of the rank's pipe; -1 when closed */ } plat_stream;
-typedef struct plat_child { char none; /* the pid is all */ } plat_child;
+typedef struct plat_child { int64_t started_ns; /* when forked: older SIGCHLD stamps are not its */ } plat_child;
 typedef struct plat_job {
     struct pollfd *pfd;     /* scratch for poll: wake pipe, then streams */
     struct stream **pstream;
@@ -167,19 +191,29 @@ typedef struct rank_env rank_env;
 static void plat_args(int *argc, char ***argv);
 static uint64_t plat_random64(void);
 static int64_t plat_now_ms(void);                /* monotonic */
+static int64_t plat_now_ns(void);                /* monotonic, for stamping events */
+static int64_t plat_wall_ms(void);               /* the wall clock: ms since 1970 */
+/* wall_ms as local time, "2025-01-31 12:34:56.789" */
+static void plat_format_time(int64_t wall_ms, char *buf, size_t n);
+static void plat_hostname(char *buf, size_t n);
+/* Make the directory path and those above it; 0, or -1 (errno set). */
+static int plat_make_dirs(const char *path);
+static FILE *plat_fopen(const char *path, const char *mode);    /* path in UTF-8 */
 /* Before ranks start: signals or the console handler, stdio, limits,
    j->stdin_tty.  -1 (message printed) when distrun cannot go on. */
 static int plat_init(job *j);
 /* While ranks start, stop signals wait (POSIX: blocked). */
 static void plat_hold_signals(int hold);
-/* Start c with env set, its output into c->out and c->err unless
-   --no-prefix.  Sets c->pid.  0, or the exit code for the job when it
-   cannot (message printed). */
+/* Start c with env set, its output into c->out and c->err when j->pipes
+   (else it writes to distrun's stdout and stderr).  Sets c->pid.  0, or the
+   exit code for the job when it cannot (message printed). */
 static int plat_start_rank(job *j, child *c, const rank_env *env);
 /* Send sig (DR_SIGKILL: kill outright) to c and all it started; 1 if sent. */
 static int plat_signal_rank(child *c, int sig);
 /* Wait at most timeout_ms for output, ended ranks or a signal.  Output goes
-   to feed() and close_stream(); each ended rank to rank_ended(). */
+   to feed() and close_stream(); each ended rank, once what it left running
+   is killed and its pipes are drained, to rank_ended() with the time it
+   ended. */
 static void plat_wait(job *j, int timeout_ms);
 static int plat_take_signal(void);               /* next stop signal caught, or 0 */
 /* Write prefix, p[0..n) and a newline in one piece: lines of different
@@ -187,7 +221,8 @@ static int plat_take_signal(void);               /* next stop signal caught, or 
 static void plat_write_line(int fd, const char *prefix, const char *p, size_t n);
 static void plat_close_stream(stream *s);
 static const char *plat_signal_name(int sig);
-/* After the loop; 0 if the job's memory may be freed. */
+/* After the loop: kill what the ranks left that escaped them (POSIX);
+   0 if the job's memory may be freed. */
 static int plat_finish(job *j);
 
 /* ---- options ------------------------------------------------------------ */
@@ -202,14 +237,20 @@ typedef struct options {
     int master_port;        /* 0: distrun picks one (single node only) */
     double kill_grace_s;
     double timeout_s;       /* 0: no limit */
-    int prefix;             /* relay output with "[RANK] " prefixes */
+    int prefix;             /* PREFIX_*: how relayed lines are marked */
+    const char *log_dir;    /* --log-dir: each rank's stdout and stderr to files there */
+    int tee;                /* --tee: TEE_* bits, streams also relayed with --log-dir */
     const char *run_id;     /* --run-id, else $DIST_RUN_ID, else (one node) random */
     char run_buf[40];
     char **argv;            /* PROG ARGS..., NULL-terminated */
 } options;
 
+enum { PREFIX_RANK, PREFIX_NONE, PREFIX_TAG };      /* "[R] ", nothing, "[1,R]<stdout>:" */
+enum { TEE_STDOUT = 1, TEE_STDERR = 2 };
+
 enum opt_id { OPT_NPROC, OPT_NNODES, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT,
-              OPT_KILL_GRACE, OPT_TIMEOUT, OPT_NO_PREFIX, OPT_RUN_ID, OPT_MAX_RESTARTS, OPT_HELP };
+              OPT_KILL_GRACE, OPT_TIMEOUT, OPT_NO_PREFIX, OPT_TAG_OUTPUT, OPT_LOG_DIR, OPT_TEE,
+              OPT_RUN_ID, OPT_MAX_RESTARTS, OPT_HELP, OPT_VERSION };
 
 typedef struct long_opt { const char *name; enum opt_id id; int has_arg; } long_opt;
 
@@ -222,9 +263,14 @@ static const long_opt long_opts[] = {
     { "kill-grace",     OPT_KILL_GRACE,  1 },
     { "timeout",        OPT_TIMEOUT,     1 },
     { "no-prefix",      OPT_NO_PREFIX,   0 },
+    { "tag-output",     OPT_TAG_OUTPUT,  0 },      /* Open MPI's */
+    { "log-dir",        OPT_LOG_DIR,     1 },
+    { "output-filename", OPT_LOG_DIR,    1 },      /* Open MPI's spelling of it */
+    { "tee",            OPT_TEE,         1 },
     { "run-id",         OPT_RUN_ID,      1 },
     { "max-restarts",   OPT_MAX_RESTARTS, 1 },
     { "help",           OPT_HELP,        0 },
+    { "version",        OPT_VERSION,     0 },
 };
 
 static void print_usage(FILE *f) {
@@ -233,7 +279,8 @@ static void print_usage(FILE *f) {
           "Start the ranks of a dist job: --nproc-per-node copies of PROG on this node.\n"
           "\n"
           "options:\n"
-          "  -n, --nproc-per-node N  ranks on this node (default 1)\n"
+          "  -n, -np, --nproc-per-node N\n"
+          "                          ranks on this node (default 1)\n"
           "      --nnodes M          nodes in the job (default 1); MIN:MAX: the first MIN\n"
           "                          nodes form it, the ranks of the others join it when\n"
           "                          its ranks call dist_grow (an elastic job)\n"
@@ -248,24 +295,43 @@ static void print_usage(FILE *f) {
           "      --master-port P     its port; required with --nnodes > 1.  Without it\n"
           "                          the store listens on a free port\n"
           "      --kill-grace S      seconds from SIGTERM to SIGKILL when stopping (3)\n"
-          "      --timeout S         stop the whole job after S seconds (exit 124)\n"
+          "      --timeout S         stop the whole job after S seconds (exit 124), with\n"
+          "                          a job report first (see below)\n"
           "      --no-prefix         ranks write straight to stdout and stderr, without\n"
-          "                          the \"[RANK] \" line prefix\n"
+          "                          the \"[RANK] \" line prefix (--tee: relayed without it)\n"
+          "      --tag-output        prefix lines as Open MPI does: \"[1,RANK]<stdout>:\"\n"
+          "                          (or <stderr>); the last of these two options wins\n"
+          "      --log-dir DIR       each rank's output to files, not the terminal:\n"
+          "                          DIR/rank<RANK>.out and DIR/rank<RANK>.err, as the\n"
+          "                          rank wrote it (DIR is made; the files are emptied at\n"
+          "                          the start, and a restarted rank appends to them).\n"
+          "                          --output-filename DIR is the same\n"
+          "      --tee T             with --log-dir, also relay to the terminal: 0 none,\n"
+          "                          1 stdout, 2 stderr, 3 both (default 0)\n"
           "      --run-id ID         this launch's identity (DIST_RUN_ID), the same on\n"
           "                          every node; the store turns away ranks of other\n"
           "                          launches.  Default: $DIST_RUN_ID, else on one node a\n"
           "                          random one; with --nnodes > 1 give one (or set\n"
           "                          DIST_RUN_ID alike on every node)\n"
           "  -h, --help              show this help\n"
+          "  -V, --version           show distrun's version (dist.h's) and exit\n"
           "Long options also take --opt=VALUE, and underscores (--nproc_per_node).\n"
           "\n"
           "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
-          "MASTER_ADDR, MASTER_PORT (global rank = node rank * N + local rank) and,\n"
-          "when there is one, DIST_RUN_ID.\n"
+          "MASTER_ADDR, MASTER_PORT (global rank = node rank * N + local rank),\n"
+          "when there is one, DIST_RUN_ID, and OMP_NUM_THREADS=1 when N > 1 and\n"
+          "OMP_NUM_THREADS is not set.  What a rank leaves running is killed when it\n"
+          "ends.\n"
           "\n"
-          "exit status: 0 when every rank exits 0; else the first failed rank's code\n"
-          "(128+N when killed by signal N), 124 on --timeout, 128+N when distrun got\n"
-          "signal N, 127 when PROG cannot be run, 2 for bad arguments.\n", f);
+          "When a rank fails, distrun stops the others and names the first rank of this\n"
+          "node to fail, with its host and time, and which ranks it stopped.  Before it\n"
+          "stops them (and on --timeout) it asks the ranks' flight recorders (dist.h)\n"
+          "what they are doing and prints that job report at the end: which rank is\n"
+          "behind, which sent nothing, who waits in which collective for whom.\n"
+          "SIGUSR1 (kill -USR1 <distrun's pid>) prints a job report now; the job goes on.\n"
+          "exit status: 0 when every rank exits 0; else that rank's code (128+N when\n"
+          "killed by signal N), 124 on --timeout, 128+N when distrun got signal N,\n"
+          "127 when PROG cannot be run, 2 for bad arguments.\n", f);
 }
 
 static void usage_error(const char *fmt, ...) {
@@ -340,9 +406,13 @@ static void apply_option(options *o, const long_opt *lo, const char *v) {
     case OPT_MASTER_ADDR: ok = v[0] != '\0'; o->master_addr = v;        want = "a host name or address"; break;
     case OPT_KILL_GRACE:  ok = !parse_seconds(v, &o->kill_grace_s);      want = "seconds"; break;
     case OPT_TIMEOUT:     ok = !parse_seconds(v, &o->timeout_s) && o->timeout_s > 0; want = "seconds > 0"; break;
-    case OPT_NO_PREFIX:   ok = 1; o->prefix = 0; break;
+    case OPT_NO_PREFIX:   ok = 1; o->prefix = PREFIX_NONE; break;
+    case OPT_TAG_OUTPUT:  ok = 1; o->prefix = PREFIX_TAG; break;
+    case OPT_LOG_DIR:     ok = v[0] != '\0'; o->log_dir = v;            want = "a directory"; break;
+    case OPT_TEE:         ok = !parse_int(v, 0, TEE_STDOUT | TEE_STDERR, &o->tee); want = "0, 1, 2 or 3"; break;
     case OPT_RUN_ID:      ok = v[0] != '\0'; o->run_id = v;             want = "an identity"; break;
     case OPT_HELP:        print_usage(stdout); exit(0);
+    case OPT_VERSION:     printf("distrun (dist) %s\n", DIST_VERSION_STRING); exit(0);
     }
     if (!ok) usage_error("--%s: expected %s, got '%s'", lo->name, want, v);
 }
@@ -351,7 +421,8 @@ static void apply_option(options *o, const long_opt *lo, const char *v) {
    "--") is PROG, and everything after it is PROG's, untouched. */
 static void parse_args(int argc, char **argv, options *o) {
     int i = 1;
-    *o = (options){ .nproc = 1, .nnodes = 1, .nnodes_min = 1, .master_addr = "127.0.0.1", .kill_grace_s = 3, .prefix = 1 };
+    *o = (options){ .nproc = 1, .nnodes = 1, .nnodes_min = 1, .master_addr = "127.0.0.1", .kill_grace_s = 3,
+                    .prefix = PREFIX_RANK };
     while (i < argc) {
         const char *a = argv[i], *val = NULL;
         const long_opt *lo;
@@ -364,11 +435,15 @@ static void parse_args(int argc, char **argv, options *o) {
             if (!(lo = find_long_opt(a + 2, len))) usage_error("unknown option '%.*s'", (int)len + 2, a);
             if (eq && !lo->has_arg) usage_error("option '--%s' takes no value", lo->name);
             if (eq) val = eq + 1;
+        } else if (strcmp(a, "-np") == 0) {       /* mpirun's */
+            lo = opt_by_id(OPT_NPROC);
         } else if (a[1] == 'n') {
             lo = opt_by_id(OPT_NPROC);
             if (a[2]) val = a + 2;                 /* -n4 */
         } else if (a[1] == 'h' && a[2] == '\0') {
             lo = opt_by_id(OPT_HELP);
+        } else if (a[1] == 'V' && a[2] == '\0') {
+            lo = opt_by_id(OPT_VERSION);
         } else {
             usage_error("unknown option '%s'", a);
             return;
@@ -385,8 +460,10 @@ static void parse_args(int argc, char **argv, options *o) {
         usage_error("--node-rank %d is out of range for --nnodes %d", o->node_rank, o->nnodes);
     if (o->nnodes > 1 && o->master_port == 0)
         usage_error("--master-port is required with --nnodes > 1 (every node must agree on it)");
+    if (o->tee && !o->log_dir)
+        usage_error("--tee needs --log-dir (without it all output goes to the terminal)");
     if ((long long)o->nnodes * o->nproc > INT_MAX)
-        usage_error("--nnodes %d x --nproc-per-node %d ranks is too many", o->nnodes, o->nproc);
+        usage_error("--nnodes %d x --nproc-per-node %d is too many ranks", o->nnodes, o->nproc);
     if (!o->run_id && getenv("DIST_RUN_ID") && getenv("DIST_RUN_ID")[0]) o->run_id = getenv("DIST_RUN_ID");
     if (!o->run_id && o->nnodes == 1) {    /* one node: this distrun is the whole launch */
         snprintf(o->run_buf, sizeof o->run_buf, "distrun-%016llx", (unsigned long long)plat_random64());
@@ -398,7 +475,10 @@ static void parse_args(int argc, char **argv, options *o) {
 
 struct stream {
     int open;               /* distrun's end of the rank's pipe is open */
-    int out_fd;             /* where its lines go: 1 or 2 */
+    int out_fd;             /* where its lines are relayed: 1 or 2 */
+    int relay;              /* relay its lines there (else, with --log-dir, only log them) */
+    FILE *log;              /* --log-dir: its file, which gets the bytes as they come */
+    char prefix[40];        /* each relayed line's: "[RANK] ", "[1,RANK]<stdout>:" or "" */
     char *buf;              /* the pending partial line */
     size_t len, cap;
     plat_stream p;
@@ -408,7 +488,12 @@ struct child {
     long pid;               /* 0 when not running (ended, or never started) */
     int rank;
     int restarts;           /* times it was restarted */
-    char prefix[24];        /* "[RANK] " */
+    int signalled;          /* distrun has sent this process a stop signal */
+    /* how its last process ended, for the summary */
+    long end_pid;
+    int end_code, end_sig;  /* exit code, or the signal that killed it */
+    int64_t ended_ns;       /* when (plat_now_ns) */
+    int failed;             /* it failed on its own: not after distrun's signal */
     stream out, err;
     plat_child p;
 };
@@ -418,6 +503,8 @@ struct job {
     child *kids;
     int nkids, running;
     int stopping;           /* the job is being shut down; first reason wins */
+    int64_t stop_ns;        /* when that began (plat_now_ns) */
+    child *cause;           /* stopping for a failure: the rank that failed first */
     int killed;             /* SIGKILL has been sent */
     int64_t kill_at;        /* when stopping: SIGKILL whatever is left then */
     int64_t deadline;       /* --timeout, or 0 */
@@ -425,8 +512,11 @@ struct job {
     int restarts;           /* ranks restarted so far (--max-restarts) */
     int port;               /* MASTER_PORT of the ranks */
     int stdin_tty;          /* distrun's stdin is a terminal (a console) */
-    char summary[320];      /* the one line printed at the end, if any */
+    int pipes;              /* the ranks' output comes through distrun (relayed or logged) */
+    int64_t start_ns, start_wall_ms;   /* distrun's start, to date a failure */
+    char summary[320];      /* the one line printed at the end, if any (but a failure's) */
     dist_store_host *store; /* node 0: the job's store (dist.h) */
+    char report[8192];      /* the job report taken when the job began to fail or timed out ("": none) */
     plat_job p;
 };
 
@@ -438,12 +528,22 @@ static int64_t seconds_to_ms(double s) { return (int64_t)(s * 1000.0 + 0.5); }
 
 /* ---- relaying output ---------------------------------------------------- */
 
+/* --log-dir: the bytes as the rank wrote them, flushed at once (so the file
+   can be followed while the job runs).  A file that cannot be written is
+   given up, once, with a message. */
+static void log_bytes(stream *s, const char *p, size_t n) {
+    if (fwrite(p, 1, n, s->log) == n && fflush(s->log) == 0) return;
+    fprintf(stderr, "distrun: cannot write a log file (%s); no more output is written to it\n", strerror(errno));
+    fclose(s->log);
+    s->log = NULL;
+}
+
 /* Keep a partial line until its newline comes.  A line longer than
    LINE_MAX_BYTES goes out in pieces, each with the prefix, so the output
    stays line-structured and memory stays bounded. */
-static void append_partial(child *c, stream *s, const char *p, size_t n) {
+static void append_partial(stream *s, const char *p, size_t n) {
     while (n > 0) {
-        if (s->len == LINE_MAX_BYTES) { plat_write_line(s->out_fd, c->prefix, s->buf, s->len); s->len = 0; }
+        if (s->len == LINE_MAX_BYTES) { plat_write_line(s->out_fd, s->prefix, s->buf, s->len); s->len = 0; }
         size_t take = n < LINE_MAX_BYTES - s->len ? n : LINE_MAX_BYTES - s->len;
         if (s->len + take > s->cap) {
             size_t want = s->cap ? s->cap * 2 : 256;
@@ -451,7 +551,7 @@ static void append_partial(child *c, stream *s, const char *p, size_t n) {
             if (want > LINE_MAX_BYTES) want = LINE_MAX_BYTES;
             char *nb = realloc(s->buf, want);
             if (!nb) {   /* out of memory: pass the bytes on now rather than lose them */
-                plat_write_line(s->out_fd, c->prefix, p, take);
+                plat_write_line(s->out_fd, s->prefix, p, take);
                 p += take; n -= take;
                 continue;
             }
@@ -464,16 +564,19 @@ static void append_partial(child *c, stream *s, const char *p, size_t n) {
     }
 }
 
-/* Bytes a rank wrote: every complete line goes out with its prefix. */
-static void feed(child *c, stream *s, const char *p, size_t n) {
+/* Bytes a rank wrote: into its log file as they are; every complete line
+   relayed with its prefix. */
+static void feed(stream *s, const char *p, size_t n) {
+    if (s->log) log_bytes(s, p, n);
+    if (!s->relay) return;
     while (n > 0) {
         const char *nl = memchr(p, '\n', n);
         size_t seg = nl ? (size_t)(nl - p) : n;
         if (nl && s->len == 0 && seg <= LINE_MAX_BYTES) {
-            plat_write_line(s->out_fd, c->prefix, p, seg);      /* the common case: no copy */
+            plat_write_line(s->out_fd, s->prefix, p, seg);      /* the common case: no copy */
         } else {
-            append_partial(c, s, p, seg);
-            if (nl) { plat_write_line(s->out_fd, c->prefix, s->buf, s->len); s->len = 0; }
+            append_partial(s, p, seg);
+            if (nl) { plat_write_line(s->out_fd, s->prefix, s->buf, s->len); s->len = 0; }
         }
         if (!nl) return;
         p += seg + 1;
@@ -481,15 +584,43 @@ static void feed(child *c, stream *s, const char *p, size_t n) {
     }
 }
 
-/* A last line without a newline still gets printed, as a line of its own. */
-static void close_stream(child *c, stream *s) {
+/* A last line without a newline still gets relayed, as a line of its own.
+   The log file stays open: a restarted rank writes on into it. */
+static void close_stream(stream *s) {
     if (!s->open) return;
-    if (s->len > 0) plat_write_line(s->out_fd, c->prefix, s->buf, s->len);
+    if (s->len > 0) plat_write_line(s->out_fd, s->prefix, s->buf, s->len);
     plat_close_stream(s);
     free(s->buf);
     s->open = 0;
     s->buf = NULL;
     s->len = s->cap = 0;
+}
+
+/* --log-dir: DIR/rank<R>.out and .err, emptied now; restarts append. */
+static int open_logs(job *j) {
+    const char *dir = j->opt.log_dir;
+    if (!dir) return 0;
+    if (plat_make_dirs(dir) != 0) {
+        fprintf(stderr, "distrun: cannot make the log directory '%s': %s\n", dir, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < j->nkids; i++) {
+        stream *ss[2] = { &j->kids[i].out, &j->kids[i].err };
+        for (int k = 0; k < 2; k++) {
+            size_t len = strlen(dir) + 32;
+            char *path = malloc(len);
+            if (!path) { fputs("distrun: out of memory\n", stderr); return -1; }
+            snprintf(path, len, "%s/rank%d.%s", dir, j->kids[i].rank, k ? "err" : "out");
+            ss[k]->log = plat_fopen(path, "wb");
+            if (!ss[k]->log) {
+                fprintf(stderr, "distrun: cannot create the log file '%s': %s\n", path, strerror(errno));
+                free(path);
+                return -1;
+            }
+            free(path);
+        }
+    }
+    return 0;
 }
 
 /* ---- starting ranks ----------------------------------------------------- */
@@ -505,6 +636,11 @@ static void env_add(rank_env *e, const char *name, const char *value) {
     e->v[e->n].value = value;
     e->n++;
 }
+
+/* Several ranks on one node, each with an OpenMP pool of one thread per
+   core, would oversubscribe it: torchrun sets OMP_NUM_THREADS=1 unless the
+   user chose a value, and so does distrun. */
+static int sets_omp_threads(const options *o) { return o->nproc > 1 && !getenv("OMP_NUM_THREADS"); }
 
 /* What a rank's environment gets besides distrun's own.  A rank of a node
    past --nnodes MIN, or a restarted one, joins the running job. */
@@ -524,13 +660,17 @@ static void make_rank_env(const job *j, int local, int port, rank_env *e) {
     if (o->run_id) env_add(e, "DIST_RUN_ID", o->run_id);
     env_add(e, "DIST_STORE_HOSTED", "1");         /* node 0's distrun hosts it */
     env_add(e, "DIST_STORE_LISTEN_FD", NULL);     /* (an older launcher's, above this one) */
+    if (sets_omp_threads(o)) env_add(e, "OMP_NUM_THREADS", "1");
 }
 
 static int start_rank(job *j, int local, int port) {
     rank_env e;
+    child *c = &j->kids[local];
     int rc;
     make_rank_env(j, local, port, &e);
-    rc = plat_start_rank(j, &j->kids[local], &e);
+    c->signalled = 0;
+    c->failed = 0;
+    rc = plat_start_rank(j, c, &e);
     if (rc == 0) j->running++;
     return rc;
 }
@@ -539,8 +679,10 @@ static int start_rank(job *j, int local, int port) {
 
 static int signal_all(job *j, int sig) {
     int n = 0;
-    for (int i = 0; i < j->nkids; i++)
-        if (j->kids[i].pid > 0) n += plat_signal_rank(&j->kids[i], sig);
+    for (int i = 0; i < j->nkids; i++) {
+        child *c = &j->kids[i];
+        if (c->pid > 0 && plat_signal_rank(c, sig)) { c->signalled = 1; n++; }
+    }
     return n;
 }
 
@@ -549,6 +691,7 @@ static int signal_all(job *j, int sig) {
 static int begin_stop(job *j, int exit_code, int sig) {
     j->stopping = 1;
     j->exit_code = exit_code;
+    j->stop_ns = plat_now_ns();     /* (before the signals: what they end, ends after this) */
     j->kill_at = plat_now_ms() + seconds_to_ms(j->opt.kill_grace_s);
     return signal_all(j, sig);
 }
@@ -560,48 +703,134 @@ static void kill_all(job *j) {
 
 static const char *plural(int n) { return n == 1 ? "" : "s"; }
 
-/* c has ended (its exit code, or the signal that killed it) and its pipes
-   are drained: close them, and stop the job if it failed. */
-static void rank_ended(job *j, child *c, int code, int sig) {
-    long pid = c->pid;
-    char what[96];
-    int status, others;
-    close_stream(c, &c->out);
-    close_stream(c, &c->err);
+static int end_status(int code, int sig) { return sig ? 128 + sig : code; }
+
+static void describe_end(char *b, size_t n, int code, int sig) {
+    if (sig != 0)
+        snprintf(b, n, "was killed by signal %d (%s)", sig, plat_signal_name(sig));
+    else if ((unsigned)code > 255)      /* Windows: an NTSTATUS, such as 0xC0000005 */
+        snprintf(b, n, "exited with code 0x%08X", (unsigned)code);
+    else
+        snprintf(b, n, "exited with code %d", code);
+}
+
+/* What the job is doing, from every rank's flight recorder (dist.h's job
+   report, through the store distrun hosts): taken when a rank fails (before
+   the others are stopped), on --timeout, and on SIGUSR1.  "" when no rank
+   answered (ranks that are not dist programs, or all gone).  The ranks'
+   monitors answer within a second; distrun waits at most 2.5 s. */
+static void take_report(job *j, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (!j->store || dist_store_host_report(j->store, buf, cap, 2500) != DIST_OK) buf[0] = '\0';
+}
+
+/* Each line of a report, as distrun's. */
+static void print_report(const char *rep) {
+    for (const char *p = rep; *p; ) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(stderr, "distrun: %.*s\n", len, p);
+        p += len + (nl != NULL);
+    }
+}
+
+/* c has ended (its exit code, or the signal that killed it, at ended_ns)
+   and its pipes are drained: close them, and stop the job if it failed.
+   Ends are not always seen in the order they happened (several at once;
+   on Windows, pipes that drain late), so the failure that stopped the job
+   gives way to one seen later that happened earlier; and a rank that
+   distrun had signalled and that ended after that was stopped, not failed. */
+static void rank_ended(job *j, child *c, int code, int sig, int64_t ended_ns) {
+    close_stream(&c->out);
+    close_stream(&c->err);
+    c->end_pid = c->pid;
+    c->end_code = code;
+    c->end_sig = sig;
+    c->ended_ns = ended_ns;
     c->pid = 0;
     j->running--;
-    if (j->stopping || (sig == 0 && code == 0)) return;
+    c->failed = (sig != 0 || code != 0) && !(c->signalled && ended_ns > j->stop_ns);
+    if (!c->failed) return;
+    if (j->stopping) {
+        if (j->cause && ended_ns < j->cause->ended_ns) {
+            j->cause = c;
+            j->exit_code = end_status(code, sig);
+        }
+        return;
+    }
     if (j->restarts < j->opt.max_restarts) {
         /* --max-restarts: a new process in its place, which joins the
            running job (the others go on: they shrink, and admit it with
            dist_grow) */
         int rc;
-        char how[64];
-        if (sig == 0) snprintf(how, sizeof how, "exited with code %d", code);
-        else snprintf(how, sizeof how, "was killed by signal %d (%s)", sig, plat_signal_name(sig));
+        char how[96];
+        describe_end(how, sizeof how, code, sig);
         j->restarts++;
         c->restarts++;
-        fprintf(stderr, "distrun: rank %d (pid %ld) %s; restarting it (restart %d of %d) to join the running job\n", c->rank, pid, how,
-                j->restarts, j->opt.max_restarts);
+        fprintf(stderr, "distrun: rank %d (pid %ld) %s; restarting it (restart %d of %d) to join the running job\n", c->rank,
+                c->end_pid, how, j->restarts, j->opt.max_restarts);
         rc = start_rank(j, (int)(c - j->kids), j->port);
         if (rc == 0) return;
-        code = rc; sig = 0;
+        c->end_code = code = rc;
+        c->end_sig = sig = 0;
+        c->failed = 1;
     }
-    if (sig == 0) {
-        status = code;
-        if ((unsigned)code > 255)   /* Windows: an NTSTATUS, such as 0xC0000005 */
-            snprintf(what, sizeof what, "exited with code 0x%08X", (unsigned)code);
-        else
-            snprintf(what, sizeof what, "exited with code %d", code);
-    } else {
-        status = 128 + sig;
-        snprintf(what, sizeof what, "was killed by signal %d (%s)", sig, plat_signal_name(sig));
+    j->cause = c;
+    take_report(j, j->report, sizeof j->report);     /* (before the others are stopped) */
+    begin_stop(j, end_status(code, sig), DR_SIGTERM);
+}
+
+/* In the summary: the ranks that failed after the cause, and those that
+   distrun stopped (they ended after its signal, whatever their status). */
+static int failed_too(const job *j, const child *c) { return c->failed && c != j->cause; }
+static int was_stopped(const job *j, const child *c) { return c->signalled && !c->failed && c->ended_ns > j->stop_ns; }
+
+/* "rank 3" or "ranks 0-2, 5": those of which(j, c); bounded, with "..."
+   when cut. */
+static void list_ranks(const job *j, int (*which)(const job *, const child *), char *b, size_t n) {
+    size_t len;
+    int count = 0, first = -1;
+    for (int i = 0; i < j->nkids; i++) count += which(j, &j->kids[i]);
+    snprintf(b, n, "rank%s ", plural(count));
+    for (int i = 0; i <= j->nkids; i++) {
+        int in = i < j->nkids && which(j, &j->kids[i]);
+        if (in && first < 0) first = i;
+        if (in || first < 0) continue;
+        len = strlen(b);
+        if (len + 32 >= n) { snprintf(b + len, n - len, "%s...", b[len - 1] == ' ' ? "" : ", "); return; }
+        snprintf(b + len, n - len, "%s%d", b[len - 1] == ' ' ? "" : ", ", j->kids[first].rank);
+        len = strlen(b);
+        if (i - 1 > first) snprintf(b + len, n - len, "%s%d", i - 1 > first + 1 ? "-" : ", ", j->kids[i - 1].rank);
+        first = -1;
     }
-    others = begin_stop(j, status, DR_SIGTERM);
-    snprintf(j->summary, sizeof j->summary, "distrun: rank %d (pid %ld) %s", c->rank, pid, what);
-    if (others > 0)
-        snprintf(j->summary + strlen(j->summary), sizeof j->summary - strlen(j->summary),
-                 "; stopped %d other rank%s", others, plural(others));
+}
+
+/* The end of a job that a failure stopped: which rank failed first, how,
+   where and when, and what happened to the others. */
+static void print_failure_summary(const job *j) {
+    const child *c = j->cause;
+    char how[96], host[256], when[64], list[400];
+    int64_t since_ns = c->ended_ns - j->start_ns;
+    int others = 0, stopped = 0;
+    describe_end(how, sizeof how, c->end_code, c->end_sig);
+    plat_hostname(host, sizeof host);
+    plat_format_time(j->start_wall_ms + since_ns / 1000000, when, sizeof when);
+    for (int i = 0; i < j->nkids; i++) {
+        others += failed_too(j, &j->kids[i]);
+        stopped += was_stopped(j, &j->kids[i]);
+    }
+    fprintf(stderr, "distrun: rank %d (pid %ld) %s on %s at %s (%.3f s after the start)%s", c->rank, c->end_pid, how, host,
+            when, (double)since_ns / 1e9,
+            j->opt.nnodes > 1 ? ", the first of this node's ranks to fail" : j->nkids > 1 ? ", the first to fail" : "");
+    if (others > 0) {
+        list_ranks(j, failed_too, list, sizeof list);
+        fprintf(stderr, "; then %s failed too", list);
+    }
+    if (stopped > 0) {
+        list_ranks(j, was_stopped, list, sizeof list);
+        fprintf(stderr, "; distrun stopped %s", list);
+    }
+    fputc('\n', stderr);
 }
 
 /* SIGINT/SIGTERM/SIGHUP: forward it to every rank.  A SIGINT while the job
@@ -619,13 +848,24 @@ static void on_stop_signal(job *j, int sig) {
 
 static void handle_signals(job *j) {
     int sig;
-    while ((sig = plat_take_signal()) != 0) on_stop_signal(j, sig);
+    while ((sig = plat_take_signal()) != 0) {
+        if (sig == DR_SIGREPORT) {     /* a report now; the job goes on */
+            char rep[8192];
+            take_report(j, rep, sizeof rep);
+            if (rep[0]) print_report(rep);
+            else fputs("distrun: job report: no rank answered (they are not dist programs, or not running)\n", stderr);
+            continue;
+        }
+        on_stop_signal(j, sig);
+    }
 }
 
 static void check_deadlines(job *j) {
     int64_t now = plat_now_ms();
     if (!j->stopping && j->deadline && now >= j->deadline) {
-        int n = begin_stop(j, EXIT_TIMEOUT, DR_SIGTERM);
+        int n;
+        take_report(j, j->report, sizeof j->report);
+        n = begin_stop(j, EXIT_TIMEOUT, DR_SIGTERM);
         snprintf(j->summary, sizeof j->summary, "distrun: timed out after %g s (--timeout); stopped %d rank%s",
                  j->opt.timeout_s, n, plural(n));
     }
@@ -652,16 +892,29 @@ static void run(job *j) {
     }
 }
 
+/* Each stream's prefix and where it goes: relayed (with its prefix) unless
+   --log-dir takes it and --tee does not copy it. */
+static void init_stream(const options *o, int rank, stream *s, int fd) {
+    const char *name = fd == 1 ? "stdout" : "stderr";
+    s->out_fd = fd;
+    s->relay = !o->log_dir || (o->tee & (fd == 1 ? TEE_STDOUT : TEE_STDERR));
+    if (o->prefix == PREFIX_RANK) snprintf(s->prefix, sizeof s->prefix, "[%d] ", rank);
+    else if (o->prefix == PREFIX_TAG) snprintf(s->prefix, sizeof s->prefix, "[1,%d]<%s>:", rank, name);
+    else s->prefix[0] = '\0';
+}
+
 static int init_job(job *j) {
     j->nkids = j->opt.nproc;
     j->kids = calloc((size_t)j->nkids, sizeof *j->kids);
     if (!j->kids) { fputs("distrun: out of memory\n", stderr); return -1; }
+    /* through distrun unless the ranks may write straight to its stdout
+       and stderr (--no-prefix, no --log-dir) */
+    j->pipes = j->opt.prefix != PREFIX_NONE || j->opt.log_dir;
     for (int i = 0; i < j->nkids; i++) {
         child *c = &j->kids[i];
         c->rank = j->opt.node_rank * j->opt.nproc + i;
-        snprintf(c->prefix, sizeof c->prefix, "[%d] ", c->rank);
-        c->out.out_fd = 1;
-        c->err.out_fd = 2;
+        init_stream(&j->opt, c->rank, &c->out, 1);
+        init_stream(&j->opt, c->rank, &c->err, 2);
     }
     return 0;
 }
@@ -706,7 +959,13 @@ static void start_all(job *j) {
 
 static void free_job(job *j) {
     if (plat_finish(j) != 0) return;   /* I/O still in flight into it: leave it */
-    for (int i = 0; i < j->nkids; i++) { free(j->kids[i].out.buf); free(j->kids[i].err.buf); }
+    for (int i = 0; i < j->nkids; i++) {
+        stream *ss[2] = { &j->kids[i].out, &j->kids[i].err };
+        for (int k = 0; k < 2; k++) {
+            free(ss[k]->buf);
+            if (ss[k]->log) fclose(ss[k]->log);
+        }
+    }
     free(j->kids);
 }
 
@@ -717,11 +976,19 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &j.opt);
     if (init_job(&j) != 0) return EXIT_LAUNCH;
     if (plat_init(&j) != 0) return EXIT_LAUNCH;
+    if (open_logs(&j) != 0) return EXIT_LAUNCH;
+    if (sets_omp_threads(&j.opt))
+        fprintf(stderr, "distrun: OMP_NUM_THREADS=1 for each rank, as %d share this node (set OMP_NUM_THREADS to choose)\n",
+                j.opt.nproc);
+    j.start_ns = plat_now_ns();
+    j.start_wall_ms = plat_wall_ms();
     if (j.opt.timeout_s > 0) j.deadline = plat_now_ms() + seconds_to_ms(j.opt.timeout_s);
     start_all(&j);
     run(&j);
     dist_store_host_stop(j.store);
-    if (j.summary[0]) fprintf(stderr, "%s\n", j.summary);
+    if (j.cause) print_failure_summary(&j);
+    else if (j.summary[0]) fprintf(stderr, "%s\n", j.summary);
+    if (j.report[0]) print_report(j.report);
     free_job(&j);
     return j.exit_code;
 }
@@ -733,8 +1000,8 @@ int main(int argc, char **argv) {
 #ifndef _WIN32
 /* ---- POSIX: fork/exec, process groups, pipes polled with a self-pipe --- */
 
-static volatile sig_atomic_t got_int, got_term, got_hup;
-static sig_atomic_t seen_int, seen_term, seen_hup;
+static volatile sig_atomic_t got_int, got_term, got_hup, got_usr1;
+static sig_atomic_t seen_int, seen_term, seen_hup, seen_usr1;
 static int wake_pipe[2] = { -1, -1 };
 static sigset_t orig_mask;             /* the mask distrun started with */
 static struct rlimit orig_nofile;
@@ -750,11 +1017,59 @@ static uint64_t plat_random64(void) {
     return x;
 }
 
-static int64_t plat_now_ms(void) {
+static int64_t plat_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t plat_now_ms(void) { return plat_now_ns() / 1000000; }
+
+static int64_t plat_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+static void plat_format_time(int64_t wall_ms, char *buf, size_t n) {
+    time_t t = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    char day[32];
+    if (!localtime_r(&t, &tm) || !strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &tm)) {
+        snprintf(buf, n, "%lld ms after 1970", (long long)wall_ms);
+        return;
+    }
+    snprintf(buf, n, "%s.%03d", day, (int)(wall_ms % 1000));
+}
+
+static void plat_hostname(char *buf, size_t n) {
+    if (gethostname(buf, n) != 0 || !buf[0]) snprintf(buf, n, "this host");
+    buf[n - 1] = '\0';
+}
+
+/* Each directory on the way is made (that it exists, or cannot be made, is
+   no error on the way: a path may pass through ones we cannot write); the
+   last must be a directory at the end. */
+static int plat_make_dirs(const char *path) {
+    char *p = strdup(path);
+    struct stat st;
+    int err = 0;
+    if (!p) return -1;
+    for (char *q = p + 1;; q++) {
+        char ch = *q;
+        if (ch != '/' && ch != '\0') continue;
+        *q = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) err = errno;
+        *q = ch;
+        if (!ch) break;
+    }
+    free(p);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    errno = err ? err : ENOTDIR;
+    return -1;
+}
+
+static FILE *plat_fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
 static const char *plat_signal_name(int sig) { return strsignal(sig); }
 
@@ -766,12 +1081,44 @@ static void on_signal(int sig) {
     if (sig == SIGINT) got_int++;
     else if (sig == SIGTERM) got_term++;
     else if (sig == SIGHUP) got_hup++;
+    else if (sig == SIGUSR1) got_usr1++;
     ssize_t r = write(wake_pipe[1], &b, 1);     /* full pipe: a wake-up is pending anyway */
     (void)r;
     errno = saved;
 }
 
-static const int caught_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD };
+/* When children ended: SIGCHLD's handler stamps the child it names (of
+   several that end before it runs, the first: the others' SIGCHLDs merge
+   into the pending one), so the order they failed in is known even when
+   one pass of the loop reaps several.  Read by reap, in the same thread. */
+#define CHILD_STAMPS 64
+static volatile pid_t stamp_pid[CHILD_STAMPS];
+static volatile int64_t stamp_ns[CHILD_STAMPS];
+static volatile sig_atomic_t stamp_next;
+
+static void on_child(int sig, siginfo_t *si, void *ctx) {
+    int saved = errno, k = stamp_next;
+    unsigned char b = (unsigned char)sig;
+    (void)ctx;
+    stamp_ns[k] = plat_now_ns();            /* (clock_gettime: async-signal-safe) */
+    stamp_pid[k] = si->si_pid;
+    stamp_next = (k + 1) % CHILD_STAMPS;
+    ssize_t r = write(wake_pipe[1], &b, 1);
+    (void)r;
+    errno = saved;
+}
+
+/* When pid ended: its stamp (one after it started), else `reaped`, the
+   time waitpid returned it.  (A child with no stamp ended after the one
+   whose SIGCHLD it merged into, and that one's handler ran, at the latest,
+   as the waitpid call returned: so the order holds.) */
+static int64_t child_ended_at(pid_t pid, int64_t started_ns, int64_t reaped) {
+    for (int k = 0; k < CHILD_STAMPS; k++)
+        if (stamp_pid[k] == pid && stamp_ns[k] >= started_ns) return stamp_ns[k];
+    return reaped;
+}
+
+static const int caught_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD };
 #define NCAUGHT ((int)(sizeof caught_signals / sizeof caught_signals[0]))
 
 static void caught_set(sigset_t *set) {
@@ -804,10 +1151,15 @@ static int setup_signals(void) {
     memset(&sa, 0, sizeof sa);
     if (cloexec_pipe(wake_pipe) != 0) return -1;
     for (int i = 0; i < 2; i++) fcntl(wake_pipe[i], F_SETFL, fcntl(wake_pipe[i], F_GETFL) | O_NONBLOCK);
-    sa.sa_handler = on_signal;
     caught_set(&sa.sa_mask);
     for (int i = 0; i < NCAUGHT; i++) {
-        sa.sa_flags = SA_RESTART | (caught_signals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+        if (caught_signals[i] == SIGCHLD) {
+            sa.sa_sigaction = on_child;
+            sa.sa_flags = SA_RESTART | SA_NOCLDSTOP | SA_SIGINFO;
+        } else {
+            sa.sa_handler = on_signal;
+            sa.sa_flags = SA_RESTART;
+        }
         if (sigaction(caught_signals[i], &sa, NULL) != 0) return -1;
     }
     /* A reader that went away must not kill distrun while ranks still run. */
@@ -824,6 +1176,7 @@ static int plat_take_signal(void) {
     if (seen_int != got_int) { seen_int++; return SIGINT; }
     if (seen_term != got_term) { seen_term++; return SIGTERM; }
     if (seen_hup != got_hup) { seen_hup++; return SIGHUP; }
+    if (seen_usr1 != got_usr1) { seen_usr1++; return SIGUSR1; }
     return 0;
 }
 
@@ -874,15 +1227,15 @@ static void plat_close_stream(stream *s) {
 /* Read what the pipe holds: one chunk when called from poll (so a chatty
    rank cannot starve the others), or until empty when draining an exited
    rank (bounded, since a leftover grandchild may still be writing). */
-static void pump(child *c, stream *s, int drain) {
+static void pump(stream *s, int drain) {
     static char chunk[READ_CHUNK];
     int reads = 0;
     while (s->open && reads < (drain ? DRAIN_READS : 1)) {
         ssize_t r = read(s->p.fd, chunk, sizeof chunk);
-        if (r > 0) { feed(c, s, chunk, (size_t)r); reads++; continue; }
+        if (r > 0) { feed(s, chunk, (size_t)r); reads++; continue; }
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && errno == EAGAIN) return;
-        close_stream(c, s);            /* EOF or error */
+        close_stream(s);               /* EOF or error */
     }
 }
 
@@ -1042,13 +1395,14 @@ static int plat_start_rank(job *j, child *c, const rank_env *env) {
         free(prog);
         return EXIT_LAUNCH;
     }
-    if (j->opt.prefix && (make_pipe(out) != 0 || make_pipe(err) != 0)) {
+    if (j->pipes && (make_pipe(out) != 0 || make_pipe(err) != 0)) {
         fprintf(stderr, "distrun: cannot create pipes for rank %d: %s\n", c->rank, strerror(errno));
         close_pair(out);
         close_pair(err);
         free_envp(envp); free(prog);
         return EXIT_LAUNCH;
     }
+    c->p.started_ns = plat_now_ns();
     pid = fork();
     if (pid == 0) exec_rank(j, envp, prog, out, err, launcher);
     free_envp(envp); free(prog);
@@ -1075,21 +1429,29 @@ static int plat_signal_rank(child *c, int sig) {
     return 1;
 }
 
+/* Each ended child: a rank is passed on with what it wrote and when it
+   ended, after what it left running in its process group is killed.  (A
+   group's id is not handed out again while it has members; once it has
+   none, only a new process given the same number that made itself a group
+   leader at once could be hit, and numbers are handed out in turn.)
+   Anything else was adopted (PR_SET_CHILD_SUBREAPER) and is only reaped. */
 static void reap(job *j) {
     for (;;) {
         int status;
+        int64_t reaped;
+        child *c = NULL;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid < 0 && errno == EINTR) continue;
         if (pid <= 0) return;
-        for (int i = 0; i < j->nkids; i++) {
-            child *c = &j->kids[i];
-            if (c->pid != pid) continue;
-            pump(c, &c->out, 1);       /* everything it wrote is in the pipes by now */
-            pump(c, &c->err, 1);
-            if (WIFEXITED(status)) rank_ended(j, c, WEXITSTATUS(status), 0);
-            else rank_ended(j, c, 0, WTERMSIG(status));
-            break;
-        }
+        reaped = plat_now_ns();
+        for (int i = 0; i < j->nkids && !c; i++)
+            if (j->kids[i].pid == pid) c = &j->kids[i];
+        if (!c) continue;
+        kill(-pid, SIGKILL);
+        pump(&c->out, 1);          /* everything it wrote is in the pipes by now */
+        pump(&c->err, 1);
+        if (WIFEXITED(status)) rank_ended(j, c, WEXITSTATUS(status), 0, child_ended_at(pid, c->p.started_ns, reaped));
+        else rank_ended(j, c, 0, WTERMSIG(status), child_ended_at(pid, c->p.started_ns, reaped));
     }
 }
 
@@ -1127,7 +1489,7 @@ static void plat_wait(job *j, int timeout_ms) {
         if (!pfd[k].revents) continue;
         child *c = stream_owner(j, s);
         /* a child that exited meanwhile was already drained by reap */
-        if (c && s->open && s->p.fd == pfd[k].fd) pump(c, s, 0);
+        if (c && s->open && s->p.fd == pfd[k].fd) pump(s, 0);
     }
     reap(j);
 }
@@ -1146,6 +1508,11 @@ static void ensure_stdio_open(void) {
 
 static int plat_init(job *j) {
     ensure_stdio_open();
+#if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
+    /* What a rank starts and leaves behind comes to distrun, not to init:
+       distrun reaps it, and kills it when the job ends (plat_finish). */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
     if (setup_signals() != 0) { perror("distrun: signals"); return -1; }
     j->p.pfd = calloc((size_t)j->nkids * 2 + 1, sizeof *j->p.pfd);
     j->p.pstream = calloc((size_t)j->nkids * 2 + 1, sizeof *j->p.pstream);
@@ -1156,7 +1523,54 @@ static int plat_init(job *j) {
     return 0;
 }
 
+#if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
+/* distrun's children now: what escaped the ranks' groups (setsid) and was
+   adopted.  Fills pids (up to n) and returns how many. */
+static int adopted_children(pid_t *pids, int n) {
+    pid_t self = getpid();
+    int found = 0;
+    struct dirent *e;
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    while (found < n && (e = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        const char *rp;
+        long ppid;
+        FILE *f;
+        size_t len;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        if (!(f = fopen(path, "r"))) continue;
+        len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold anything, ')' too */
+        if (!(rp = strrchr(buf, ')')) || sscanf(rp + 1, " %*c %ld", &ppid) != 1 || ppid != (long)self) continue;
+        pids[found++] = (pid_t)atol(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Kill what was adopted, then what that had started (adopted in turn as
+   its parent dies), until nothing is left; bounded, in case some process
+   keeps starting more. */
+static void kill_adopted(void) {
+    pid_t pids[256];
+    for (int round = 0; round < 64; round++) {
+        int n = adopted_children(pids, 256);
+        if (n == 0) return;
+        for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
+        for (int i = 0; i < n; i++)
+            while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR) {}
+    }
+}
+#else
+static void kill_adopted(void) {}
+#endif
+
 static int plat_finish(job *j) {
+    kill_adopted();
     free(j->p.pfd);
     free(j->p.pstream);
     return 0;
@@ -1172,7 +1586,6 @@ static int plat_finish(job *j) {
 enum { PKT_READ = 1, PKT_EXIT, PKT_WAKE };   /* what a completion packet is */
 
 static HANDLE win_port;             /* reads, rank exits and console events arrive here */
-static HANDLE win_job;              /* every rank, KILL_ON_JOB_CLOSE */
 static HANDLE win_done;             /* set when distrun is done (a closing console waits for it) */
 static volatile LONG win_got[3];    /* console events counted as SIGINT, SIGTERM, SIGHUP */
 static LONG win_seen[3];
@@ -1217,6 +1630,42 @@ static uint64_t plat_random64(void) {
 }
 
 static int64_t plat_now_ms(void) { return (int64_t)GetTickCount64(); }
+
+static int64_t plat_now_ns(void) {
+    static LARGE_INTEGER freq;
+    LARGE_INTEGER t;
+    if (!freq.QuadPart) QueryPerformanceFrequency(&freq);
+    QueryPerformanceCounter(&t);
+    return (int64_t)(t.QuadPart / freq.QuadPart) * 1000000000 + (int64_t)(t.QuadPart % freq.QuadPart) * 1000000000 / freq.QuadPart;
+}
+
+/* FILETIME: 100 ns units since 1601 */
+static int64_t filetime_100ns(FILETIME ft) { return (int64_t)(((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime); }
+
+static int64_t plat_wall_ms(void) {
+    FILETIME ft;
+    GetSystemTimeAsFileTime(&ft);
+    return filetime_100ns(ft) / 10000 - 11644473600000LL;
+}
+
+static void plat_format_time(int64_t wall_ms, char *buf, size_t n) {
+    int64_t t = (wall_ms + 11644473600000LL) * 10000;
+    FILETIME ft;
+    SYSTEMTIME utc, local;
+    ft.dwLowDateTime = (DWORD)(uint64_t)t;
+    ft.dwHighDateTime = (DWORD)((uint64_t)t >> 32);
+    if (!FileTimeToSystemTime(&ft, &utc) || !SystemTimeToTzSpecificLocalTime(NULL, &utc, &local)) {
+        snprintf(buf, n, "%lld ms after 1970", (long long)wall_ms);
+        return;
+    }
+    snprintf(buf, n, "%04u-%02u-%02u %02u:%02u:%02u.%03u", local.wYear, local.wMonth, local.wDay, local.wHour, local.wMinute,
+             local.wSecond, local.wMilliseconds);
+}
+
+static void plat_hostname(char *buf, size_t n) {
+    DWORD len = (DWORD)n;
+    if (!GetComputerNameExA(ComputerNameDnsHostname, buf, &len) || !buf[0]) snprintf(buf, n, "this host");
+}
 
 static const char *plat_signal_name(int sig) {
     switch (sig) {
@@ -1283,13 +1732,13 @@ static void plat_close_stream(stream *s) {
 
 /* Ask for the next piece of s; its completion comes to the port (even when
    ReadFile finishes at once).  A broken pipe is the end of the stream. */
-static void start_read(child *c, stream *s) {
+static void start_read(stream *s) {
     memset(&s->p.ov, 0, sizeof s->p.ov);
     if (ReadFile(s->p.h, s->p.rbuf, PIPE_CHUNK, NULL, &s->p.ov) || GetLastError() == ERROR_IO_PENDING) {
         s->p.pending = 1;
         return;
     }
-    close_stream(c, s);
+    close_stream(s);
 }
 
 /* A named pipe (anonymous ones cannot do overlapped I/O): distrun's end
@@ -1436,6 +1885,28 @@ static HANDLE open_nul(void) {
     return h == INVALID_HANDLE_VALUE ? NULL : h;
 }
 
+/* A rank's job object: whatever is in it dies with its last handle,
+   distrun's, so with distrun too, even when distrun is killed. */
+static HANDLE new_rank_job(void) {
+    JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
+    HANDLE job = CreateJobObjectW(NULL, NULL);
+    memset(&li, 0, sizeof li);
+    li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+    if (job && !SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, sizeof li)) {
+        CloseHandle(job);
+        job = NULL;
+    }
+    return job;
+}
+
+/* The rank has ended: what it started and left running goes too. */
+static void end_rank_job(child *c, DWORD code) {
+    if (!c->p.job) return;
+    TerminateJobObject(c->p.job, code);
+    CloseHandle(c->p.job);
+    c->p.job = NULL;
+}
+
 static VOID CALLBACK on_process_end(PVOID ctx, BOOLEAN timed_out) {
     (void)timed_out;
     PostQueuedCompletionStatus(win_port, 0, PKT_EXIT, (LPOVERLAPPED)ctx);
@@ -1501,7 +1972,7 @@ static int plat_start_rank(job *j, child *c, const rank_env *env) {
     int rc = EXIT_LAUNCH;
     BOOL made = FALSE;
     DWORD err = 0;
-    if (j->opt.prefix) {
+    if (j->pipes) {
         if (make_pipe(c, &c->out, &std[1]) != 0 || make_pipe(c, &c->err, &std[2]) != 0) {
             fprintf(stderr, "distrun: cannot create pipes for rank %d: %s\n", c->rank, win_error(GetLastError()));
             goto done;
@@ -1531,17 +2002,21 @@ static int plat_start_rank(job *j, child *c, const rank_env *env) {
         }
         goto done;
     }
-    /* in the job before it runs, so nothing it starts escapes the job */
-    if (win_job && !AssignProcessToJobObject(win_job, pi.hProcess)) {
+    /* in its job before it runs, so nothing it starts escapes the job */
+    c->p.job = new_rank_job();
+    if (!c->p.job || !AssignProcessToJobObject(c->p.job, pi.hProcess)) {
         static int warned;
         if (!warned++)
-            fprintf(stderr, "distrun: cannot put rank %d in the job object (%s); ranks may outlive distrun\n",
+            fprintf(stderr, "distrun: cannot put rank %d in a job object (%s); what the ranks start may outlive them\n",
                     c->rank, win_error(GetLastError()));
+        if (c->p.job) CloseHandle(c->p.job);
+        c->p.job = NULL;
     }
     if (!RegisterWaitForSingleObject(&c->p.wait, pi.hProcess, on_process_end, c, INFINITE,
                                      WT_EXECUTEONLYONCE | WT_EXECUTEINWAITTHREAD)) {
         fprintf(stderr, "distrun: cannot watch rank %d: %s\n", c->rank, win_error(GetLastError()));
         TerminateProcess(pi.hProcess, EXIT_LAUNCH);
+        end_rank_job(c, EXIT_LAUNCH);
         CloseHandle(pi.hThread);
         CloseHandle(pi.hProcess);
         goto done;
@@ -1552,10 +2027,10 @@ static int plat_start_rank(job *j, child *c, const rank_env *env) {
     c->p.process = pi.hProcess;
     c->p.exited = 0;
     rc = 0;
-    if (j->opt.prefix) {
+    if (j->pipes) {
         c->out.open = c->err.open = 1;
-        start_read(c, &c->out);
-        start_read(c, &c->err);
+        start_read(&c->out);
+        start_read(&c->err);
     }
 done:
     for (int k = 0; k < 3; k++) if (std[k]) CloseHandle(std[k]);     /* the rank has its copies */
@@ -1572,12 +2047,11 @@ done:
 
 /* Ctrl-Break to the rank's process group (it and what it started); without
    a console shared with the rank that cannot be sent, and it is terminated
-   now.  SIGKILL: TerminateProcess (the job object takes the rest when
-   distrun ends). */
+   now.  SIGKILL: its job, the rank and all it started, is terminated. */
 static int plat_signal_rank(child *c, int sig) {
     if (!c->p.process || c->p.exited) return 0;
     if (sig != DR_SIGKILL && GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, (DWORD)c->pid)) return 1;
-    TerminateProcess(c->p.process, (UINT)(128 + sig));
+    if (!c->p.job || !TerminateJobObject(c->p.job, (UINT)(128 + sig))) TerminateProcess(c->p.process, (UINT)(128 + sig));
     return 1;
 }
 
@@ -1587,17 +2061,31 @@ static void finish_rank(job *j, child *c) {
     j->p.draining--;
     c->p.exited = 0;
     c->p.process = NULL;             /* (before rank_ended: a restart puts its new process here) */
-    rank_ended(j, c, (int)c->p.code, 0);
+    rank_ended(j, c, (int)c->p.code, 0, c->p.ended_ns);
     CloseHandle(h);
+}
+
+/* When the process ended, from its exit time (rather than when distrun
+   saw it: the order of failures is the order they happened in). */
+static int64_t process_end_ns(HANDLE process) {
+    FILETIME created, exited, kernel, user, now;
+    int64_t t = plat_now_ns(), ago;
+    GetSystemTimeAsFileTime(&now);
+    if (!GetProcessTimes(process, &created, &exited, &kernel, &user)) return t;
+    ago = (filetime_100ns(now) - filetime_100ns(exited)) * 100;
+    return ago > 0 && ago < 10 * (int64_t)1000000000 ? t - ago : t;   /* (a clock step: now) */
 }
 
 /* What it wrote before it ended is in its pipes; it is finished when they
    end, or when no more comes for DRAIN_IDLE_MS (something it started keeps
-   them open), or after 2 * DRAIN_READS more reads. */
+   them open), or after 2 * DRAIN_READS more reads.  What it started ends
+   now, with its job: so its pipes end too. */
 static void process_ended(job *j, child *c) {
     if (!c->p.process || c->p.exited) return;
     if (c->p.wait) { UnregisterWaitEx(c->p.wait, INVALID_HANDLE_VALUE); c->p.wait = NULL; }
     if (!GetExitCodeProcess(c->p.process, &c->p.code)) c->p.code = EXIT_LAUNCH;
+    c->p.ended_ns = process_end_ns(c->p.process);
+    end_rank_job(c, c->p.code);
     c->p.exited = 1;
     c->p.drain_until = plat_now_ms() + DRAIN_IDLE_MS;
     c->p.drain_reads = 0;
@@ -1610,14 +2098,14 @@ static void read_done(job *j, stream *s, BOOL ok, DWORD n) {
     s->p.pending = 0;
     if (!s->open) return;                   /* closed meanwhile: its read was cancelled */
     if (!ok) {
-        close_stream(c, s);                 /* the pipe's end: the rank and all it started closed it */
+        close_stream(s);                    /* the pipe's end: the rank and all it started closed it */
     } else {
-        if (n > 0) feed(c, s, s->p.rbuf, n);
+        if (n > 0) feed(s, s->p.rbuf, n);
         if (c->p.exited) {
             c->p.drain_until = plat_now_ms() + DRAIN_IDLE_MS;
             if (++c->p.drain_reads >= 2 * DRAIN_READS) { finish_rank(j, c); return; }
         }
-        start_read(c, s);
+        start_read(s);
     }
     if (c->p.exited && !c->out.open && !c->err.open) finish_rank(j, c);
 }
@@ -1657,27 +2145,54 @@ static void plat_wait(job *j, int timeout_ms) {
         if (j->kids[i].p.exited && now >= j->kids[i].p.drain_until) finish_rank(j, &j->kids[i]);
 }
 
+/* ---- files (--log-dir) -------------------------------------------------- */
+
+static wchar_t *utf8_to_wide(const char *s) {
+    wbuf b = { 0 };
+    wb_put_utf8(&b, s);
+    if (b.failed || !b.p) { free(b.p); errno = ENOMEM; return NULL; }
+    return b.p;
+}
+
+/* As on POSIX: each directory on the way, then the last must be one. */
+static int plat_make_dirs(const char *path) {
+    wchar_t *w = utf8_to_wide(path);
+    DWORD attr;
+    int err = 0;
+    if (!w) return -1;
+    for (wchar_t *q = w + 1;; q++) {
+        wchar_t ch = *q;
+        if (ch != L'/' && ch != L'\\' && ch != 0) continue;
+        *q = 0;
+        if (_wmkdir(w) != 0 && errno != EEXIST) err = errno;
+        *q = ch;
+        if (!ch) break;
+    }
+    attr = GetFileAttributesW(w);
+    free(w);
+    if (attr != INVALID_FILE_ATTRIBUTES && (attr & FILE_ATTRIBUTE_DIRECTORY)) return 0;
+    errno = err ? err : ENOTDIR;
+    return -1;
+}
+
+static FILE *plat_fopen(const char *path, const char *mode) {
+    wchar_t *w = utf8_to_wide(path), *m = utf8_to_wide(mode);
+    FILE *f = w && m ? _wfopen(w, m) : NULL;
+    free(w);
+    free(m);
+    return f;
+}
+
 /* ---- setting up --------------------------------------------------------- */
 
 static int plat_init(job *j) {
     DWORD mode;
-    JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
     j->stdin_tty = GetConsoleMode(GetStdHandle(STD_INPUT_HANDLE), &mode) != 0;
     win_port = CreateIoCompletionPort(INVALID_HANDLE_VALUE, NULL, 0, 1);
     win_done = CreateEventW(NULL, TRUE, FALSE, NULL);
     if (!win_port || !win_done) {
         fprintf(stderr, "distrun: cannot set up: %s\n", win_error(GetLastError()));
         return -1;
-    }
-    /* every process of the job dies with the job's last handle: distrun's */
-    memset(&li, 0, sizeof li);
-    li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
-    win_job = CreateJobObjectW(NULL, NULL);
-    if (!win_job || !SetInformationJobObject(win_job, JobObjectExtendedLimitInformation, &li, sizeof li)) {
-        fprintf(stderr, "distrun: cannot create a job object (%s); ranks may outlive distrun\n",
-                win_error(GetLastError()));
-        if (win_job) CloseHandle(win_job);
-        win_job = NULL;
     }
     /* Left as it came: started in a new process group (by an outer distrun,
        say), the console's Ctrl-C is ignored, as a background process group

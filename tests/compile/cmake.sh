@@ -21,10 +21,13 @@ if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
 cat >"$out/consumer/main.c" <<'EOF'
 #define DIST_IMPLEMENTATION
 #include "dist.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
-int main(void) {
-    printf("consumer sees dist %s\n", dist_version());
+int main(int argc, char **argv) {
+    volatile double x = argc + 1.0;     /* sqrt of a value known only at run time: libm */
+    (void)argv;
+    printf("consumer sees dist %s (sqrt %.3f)\n", dist_version(), sqrt(x));
     return strcmp(dist_version(), DIST_VERSION_STRING) != 0;
 }
 EOF
@@ -50,6 +53,7 @@ run cmake -S "$src" -B "$out/dist-build" "${gen[@]}" -DCMAKE_INSTALL_PREFIX="$ou
 run cmake --build "$out/dist-build"
 run cmake --install "$out/dist-build"
 test -f "$out/prefix/include/dist.h"
+"$out/prefix/bin/distrun" --version | grep -qx "distrun (dist) $version"
 
 consumer find_package "find_package(dist $version CONFIG REQUIRED)"
 consumer add_subdirectory "add_subdirectory(\"$src\" dist)"
