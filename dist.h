@@ -12305,10 +12305,18 @@ static dist_result dist__dump_publish(dist_t *top, long long gen);
    or the store was busy). */
 static void dist__dump_answer(dist_t *top) {
     const char *keys[1] = { "dist/dump/req" };
-    int64_t g = 0;
+    char num[24], *end;
+    size_t len = 0;
+    long long g;
     int exists = 0;
     if (top->store_fd == DIST__NO_SOCKET || top->store_broken) return;
-    if (dist_store_check(top, keys, 1, &exists) != DIST_OK || !exists || dist_store_add(top, keys[0], 0, &g) != DIST_OK) return;
+    /* a check, then a get (an add of 0 would rewrite the value: the store
+       would allocate for every rank every second) */
+    if (dist_store_check(top, keys, 1, &exists) != DIST_OK || !exists || dist_store_get(top, keys[0], num, sizeof num - 1, &len) != DIST_OK)
+        return;
+    num[len] = 0;
+    g = strtoll(num, &end, 10);
+    if (end == num || *end) return;
     if (g > DIST__LOAD_RELAXED(&top->mon_done_gen) && dist__dump_publish(top, g) == DIST_OK) DIST__STORE_RELAXED(&top->mon_done_gen, (long long)g);
 }
 
