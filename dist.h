@@ -4334,7 +4334,12 @@ static DIST__THREAD_RETURN dist__store_thread(void *arg) {
     while (!dist__store_stopping(sv)) {
         int n = 0, timeout = 1000, rd, wr;
         int64_t now = dist__now_ms();
-        if (dist__grow((void **)&pfds, &pcap, (size_t)sv->nconns + 2, sizeof *pfds) != 0) { dist__sleep_ms(10); continue; }
+        dist__mutex_lock(&sv->kv_lock);        /* (all but the poll) */
+        if (dist__grow((void **)&pfds, &pcap, (size_t)sv->nconns + 2, sizeof *pfds) != 0) {
+            dist__mutex_unlock(&sv->kv_lock);
+            dist__sleep_ms(10);
+            continue;
+        }
         dist__pollfd_set(&pfds[n], sv->wake.rfd, 1, 0); n++;
         /* out of descriptors: the listening socket stays readable, so it
            is left out of the poll for a moment rather than spun on */
@@ -4351,6 +4356,7 @@ static DIST__THREAD_RETURN dist__store_thread(void *arg) {
             int64_t at = dist__store_bad_secret(sv);
             if (at) timeout = (int)DIST__MIN((int64_t)timeout, DIST__MAX(at - now, (int64_t)0) + 1);
         }
+        dist__mutex_unlock(&sv->kv_lock);
         if (dist__poll(pfds, n, timeout) < 0 && !dist__err_interrupted(dist__errno())) dist__sleep_ms(1);
         dist__mutex_lock(&sv->kv_lock);
         if (dist__pollfd_ready(&pfds[0], &rd, &wr)) dist__wakeup_drain(&sv->wake);
