@@ -12307,6 +12307,17 @@ static size_t dist__report_build(int world, char *const *texts, const size_t *le
 
 static dist_result dist__dump_publish(dist_t *top, long long gen);
 
+/* 1 when text[0..len) is a dump that answers request `gen` or a later one
+   (its header line says which it answered); 0 for an older one or bytes
+   that are no dump.  The header ends with a newline before len, so the
+   numbers are read within the bytes given. */
+static int dist__dump_answers(const char *text, size_t len, long long gen) {
+    long long v[4];
+    const char *q = text + 12;
+    if (len <= 12 || memcmp(text, "dist-dump 1 ", 12) != 0 || !memchr(text, '\n', len)) return 0;
+    return dist__dump_nums(&q, v, 4) == 0 && v[3] >= gen;
+}
+
 /* Answers the newest dump request if this rank has not (0: nothing new,
    or the store was busy). */
 static void dist__dump_answer(dist_t *top) {
@@ -12356,11 +12367,7 @@ static size_t dist__report_collect(dist_t *top, long long gen, int wait_ms, char
             if ((texts[r] = (char *)DIST_MALLOC(len + 1)) == NULL) continue;
             if (dist_store_get(top, key, texts[r], len, &lens[r]) != DIST_OK) { DIST_FREE(texts[r]); texts[r] = NULL; continue; }
             texts[r][lens[r]] = 0;
-            {   /* an older dump: this rank has not answered yet */
-                long long v[4];
-                const char *q = texts[r] + (lens[r] > 12 ? 12 : lens[r]);
-                if (lens[r] <= 12 || dist__dump_nums(&q, v, 4) != 0 || v[3] < gen) { DIST_FREE(texts[r]); texts[r] = NULL; continue; }
-            }
+            if (!dist__dump_answers(texts[r], lens[r], gen)) { DIST_FREE(texts[r]); texts[r] = NULL; continue; }   /* (not yet) */
             missing--;
         }
         if (!missing || dist__now_ms() >= until) break;
@@ -12557,17 +12564,13 @@ DIST_API dist_result dist_store_host_report(dist_store_host *host, char *buf, si
         dist__mutex_lock(&sv->kv_lock);
         missing = 0;
         for (int r = 0; r < world; r++) {
-            long long v[4];
-            const char *q;
             int connected = 0;
             if (texts[r]) continue;
             for (int i = 0; i < sv->nconns && !connected; i++)   /* (a rank whose connection is gone will not answer) */
                 connected = sv->conns[i].hello_done && sv->conns[i].rank == r && !sv->conns[i].closing;
             missing += connected;
             snprintf(key, sizeof key, "dist/dump/%d", r);
-            if ((kv = dist__kv_find(sv, key, strlen(key))) == NULL || kv->vlen <= 12) continue;
-            q = (const char *)kv->val + 12;
-            if (memcmp(kv->val, "dist-dump 1 ", 12) != 0 || !memchr(kv->val, '\n', kv->vlen) || dist__dump_nums(&q, v, 4) != 0 || v[3] < gen)
+            if ((kv = dist__kv_find(sv, key, strlen(key))) == NULL || !dist__dump_answers((const char *)kv->val, kv->vlen, gen))
                 continue;                    /* (not this request's answer yet) */
             if ((texts[r] = (char *)DIST_MALLOC(kv->vlen + 1)) == NULL) continue;
             memcpy(texts[r], kv->val, kv->vlen);
