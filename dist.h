@@ -8450,7 +8450,9 @@ static void dist__revoke_locked(dist__engine *e, dist_t *d, const char *why, int
         }
     }
     dist__fail_list(e, list, DIST_ERR_REVOKED, a->text);
-    dist__purge_stale(e, d);
+    /* The notice goes before the refusals (one queue per peer, in order):
+       a sender learns who revoked before it learns its message was
+       refused, and names the revoker rather than this rank. */
     for (int g = 0; g < d->world; g++) {
 #ifdef DIST_TEST_HOOKS
         if (local && dist__test_revoke_only >= 0 && g != dist__test_revoke_only) continue;
@@ -8458,6 +8460,7 @@ static void dist__revoke_locked(dist__engine *e, dist_t *d, const char *why, int
         dist__notify_one(e, d, g, 0, DIST_ERR_REVOKED, a->text, -1);
     }
     (void)local;
+    dist__purge_stale(e, d);
     dist__cond_broadcast(&e->cond);
     if (e->polling) dist__wakeup_signal(&e->wake);
 }
