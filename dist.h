@@ -60,6 +60,12 @@ COMPILE-TIME OPTIONS
                              each kind (default 64, a power of two; 0 turns
                              it off, to measure what it costs: bench/
                              recorder_cost.sh)
+   DIST_TRACE_EVENTS         where: the implementation file.  Calls each
+                             communicator holds for DIST_TRACE between two
+                             writes of the file (default 16384 of each
+                             kind, a power of two; the file is written
+                             every 50 ms: beyond that rate calls are
+                             dropped from the trace, and it says how many)
    DIST_SHM_REF_BYTES        where: the implementation file.  Over shared
                              memory, payloads of this many bytes or more are
                              copied straight from the sender's memory instead
@@ -153,6 +159,14 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    DIST_RECORDER             timed: the flight recorder reads the clock at
                              every call's start and end (default: only where
                              a call waits; see FLIGHT RECORDER)
+   DIST_STATS                1 (on, yes): time every call and log a table
+                             of what each operation cost at dist_destroy
+                             (dist_stats; see STATS AND TRACES); 0, off or
+                             unset: not; anything else fails dist_init
+   DIST_TRACE                DIR: write this rank's calls to
+                             DIR/rank<R>.trace.json (Chrome's trace event
+                             format; distrun merges them; see STATS AND
+                             TRACES)
 
 STEP BY STEP
    1. dist_init(&world, &cfg) joins the job.  Rank 0 (or the launcher:
@@ -302,6 +316,38 @@ FLIGHT RECORDER
      rank for a dump and logs the report at error level about 3 s later.
    Each world runs a monitor thread for this: it wakes once a second, and
    looks at the store ("dist/dump/req") only when no caller is using it.
+
+STATS AND TRACES
+   Off unless asked for: DIST_STATS=1, DIST_TRACE=DIR (or
+   DIST_RECORDER=timed, for the recorder's times alone) read the clock as
+   every call of the world and its groups starts and ends, a few tens of
+   nanoseconds a call.
+   - dist_stats(d, &s): per operation (the collectives, send, recv), this
+     rank's calls, failures, bytes (count x dtype size), total time, mean,
+     p50, p90, p99 (within 7%) and max.  A rank that others wait for shows
+     short calls; the ones waiting for it, long ones: compare ranks' p99.
+     dist_stats_text(d, buf, cap) writes them as a table; with
+     DIST_STATS=1 each communicator logs it as it is destroyed (through
+     cfg.logger, else on stderr):
+        stats of rank 0 of the world (4 ranks), 12.3 s:
+          operation      calls  failed   bytes  total s  mean us  p50 us ...
+          all_reduce       200       0 12.5 KiB    0.058   289.87    6.40 ...
+   - DIST_TRACE=DIR: each rank writes its calls to DIR/rank<R>.trace.json
+     (made if missing) in Chrome's trace event format: one event a call
+     (name, sequence number, count, dtype, op, root or peer, tag, bytes,
+     algorithm, result) on rows "world: collectives", "world:
+     point-to-point" and one pair per group, written out every 50 ms (a
+     rank killed loses at most that much; distrun reads what is there).
+     Times are on the job's clock: each rank measures its offset to the
+     store host's clock at init (the best of 8 round trips; the error,
+     half that round trip, is in the file's otherData), so ranks on
+     several hosts line up.  distrun --trace DIR (or DIST_TRACE in its
+     environment) merges the ranks' files into DIR/trace.json when the
+     job ends, for Perfetto (ui.perfetto.dev) or chrome://tracing;
+     tools/dist_timeline draws one as an HTML page.  A call made while
+     the file's writer is behind (more than DIST_TRACE_EVENTS calls in
+     50 ms) is counted, not kept: the trace has a "dropped" event saying
+     how many.
 
 FLOW CONTROL
    Memory at a receiver is bounded whatever senders do.  Each rank gives
@@ -600,6 +646,30 @@ DIST_API int64_t dist_time_ns(void);
    nothing, calls that differ, point-to-point operations waited on. */
 DIST_API size_t dist_recorder_dump(dist_t *d, char *buf, size_t cap);
 DIST_API dist_result dist_job_report(dist_t *d, char *buf, size_t cap);
+
+/* ---- what the calls cost (see STATS AND TRACES) ----
+   Collected when the job runs with DIST_STATS=1 (or DIST_TRACE=DIR, or
+   DIST_RECORDER=timed): per operation, from this rank's side.
+   dist_stats fills *out (DIST_ERR_INVALID, with a sentence, when nothing
+   is collected); dist_stats_text writes the table DIST_STATS=1 logs at
+   dist_destroy and returns its length (at most cap - 1, NUL-terminated). */
+#define DIST_STATS_OPS 11            /* the 9 collectives, send, recv */
+typedef struct dist_op_stats {
+    const char *name;                /* "all_reduce", ..., "barrier", "send", "recv" */
+    uint64_t calls, failed;
+    uint64_t bytes;                  /* count x dtype size, summed over the calls */
+    double total_s;                  /* time spent in them (start to end) */
+    double mean_us, max_us;
+    double p50_us, p90_us, p99_us;   /* within 7% (logarithmic buckets) */
+} dist_op_stats;
+typedef struct dist_stats_t {
+    double elapsed_s;                /* since collection began (dist_init, or the group's creation) */
+    double clock_error_us;           /* the job clock's uncertainty here (see STATS AND TRACES) */
+    int nops;                        /* entries of ops: the operations called at least once */
+    dist_op_stats ops[DIST_STATS_OPS];
+} dist_stats_t;
+DIST_API dist_result dist_stats(dist_t *d, dist_stats_t *out);
+DIST_API size_t dist_stats_text(dist_t *d, char *buf, size_t cap);
 
 /* ---- point-to-point ----
    `count` is in elements of `dtype`.  A blocking dist_send returns once the
@@ -958,6 +1028,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    [SECTION] rendezvous: init methods and the mesh
    [SECTION] growing: newcomers join a running job
    [SECTION] flight recorder: dumps, job reports, the monitor
+   [SECTION] stats and traces
    [SECTION] life cycle: init, destroy
    [SECTION] spawn
 */
@@ -1963,6 +2034,24 @@ DIST__PLATFORM dist__ssize dist__file_read_locked(const char *path, void *buf, s
     return n;
 }
 DIST__PLATFORM void dist__file_remove(const char *path) { DeleteFileA(path); }
+DIST__PLATFORM int dist__make_dir(const char *path) { return CreateDirectoryA(path, NULL) || GetLastError() == ERROR_ALREADY_EXISTS ? 0 : -1; }
+/* A file to write (DIST_TRACE's); NULL with the reason. */
+DIST__PLATFORM FILE *dist__file_create(const char *path, char *why, size_t cap) {
+    FILE *f = NULL;
+#ifdef _MSC_VER
+    int e = (int)fopen_s(&f, path, "w");
+#else
+    int e = (f = fopen(path, "w")) == NULL ? errno : 0;
+#endif
+    if (!f) {
+#ifdef _MSC_VER
+        strerror_s(why, cap, e);
+#else
+        snprintf(why, cap, "%s", strerror(e));
+#endif
+    }
+    return f;
+}
 
 /* Child processes (dist_spawn).  Windows cannot fork: a child is this
    program started again (the same executable and command line), told by
@@ -2558,6 +2647,12 @@ DIST__PLATFORM dist__ssize dist__file_read_locked(const char *path, void *buf, s
 }
 
 DIST__PLATFORM void dist__file_remove(const char *path) { unlink(path); }
+DIST__PLATFORM int dist__make_dir(const char *path) { return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1; }
+DIST__PLATFORM FILE *dist__file_create(const char *path, char *why, size_t cap) {
+    FILE *f = fopen(path, "w");
+    if (!f) snprintf(why, cap, "%s", strerror(errno));
+    return f;
+}
 
 /* Child processes (dist_spawn).  POSIX semantics: a child is a fork of
    this process and runs on in the parent's code, so it can call one of
@@ -3711,7 +3806,8 @@ static const char *dist__io_error(int r) {
    refused hello is answered with status 1 and a u32-length reason. */
 enum {
     DIST__STORE_SET = 1, DIST__STORE_GET, DIST__STORE_ADD, DIST__STORE_WAIT,
-    DIST__STORE_CHECK, DIST__STORE_CAS, DIST__STORE_DELETE
+    DIST__STORE_CHECK, DIST__STORE_CAS, DIST__STORE_DELETE,
+    DIST__STORE_CLOCK               /* number: the server's dist__now_ns() (the job clock) */
 };
 #define DIST__STORE_REQ_HDR   16
 #define DIST__STORE_RESP_HDR  20
@@ -3919,6 +4015,10 @@ static int dist__store_execute(dist__store_server *sv, dist__store_conn *c, size
         else dist__store_reply(c, DIST_ERR_NOT_FOUND, 0, NULL, 0, 0);
         return 1;
     }
+    case DIST__STORE_CLOCK:
+        if (n != 1) break;
+        dist__store_reply(c, DIST_OK, dist__now_ns(), NULL, 0, 0);
+        return 1;
     case DIST__STORE_DELETE:
         if (n != 1) break;
         kv = dist__kv_find(sv, (const char *)ptr[0], len[0]);
@@ -4884,7 +4984,28 @@ struct dist {
     long long mon_asked_gen;         /* ...the request made, whose report it logs */
     long long mon_done_gen;          /* the last request this rank answered */
     char *mon_report;                /* the last report it logged (under mon_lock) */
+    /* -- stats and traces (see "stats and traces"; NULL when neither is on) -- */
+    struct dist__obs *obs;           /* this communicator's: what its calls cost, its trace ring */
+    /* ...the world's: */
+    int stats_on;                    /* DIST_STATS: the table at dist_destroy */
+    int64_t clock_off, clock_err;    /* job clock = dist__now_ns() + clock_off, within clock_err (ns) */
+    dist__mutex tr_lock;             /* obs_list and the trace file (tr_inited: it exists) */
+    int tr_inited;
+    FILE *tr_file;                   /* DIST_TRACE's rank<R>.trace.json (NULL: none) */
+    struct dist__obs *obs_list;      /* every communicator's obs */
 };
+
+/* A finished call, counted (and traced): side 0 collectives (their
+   thread), 1 point-to-point (under the engine lock).  See "stats and
+   traces". */
+struct dist__obs;
+static void dist__obs_end(dist_t *d, int side, const dist__rec *x);
+static dist_result dist__obs_add(dist_t *d, const char *what);
+static void dist__obs_remove(dist_t *d);
+static void dist__stats_log(dist_t *d);
+static dist_result dist__obs_setup(dist_t *top, const char *what);
+static void dist__trace_drain_all(dist_t *top);
+#define DIST__TRACE_DRAIN_MS 50
 
 /* [SECTION] flight recorder: writing
    Always on, so it costs what a few stores cost: an entry is written where
@@ -4947,7 +5068,10 @@ static void dist__rec_p2p_waits(dist_req_t *r, int64_t now) {
 
 static void dist__rec_p2p_end(dist_req_t *r, dist_result res) {
     dist__rec *x = dist__rec_p2p_entry(r);
-    if (x) dist__rec_finish(x, r->comm->rec_timed, res);
+    if (x) {
+        dist__rec_finish(x, r->comm->rec_timed, res);
+        if (r->comm->obs) dist__obs_end(r->comm, 1, x);
+    }
     r->rec_n = 0;
 }
 
@@ -8544,7 +8668,10 @@ DIST__INLINE void dist__rec_coll_waits(dist__coll *c, int member, int what) {
 }
 
 DIST__INLINE void dist__rec_coll_end(dist__coll *c) {
-    if (DIST_RECORDER_OPS && c->rec) dist__rec_finish(c->rec, c->d->rec_timed, c->res);
+    if (DIST_RECORDER_OPS && c->rec) {
+        dist__rec_finish(c->rec, c->d->rec_timed, c->res);
+        if (c->d->obs) dist__obs_end(c->d, 0, c->rec);
+    }
 }
 
 /* When the call times out: its timeout from the first time anything asks
@@ -10102,8 +10229,10 @@ static void dist__comm_free_collectives(dist_t *d) {
 }
 
 static void dist__group_free(dist_t *g) {
+    dist__stats_log(g);
     dist__comm_unregister(g);
     dist__comm_free_collectives(g);
+    dist__obs_remove(g);
     dist__mutex_destroy(&g->err_lock);
     DIST_FREE(g);
 }
@@ -10153,8 +10282,9 @@ static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, in
             g->group_of[g->members[i]] = i;
         }
     }
-    if (!g->members || !g->group_of || dist__comm_register(g) != DIST_OK) {
+    if (!g->members || !g->group_of || (g->top->tr_inited && dist__obs_add(g, what) != DIST_OK) || dist__comm_register(g) != DIST_OK) {
         DIST_FREE(g->members); DIST_FREE(g->group_of); g->members = g->group_of = NULL;
+        dist__obs_remove(g);
         dist__comm_free_collectives(g);
         dist__mutex_destroy(&g->err_lock);
         DIST_FREE(g);
@@ -11822,7 +11952,7 @@ DIST_API int dist_restart_count(void) {
 }
 
 static void dist__free_comm(dist_t *d);
-static void dist__monitor_start(dist_t *top);
+static dist_result dist__monitor_start(dist_t *top, const char *what);
 static DIST__THREAD_RETURN dist__progress_thread(void *arg);
 
 /* A newcomer's init (see above): *out is the grown communicator. */
@@ -11919,7 +12049,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
         goto fail;
     }
     e->thread_started = 1;
-    dist__monitor_start(d);
+    if ((r = dist__monitor_start(d, what)) != DIST_OK) goto fail;
     if ((r = dist__group_make(d, total, members, 1, me, nid, what, out)) != DIST_OK) { r = dist__fail(NULL, r, "%s", dist_error_message(d)); goto fail; }
     (*out)->owns_top = 1;
     (*out)->newcomers = nnew;
@@ -12469,25 +12599,32 @@ static void dist__monitor_sweep(dist_t *top) {
 static DIST__THREAD_RETURN dist__monitor_thread(void *arg) {
     dist_t *top = (dist_t *)arg;
     dist__quiet = 1;                  /* its failures are nobody's sentence */
+    int64_t next = dist__now_ms() + 1000;
     dist__mutex_lock(&top->mon_lock);
     while (!top->mon_stop) {
-        dist__cond_wait_ms(&top->mon_cond, &top->mon_lock, 1000);
+        /* once a second; the trace's rings more often */
+        dist__cond_wait_ms(&top->mon_cond, &top->mon_lock, top->tr_file ? DIST__TRACE_DRAIN_MS : 1000);
         if (top->mon_stop) break;
         dist__mutex_unlock(&top->mon_lock);
-        dist__monitor_sweep(top);
+        dist__trace_drain_all(top);
+        if (dist__now_ms() >= next || DIST__LOAD_ACQ(&top->mon_want)) {
+            dist__monitor_sweep(top);
+            next = dist__now_ms() + 1000;
+        }
         dist__mutex_lock(&top->mon_lock);
     }
     dist__mutex_unlock(&top->mon_lock);
     return DIST__THREAD_RETURN_VALUE;
 }
 
-static void dist__monitor_start(dist_t *top) {
-    const char *t = dist__getenv("DIST_RECORDER");
-    top->rec_timed = t && strcmp(t, "timed") == 0;
+static dist_result dist__monitor_start(dist_t *top, const char *what) {
+    dist_result r = dist__obs_setup(top, what);
+    if (r != DIST_OK) return r;
     dist__mutex_init(&top->mon_lock);
     dist__cond_init(&top->mon_cond);
     top->mon_inited = 1;
     if (dist__thread_start(&top->mon_thread, dist__monitor_thread, top) == 0) top->mon_started = 1;
+    return DIST_OK;
 }
 
 static void dist__monitor_stop(dist_t *top) {
@@ -12593,6 +12730,418 @@ DIST_API dist_result dist_store_host_report(dist_store_host *host, char *buf, si
     }
 }
 
+/* [SECTION] stats and traces
+   DIST_STATS, DIST_TRACE and DIST_RECORDER=timed time every call of a
+   world and its groups (rec_timed: the clock is read as each call starts
+   and ends).  With DIST_STATS or DIST_TRACE each communicator also gets a
+   dist__obs: as a call ends (dist__obs_end, by the thread that writes its
+   recorder entry) its kind's counters and time histogram grow, and under
+   DIST_TRACE the call is copied into a ring that the monitor thread writes
+   into the rank's trace file every DIST__TRACE_DRAIN_MS.  A call that
+   finds its ring full is counted, not waited for: the trace says how many
+   were dropped.  Nothing is allocated per call.
+
+   The job clock is dist__now_ns() + clock_off, clock_off measured against
+   the store host's clock at init (Cristian's method: the shortest of
+   DIST__CLOCK_PROBES round trips; clock_err is half of it), so the traces
+   of ranks on several hosts line up. */
+#ifndef DIST_TRACE_EVENTS
+#define DIST_TRACE_EVENTS 16384              /* each ring (collectives, point-to-point) of each communicator */
+#endif
+#if DIST_TRACE_EVENTS < 64 || (DIST_TRACE_EVENTS & (DIST_TRACE_EVENTS - 1)) != 0
+#error "dist.h: DIST_TRACE_EVENTS must be a power of two, at least 64"
+#endif
+#define DIST__HIST_SUB 8                     /* buckets per power of two: within 1/16 of a value */
+#define DIST__HIST_N (DIST__HIST_SUB * 44)   /* the last ends at 2^45 ns (9.8 hours) */
+#define DIST__CLOCK_PROBES 8
+enum { DIST__STAT_SEND = DIST__COLL_KINDS - 1, DIST__STAT_RECV, DIST__STAT_KINDS };
+typedef char dist__stat_kinds_check[DIST__STAT_KINDS == DIST_STATS_OPS ? 1 : -1];
+
+typedef struct dist__opstat {
+    uint64_t calls, failed, bytes, ns_sum, ns_max;
+    uint64_t hist[DIST__HIST_N];             /* calls by duration (dist__hist_bucket) */
+} dist__opstat;
+
+typedef struct dist__trace_ev {
+    uint64_t desc, seq, count;
+    int64_t t_start, t_end, tag;
+    int32_t res;
+} dist__trace_ev;
+
+typedef struct dist__obs_ring {
+    dist__trace_ev *ev;                      /* [DIST_TRACE_EVENTS]; NULL: no trace */
+    uint64_t head;                           /* calls put in (by the side's writer) */
+    uint64_t tail;                           /* ...written out (under tr_lock) */
+    uint64_t dropped;                        /* calls that found it full (by the side's writer) */
+    uint64_t dropped_told;                   /* ...that the trace says (under tr_lock) */
+} dist__obs_ring;
+
+typedef struct dist__obs {
+    struct dist__obs *next;                  /* the world's obs_list (under tr_lock) */
+    uint32_t id;                             /* the communicator's id: its rows of the trace are 2 id, 2 id + 1 */
+    int64_t t0;                              /* collection began */
+    dist__opstat st[DIST__STAT_KINDS];       /* collectives: by their thread; send, recv: under the engine lock */
+    dist__obs_ring ring[2];                  /* 0: collectives, 1: point-to-point */
+} dist__obs;
+
+static int dist__hist_bucket(uint64_t ns) {
+    int e = 3, b;
+    if (ns < DIST__HIST_SUB) return (int)ns;
+    while (e < 63 && (ns >> (e + 1)) != 0) e++;             /* 2^e <= ns < 2^(e+1) */
+    b = (e - 2) * DIST__HIST_SUB + (int)((ns >> (e - 3)) & (DIST__HIST_SUB - 1));
+    return b < DIST__HIST_N ? b : DIST__HIST_N - 1;
+}
+
+/* The middle of bucket b, in ns. */
+static double dist__hist_value(int b) {
+    int e, sub;
+    if (b < DIST__HIST_SUB) return b;
+    e = b / DIST__HIST_SUB + 2; sub = b % DIST__HIST_SUB;
+    return ((double)(DIST__HIST_SUB + sub) + 0.5) * (double)((uint64_t)1 << (e - 3));
+}
+
+static void dist__obs_end(dist_t *d, int side, const dist__rec *x) {
+    dist__obs *o = d->obs;
+    dist__obs_ring *g = &o->ring[side];
+    uint64_t desc = DIST__LOAD_RELAXED(&x->desc), count = DIST__LOAD_RELAXED(&x->count);
+    int what = (int)(desc & 255), dtype = (int)(desc >> 16 & 255);
+    int k = side ? (what == DIST__REQ_RECV ? DIST__STAT_RECV : DIST__STAT_SEND) : what - 1;
+    int64_t t0 = DIST__LOAD_RELAXED(&x->t_start), t1 = DIST__LOAD_RELAXED(&x->t_end);
+    uint64_t ns = t0 && t1 > t0 ? (uint64_t)(t1 - t0) : 0, h;
+    int failed = DIST__LOAD_RELAXED(&x->state) == DIST__REC_FAILED;
+    dist__opstat *st;
+    if (k < 0 || k >= (side ? DIST__STAT_KINDS : DIST__STAT_SEND)) return;
+    st = &o->st[k];
+    DIST__STORE_RELAXED(&st->calls, st->calls + 1);
+    if (failed) DIST__STORE_RELAXED(&st->failed, st->failed + 1);
+    DIST__STORE_RELAXED(&st->bytes, st->bytes + count * dist_dtype_size((dist_dtype)dtype));
+    DIST__STORE_RELAXED(&st->ns_sum, st->ns_sum + ns);
+    if (ns > st->ns_max) DIST__STORE_RELAXED(&st->ns_max, ns);
+    DIST__STORE_RELAXED(&st->hist[dist__hist_bucket(ns)], st->hist[dist__hist_bucket(ns)] + 1);
+    if (!g->ev) return;
+    h = g->head;
+    if (h - DIST__LOAD_ACQ(&g->tail) >= DIST_TRACE_EVENTS) { DIST__STORE_RELAXED(&g->dropped, g->dropped + 1); return; }
+    {
+        dist__trace_ev *ev = &g->ev[h & (DIST_TRACE_EVENTS - 1)];
+        ev->desc = desc; ev->seq = DIST__LOAD_RELAXED(&x->seq); ev->count = count;
+        ev->t_start = t0; ev->t_end = t1; ev->tag = DIST__LOAD_RELAXED(&x->tag);
+        ev->res = failed ? DIST__LOAD_RELAXED(&x->res) : 0;
+    }
+    DIST__STORE_REL(&g->head, h + 1);
+}
+
+/* ns on the job clock as Chrome's microseconds: "12345.678". */
+static int dist__trace_us(char *buf, size_t cap, int64_t ns) {
+    if (ns < 0) return snprintf(buf, cap, "-%lld.%03lld", (long long)(-ns / 1000), (long long)(-ns % 1000));
+    return snprintf(buf, cap, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+}
+
+/* One call as a trace event (",\n{...}"); its length. */
+static size_t dist__trace_event(const dist_t *top, const dist__obs *o, int side, const dist__trace_ev *ev, char *buf, size_t cap) {
+    int what = (int)(ev->desc & 255), algo = (int)(ev->desc >> 8 & 255), dtype = (int)(ev->desc >> 16 & 255);
+    int op = (int)(ev->desc >> 24 & 255), peer = (int)(int32_t)(uint32_t)(ev->desc >> 32);
+    uint64_t bytes = ev->count * dist_dtype_size((dist_dtype)dtype);
+    const char *res = ev->res ? dist_result_name((dist_result)ev->res) : "ok";
+    char ts[32], dur[32];
+    int n;
+    dist__trace_us(ts, sizeof ts, ev->t_start + top->clock_off);
+    dist__trace_us(dur, sizeof dur, ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0);
+    if (side == 0) {
+        char extra[64] = "";
+        int reduces = what == DIST__COLL_REDUCE || what == DIST__COLL_ALL_REDUCE || what == DIST__COLL_REDUCE_SCATTER;
+        int rooted = what == DIST__COLL_BROADCAST || what == DIST__COLL_REDUCE || what == DIST__COLL_GATHER || what == DIST__COLL_SCATTER;
+        if (reduces) dist__format(extra, sizeof extra, ",\"op\":\"%s\"", dist__op_name(op));
+        if (rooted) dist__format(extra + strlen(extra), sizeof extra - strlen(extra), ",\"root\":%d", peer);
+        n = snprintf(buf, cap, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"cat\":\"collective\",\"name\":\"%s\",\"ts\":%s,\"dur\":%s,"
+                     "\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\"%s,\"bytes\":%llu,\"algo\":\"%s\",\"result\":\"%s\"}}",
+                     top->rank, 2 * o->id, dist__coll_name(what), ts, dur, (unsigned long long)ev->seq, (unsigned long long)ev->count,
+                     dist_dtype_name((dist_dtype)dtype), extra, (unsigned long long)bytes, dist__algo_name(algo), res);
+    } else
+        n = snprintf(buf, cap, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"cat\":\"p2p\",\"name\":\"%s\",\"ts\":%s,\"dur\":%s,"
+                     "\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\",\"peer\":%d,\"tag\":%lld,\"sync\":%s,\"bytes\":%llu,"
+                     "\"result\":\"%s\"}}", top->rank, 2 * o->id + 1, what == DIST__REQ_RECV ? "recv" : "send", ts, dur,
+                     (unsigned long long)ev->seq, (unsigned long long)ev->count, dist_dtype_name((dist_dtype)dtype), peer,
+                     (long long)(ev->tag & ~DIST__REC_SYNC), (ev->tag & DIST__REC_SYNC) ? "true" : "false", (unsigned long long)bytes, res);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/* Writes out what o's rings hold.  Under tr_lock, with a trace file. */
+static void dist__trace_drain(dist_t *top, dist__obs *o) {
+    char buf[16384];
+    for (int side = 0; side < 2; side++) {
+        dist__obs_ring *g = &o->ring[side];
+        uint64_t h = DIST__LOAD_ACQ(&g->head), dropped = DIST__LOAD_RELAXED(&g->dropped);
+        size_t off = 0;
+        for (uint64_t t = g->tail; t < h; t++) {
+            off += dist__trace_event(top, o, side, &g->ev[t & (DIST_TRACE_EVENTS - 1)], buf + off, sizeof buf - off);
+            DIST__STORE_REL(&g->tail, t + 1);
+            if (sizeof buf - off < 1024) { fwrite(buf, 1, off, top->tr_file); off = 0; }
+        }
+        if (dropped != g->dropped_told) {
+            char ts[32];
+            int n;
+            dist__trace_us(ts, sizeof ts, dist__now_ns() + top->clock_off);
+            n = snprintf(buf + off, sizeof buf - off, ",\n{\"ph\":\"i\",\"pid\":%d,\"tid\":%u,\"s\":\"t\",\"name\":\"dropped\",\"ts\":%s,"
+                         "\"args\":{\"events\":%llu}}", top->rank, 2 * o->id + (unsigned)side, ts, (unsigned long long)(dropped - g->dropped_told));
+            if (n > 0 && (size_t)n < sizeof buf - off) off += (size_t)n;
+            g->dropped_told = dropped;
+        }
+        if (off) fwrite(buf, 1, off, top->tr_file);
+    }
+}
+
+/* The monitor's turn: every communicator's calls, into the file. */
+static void dist__trace_drain_all(dist_t *top) {
+    if (!top->tr_inited) return;
+    dist__mutex_lock(&top->tr_lock);
+    if (top->tr_file) {
+        for (dist__obs *o = top->obs_list; o; o = o->next) dist__trace_drain(top, o);
+        fflush(top->tr_file);
+    }
+    dist__mutex_unlock(&top->tr_lock);
+}
+
+/* Communicator d (the world or a group of it) gets its obs. */
+static dist_result dist__obs_add(dist_t *d, const char *what) {
+    dist_t *top = d->top;
+    dist__obs *o = (dist__obs *)DIST_MALLOC(sizeof *o);
+    if (!o) return dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory for its stats (DIST_STATS)", what);
+    memset(o, 0, sizeof *o);
+    o->id = d->id;
+    o->t0 = dist__now_ns();
+    dist__mutex_lock(&top->tr_lock);
+    if (top->tr_file) {
+        for (int side = 0; side < 2; side++) {
+            o->ring[side].ev = (dist__trace_ev *)DIST_MALLOC(sizeof(dist__trace_ev) * DIST_TRACE_EVENTS);
+            if (!o->ring[side].ev) {
+                dist__mutex_unlock(&top->tr_lock);
+                DIST_FREE(o->ring[0].ev); DIST_FREE(o);
+                return dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory for its trace (DIST_TRACE)", what);
+            }
+        }
+        for (int side = 0; side < 2; side++) {
+            unsigned tid = 2 * o->id + (unsigned)side;
+            char name[64];
+            if (d == top) dist__format(name, sizeof name, "world: %s", side ? "point-to-point" : "collectives");
+            else dist__format(name, sizeof name, "group %u (%d ranks): %s", o->id, d->world, side ? "point-to-point" : "collectives");
+            fprintf(top->tr_file, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}"
+                    ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}",
+                    top->rank, tid, name, top->rank, tid, tid);
+        }
+    }
+    o->next = top->obs_list;
+    top->obs_list = o;
+    dist__mutex_unlock(&top->tr_lock);
+    d->obs = o;
+    return DIST_OK;
+}
+
+/* d's obs goes: what its rings still hold is written out.  A group's
+   while the engine runs (its point-to-point side is detached under the
+   engine lock); the world's once the engine has stopped, with the file's
+   end.  Its collectives' thread has stopped (dist__comm_free_collectives). */
+static void dist__obs_remove(dist_t *d) {
+    dist_t *top = d->top;
+    dist__obs *o = d->obs;
+    if (!o) return;
+    if (d != top) { dist__mutex_lock(&d->eng->lock); d->obs = NULL; dist__mutex_unlock(&d->eng->lock); }
+    else d->obs = NULL;
+    dist__mutex_lock(&top->tr_lock);
+    for (dist__obs **p = &top->obs_list; *p; p = &(*p)->next)
+        if (*p == o) { *p = o->next; break; }
+    if (top->tr_file) dist__trace_drain(top, o);
+    dist__mutex_unlock(&top->tr_lock);
+    DIST_FREE(o->ring[0].ev); DIST_FREE(o->ring[1].ev);
+    DIST_FREE(o);
+}
+
+/* The world's end of it: the trace file's last lines; after every
+   communicator's dist__obs_remove. */
+static void dist__obs_close(dist_t *top) {
+    if (!top->tr_inited) return;
+    if (top->tr_file) {
+        fprintf(top->tr_file, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"dist_trace\":1,\"rank\":%d,\"world\":%d,\"clock\":\"job\","
+                "\"clock_error_us\":%.3f}}\n", top->rank, top->world, top->clock_err < 0 ? -1.0 : top->clock_err / 1000.0);
+        fclose(top->tr_file);
+        top->tr_file = NULL;
+    }
+    dist__mutex_destroy(&top->tr_lock);
+    top->tr_inited = 0;
+}
+
+/* Cristian's method against the store host (see above).  clock_err -1:
+   not measured (the host's store is older), this rank's clock is used. */
+static void dist__clock_sync(dist_t *top) {
+    int64_t best = -1;
+    int quiet = dist__quiet;
+    top->clock_off = top->clock_err = 0;
+    if (top->server) return;                  /* this process hosts the store: its clock is the job's */
+    dist__quiet = 1;
+    for (int i = 0; i < DIST__CLOCK_PROBES; i++) {
+        dist__store_part part;
+        dist__store_resp rs;
+        dist_result r;
+        int64_t t0, t1;
+        part.p = "dist/clock"; part.n = 10;
+        if (dist__store_begin(top, "clock", "dist/clock") != DIST_OK) break;
+        t0 = dist__now_ns();
+        r = dist__store_call(top, "clock", DIST__STORE_CLOCK, 0, &part, 1, 0, &rs);
+        t1 = dist__now_ns();
+        dist__mutex_unlock(&top->store_lock);
+        if (r != DIST_OK || rs.status != DIST_OK) break;
+        if (best < 0 || t1 - t0 < best) {
+            best = t1 - t0;
+            top->clock_off = rs.num - (t0 + best / 2);
+            top->clock_err = (best + 1) / 2;
+        }
+    }
+    dist__quiet = quiet;
+    if (best < 0) top->clock_off = 0, top->clock_err = -1;
+}
+
+/* DIST_STATS: unset, "", "0", "off" or "no": 0; "1", "on" or "yes": 1
+   (any case); anything else -1 (init refuses it). */
+static int dist__stats_flag(const char *v) {
+    static const char *const words[] = { "0", "off", "no", "1", "on", "yes" };
+    if (!v || !*v) return 0;
+    for (int w = 0; w < 6; w++) {
+        size_t i = 0;
+        while (v[i] && words[w][i] && (v[i] | 0x20) == words[w][i]) i++;
+        if (!v[i] && !words[w][i]) return w >= 3;
+    }
+    return -1;
+}
+
+/* The world's stats and trace, as DIST_STATS, DIST_TRACE and
+   DIST_RECORDER ask; at init, once its mesh has formed. */
+static dist_result dist__obs_setup(dist_t *top, const char *what) {
+    const char *rec = dist__getenv("DIST_RECORDER"), *trace = dist__getenv("DIST_TRACE");
+    char path[1024], why[200];
+    if ((top->stats_on = dist__stats_flag(dist__getenv("DIST_STATS"))) < 0)
+        return dist__fail(NULL, DIST_ERR_INIT, "%s: DIST_STATS=%.60s is not a switch: use 1 (a table of what the calls cost, at "
+                          "dist_destroy) or 0", what, dist__getenv("DIST_STATS"));
+    top->rec_timed = (rec && strcmp(rec, "timed") == 0) || top->stats_on || (trace && trace[0]);
+    if (!top->stats_on && !(trace && trace[0])) return DIST_OK;
+    dist__mutex_init(&top->tr_lock);
+    top->tr_inited = 1;
+    dist__clock_sync(top);
+    if (trace && trace[0]) {
+        if (strlen(trace) > sizeof path - 40) return dist__fail(NULL, DIST_ERR_INIT, "%s: DIST_TRACE is a path of %zu bytes: too long", what, strlen(trace));
+        dist__make_dir(trace);
+        dist__format(path, sizeof path, "%s/rank%d.trace.json", trace, top->rank);
+        if ((top->tr_file = dist__file_create(path, why, sizeof why)) == NULL)
+            return dist__fail(NULL, DIST_ERR_INIT, "%s: DIST_TRACE: cannot write %s: %s", what, path, why);
+        fprintf(top->tr_file, "{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"rank %d (%s)\"}},\n"
+                "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}",
+                top->rank, top->rank, top->mesh_host, top->rank, top->rank);
+    }
+    return dist__obs_add(top, what);
+}
+
+/* ---- reading the stats ---- */
+static const char *dist__stat_name(int k) {
+    return k == DIST__STAT_SEND ? "send" : k == DIST__STAT_RECV ? "recv" : dist__coll_name(k + 1);
+}
+
+/* The value below which a fraction q of the calls took (ns). */
+static double dist__hist_quantile(const uint64_t *hist, uint64_t total, double q) {
+    uint64_t want = (uint64_t)(q * (double)total + 0.999999), seen = 0;
+    if (!total) return 0;
+    if (want < 1) want = 1;
+    for (int b = 0; b < DIST__HIST_N; b++)
+        if ((seen += hist[b]) >= want) return dist__hist_value(b);
+    return dist__hist_value(DIST__HIST_N - 1);
+}
+
+DIST_API dist_result dist_stats(dist_t *d, dist_stats_t *out) {
+    dist__obs *o;
+    if (!d || !out) return dist__fail(d, DIST_ERR_INVALID, "stats: NULL %s", d ? "output" : "communicator");
+    memset(out, 0, sizeof *out);
+    if ((o = d->obs) == NULL)
+        return dist__fail(d, DIST_ERR_INVALID, "stats: nothing is collected on this communicator: run with DIST_STATS=1 (or DIST_TRACE=DIR) "
+                          "to time every call");
+    out->elapsed_s = (double)(dist__now_ns() - o->t0) / 1e9;
+    out->clock_error_us = d->top->clock_err / 1000.0;
+    for (int k = 0; k < DIST__STAT_KINDS; k++) {
+        const dist__opstat *st = &o->st[k];
+        dist_op_stats *x;
+        uint64_t hist[DIST__HIST_N], total = 0;
+        uint64_t calls = DIST__LOAD_RELAXED(&st->calls);
+        if (!calls) continue;
+        x = &out->ops[out->nops++];
+        x->name = dist__stat_name(k);
+        x->calls = calls;
+        x->failed = DIST__LOAD_RELAXED(&st->failed);
+        x->bytes = DIST__LOAD_RELAXED(&st->bytes);
+        x->total_s = (double)DIST__LOAD_RELAXED(&st->ns_sum) / 1e9;
+        x->mean_us = x->total_s * 1e6 / (double)calls;
+        x->max_us = (double)DIST__LOAD_RELAXED(&st->ns_max) / 1e3;
+        for (int b = 0; b < DIST__HIST_N; b++) total += hist[b] = DIST__LOAD_RELAXED(&st->hist[b]);
+        x->p50_us = dist__hist_quantile(hist, total, 0.50) / 1e3;
+        x->p90_us = dist__hist_quantile(hist, total, 0.90) / 1e3;
+        x->p99_us = dist__hist_quantile(hist, total, 0.99) / 1e3;
+        if (x->p50_us > x->max_us) x->p50_us = x->max_us;       /* (a bucket's middle may pass the largest) */
+        if (x->p90_us > x->max_us) x->p90_us = x->max_us;
+        if (x->p99_us > x->max_us) x->p99_us = x->max_us;
+    }
+    return DIST_OK;
+}
+
+/* "12.3 KiB" */
+static void dist__bytes_text(char *buf, size_t cap, uint64_t n) {
+    static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) { v /= 1024; u++; }
+    if (u == 0) dist__format(buf, cap, "%llu B", (unsigned long long)n);
+    else dist__format(buf, cap, "%.1f %s", v, unit[u]);
+}
+
+DIST_API size_t dist_stats_text(dist_t *d, char *buf, size_t cap) {
+    dist_stats_t s;
+    char comm[32];
+    size_t off;
+    if (!buf || !cap) return 0;
+    buf[0] = '\0';
+    if (dist_stats(d, &s) != DIST_OK) { dist__format(buf, cap, "%s", dist_error_message(d)); return strlen(buf); }
+    if (d->top == d) dist__format(comm, sizeof comm, "the world");
+    else dist__format(comm, sizeof comm, "group %u", d->id);
+    off = (size_t)snprintf(buf, cap, "stats of rank %d of %s (%d rank%s), %.1f s:\n"
+                           "  %-14s %10s %7s %11s %9s %9s %9s %9s %9s %9s\n", d->rank, comm, d->world, DIST__PLURAL(d->world), s.elapsed_s,
+                           "operation", "calls", "failed", "bytes", "total s", "mean us", "p50 us", "p90 us", "p99 us", "max us");
+    for (int i = 0; i < s.nops && off < cap; i++) {
+        const dist_op_stats *x = &s.ops[i];
+        char bytes[32];
+        dist__bytes_text(bytes, sizeof bytes, x->bytes);
+        off += (size_t)snprintf(buf + off, cap - off, "  %-14s %10llu %7llu %11s %9.3f %9.2f %9.2f %9.2f %9.2f %9.2f\n", x->name,
+                                (unsigned long long)x->calls, (unsigned long long)x->failed, bytes, x->total_s, x->mean_us, x->p50_us,
+                                x->p90_us, x->p99_us, x->max_us);
+    }
+    if (!s.nops && off < cap) off += (size_t)snprintf(buf + off, cap - off, "  (no calls)\n");
+    return off < cap ? off : cap - 1;
+}
+
+/* DIST_STATS: the table, through the logger (stderr when there is none),
+   as d is destroyed. */
+static void dist__stats_log(dist_t *d) {
+    dist__log log;
+    char *text, *line;
+    size_t cap = 4096;
+    if (!d->obs || !d->top->stats_on || (text = (char *)DIST_MALLOC(cap)) == NULL) return;
+    log = d->eng->log;
+    if (!log.logger.func) { log.logger.func = dist__stderr_logger; log.logger.user = NULL; }
+    if (log.level < DIST_LOG_INFO) log.level = DIST_LOG_INFO;
+    dist_stats_text(d, text, cap);
+    for (line = text; *line; ) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        dist__logf(&log, DIST_LOG_INFO, "%s", line);
+        if (!nl) break;
+        line = nl + 1;
+    }
+    DIST_FREE(text);
+}
+
 /* [SECTION] life cycle: init, destroy */
 
 static void dist__free_comm(dist_t *d) {
@@ -12614,6 +13163,8 @@ static void dist__free_comm(dist_t *d) {
     if (d->file_path[0]) dist__file_remove(d->file_path);
     DIST_FREE(d->store_buf);
     dist__comm_free_collectives(d);
+    dist__obs_remove(d);
+    dist__obs_close(d);
     dist__mutex_destroy(&d->store_lock);
     dist__mutex_destroy(&d->err_lock);
     DIST_FREE(d);
@@ -12717,7 +13268,7 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     if (r == DIST_OK && !s.run_id) r = dist__settle(d, deadline);
     if (r == DIST_OK) {
         if (dist__thread_start(&e->thread, dist__progress_thread, e) != 0) r = dist__fail(NULL, DIST_ERR_SYSTEM, "init: cannot start the progress thread");
-        else { e->thread_started = 1; dist__monitor_start(d); }
+        else { e->thread_started = 1; r = dist__monitor_start(d, "init"); }
     }
     d->note = NULL;
     if (r != DIST_OK) {
@@ -12825,6 +13376,7 @@ static dist_result dist__destroy(dist_t *d, int wait_ms) {
         if (!g) break;
         dist__group_free(g);
     }
+    dist__stats_log(d);
     timeout_ms = wait_ms < 0 ? d->timeout_ms : wait_ms;
     log = d->eng->log;
     start = dist__now_ms();
