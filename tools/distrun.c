@@ -32,6 +32,16 @@
    still agree and shrink (dist_agree, dist_shrink); and no other process
    can take the port between choosing it and using it.
 
+   With --trace DIR (or DIST_TRACE=DIR in its environment) each rank gets
+   DIST_TRACE=DIR, and dist.h writes what the rank does to
+   DIR/rank<RANK>.trace.json (Chrome's trace event format, on the job's
+   clock).  When the job ends, failed or not, distrun on node 0 merges those
+   files into DIR/trace.json, for Perfetto (ui.perfetto.dev) or
+   chrome://tracing, and says on one line how many ranks it merged and which
+   files were missing or did not read, and why.  tools/dist_timeline.c
+   draws a trace as a page; it reads traces with this file's JSON reader
+   (the section "trace files").
+
    Each rank runs in its own process group, so a signal reaches everything a
    rank started and the terminal's Ctrl-C reaches distrun alone (which
    forwards it once).  Hence ranks get /dev/null as stdin when distrun's
@@ -91,9 +101,11 @@
 #    define _CRT_SECURE_NO_WARNINGS /* getenv, strerror, vfprintf */
 #  endif
 #endif
+#ifndef DISTRUN_TRACE_READER_ONLY
 /* The store is dist.h's (dist_store_host_start). */
 #define DIST_IMPLEMENTATION
 #include "dist.h"
+#endif
 
 #include <errno.h>
 #include <limits.h>
@@ -132,6 +144,462 @@
 #    include <sys/syscall.h>               /* close_range */
 #  endif
 #endif
+
+/* ---- trace files: a strict JSON reader ------------------------------------
+   With DIST_TRACE=DIR each rank writes its operations to
+   DIR/rank<RANK>.trace.json, in Chrome's trace event format, and distrun
+   merges them when the job ends (see "tracing" below).  Those files are
+   read here: a pull reader over a file read whole, which builds no tree
+   (the merge needs no more of an event than where it begins and ends, and
+   its ts: a file of tens of MB holds hundreds of thousands of events) and
+   whose errors name a line and column.  It takes strict JSON (RFC 8259:
+   UTF-8, no trailing commas, no comments, no NaN): a file that is not is
+   one that Perfetto may refuse too, or a rank's file cut short.
+
+   tools/dist_timeline.c shares this reader: it defines
+   DISTRUN_TRACE_READER_ONLY and includes this file, which then gives this
+   section alone.  (So distrun.c stays one file to copy beside dist.h.) */
+
+/* Each level of arrays and objects is a call deeper in the reader: a
+   bound on the stack.  A trace has four. */
+#define JSON_MAX_DEPTH 256
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define TRACE_MAYBE_UNUSED __attribute__((unused))   /* (one of the two users needs it) */
+#else
+#  define TRACE_MAYBE_UNUSED
+#endif
+
+typedef struct json_reader {
+    const char *text, *end;     /* the whole text, with a NUL at end */
+    const char *p;              /* the next byte to read */
+    int depth;                  /* arrays and objects open */
+    char error[300];            /* the first error: "line L, column C: what" */
+} json_reader;
+
+/* A string as the text has it, between its quotes (escapes not decoded). */
+typedef struct json_string { const char *raw; size_t len; int escaped; } json_string;
+
+/* A loop over an object's members or an array's elements. */
+typedef struct json_iter { size_t n; char close; } json_iter;
+
+static void json_init(json_reader *r, const char *text, size_t len) {
+    memset(r, 0, sizeof *r);
+    r->text = r->p = text;
+    r->end = text + len;
+}
+
+static int json_is_digit(int c) { return c >= '0' && c <= '9'; }
+
+/* Line and column (from 1; a column counts bytes) of at. */
+static void json_position(const json_reader *r, const char *at, unsigned long long *line, unsigned long long *col) {
+    const char *bol = r->text;
+    *line = 1;
+    for (const char *q = r->text; q < at; q++)
+        if (*q == '\n') { (*line)++; bol = q + 1; }
+    *col = (unsigned long long)(at - bol) + 1;
+}
+
+/* What is at `at`, for an error: "'x'", "byte 0xNN" or "the end of the file". */
+static const char *json_found(const json_reader *r, const char *at, char *buf, size_t n) {
+    unsigned char c = at < r->end ? (unsigned char)*at : 0;
+    if (at >= r->end) return "the end of the file";
+    if (c >= 0x20 && c < 0x7F) snprintf(buf, n, "'%c'", c);
+    else snprintf(buf, n, "byte 0x%02X", c);
+    return buf;
+}
+
+/* Records the first error (later ones follow from it); returns -1. */
+static int json_fail(json_reader *r, const char *at, const char *fmt, ...) {
+    unsigned long long line, col;
+    char what[200];
+    va_list ap;
+    if (r->error[0]) return -1;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    json_position(r, at, &line, &col);
+    snprintf(r->error, sizeof r->error, "line %llu, column %llu: %s%s", line, col, what,
+             at >= r->end ? " (the file ends there: was it cut short?)" : "");
+    return -1;
+}
+
+/* The next byte that is not white space (not passed), or -1 at the end. */
+static int json_peek(json_reader *r) {
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')) r->p++;
+    return r->p < r->end ? (unsigned char)*r->p : -1;
+}
+
+static int json_expected(json_reader *r, const char *what) {
+    char b[16];
+    return json_fail(r, r->p, "expected %s, found %s", what, json_found(r, r->p, b, sizeof b));
+}
+
+static int json_hex4(const char *p, unsigned *v) {
+    *v = 0;
+    for (int k = 0; k < 4; k++) {
+        int c = (unsigned char)p[k], d = json_is_digit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        *v = *v * 16 + (unsigned)d;
+    }
+    return 0;
+}
+
+/* An escape, at its backslash: passed, or an error. */
+static int json_pass_escape(json_reader *r) {
+    const char *at = r->p;
+    unsigned hi, lo;
+    if (r->p + 1 < r->end && r->p[1] && strchr("\"\\/bfnrt", r->p[1])) { r->p += 2; return 0; }
+    if (r->p + 1 >= r->end || r->p[1] != 'u') return json_fail(r, at, "not an escape JSON has");
+    if (r->end - r->p < 6 || json_hex4(r->p + 2, &hi) != 0) return json_fail(r, at, "\\u must have four hex digits");
+    r->p += 6;
+    if (hi >= 0xDC00 && hi <= 0xDFFF) return json_fail(r, at, "\\u%04X is the second half of a surrogate pair, alone", hi);
+    if (hi < 0xD800 || hi > 0xDBFF) return 0;
+    if (r->end - r->p < 6 || r->p[0] != '\\' || r->p[1] != 'u' || json_hex4(r->p + 2, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF)
+        return json_fail(r, at, "\\u%04X is the first half of a surrogate pair, without its second", hi);
+    r->p += 6;
+    return 0;
+}
+
+/* A UTF-8 sequence, at its first byte (not ASCII): passed, or an error
+   (not UTF-8, overlong, a surrogate, past U+10FFFF). */
+static int json_pass_utf8(json_reader *r) {
+    const unsigned char *s = (const unsigned char *)r->p;
+    unsigned c = s[0], cp, min, need;
+    if (c >= 0xC2 && c <= 0xDF) { need = 1; cp = c & 0x1F; min = 0x80; }
+    else if (c >= 0xE0 && c <= 0xEF) { need = 2; cp = c & 0x0F; min = 0x800; }
+    else if (c >= 0xF0 && c <= 0xF4) { need = 3; cp = c & 0x07; min = 0x10000; }
+    else return json_fail(r, r->p, "byte 0x%02X is not UTF-8", c);
+    for (unsigned k = 1; k <= need; k++) {
+        if (r->p + k >= r->end || (s[k] & 0xC0) != 0x80) return json_fail(r, r->p, "byte 0x%02X begins no UTF-8 sequence that follows", c);
+        cp = cp << 6 | (s[k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return json_fail(r, r->p, "not UTF-8 (an overlong form, a surrogate or past U+10FFFF)");
+    r->p += need + 1;
+    return 0;
+}
+
+static int json_read_string(json_reader *r, json_string *s) {
+    const char *open;
+    if (json_peek(r) != '"') return json_expected(r, "a string");
+    open = r->p++;
+    s->escaped = 0;
+    while (r->p < r->end) {
+        unsigned char c = (unsigned char)*r->p;
+        if (c == '"') {
+            s->raw = open + 1;
+            s->len = (size_t)(r->p - s->raw);
+            r->p++;
+            return 0;
+        }
+        if (c < 0x20) return json_fail(r, r->p, "a control character (0x%02X) in a string", c);
+        if (c == '\\') { s->escaped = 1; if (json_pass_escape(r) != 0) return -1; }
+        else if (c >= 0x80) { if (json_pass_utf8(r) != 0) return -1; }
+        else r->p++;
+    }
+    return json_fail(r, open, "the file ends inside the string that begins here (was it cut short?)");
+}
+
+/* The next character of a string that the reader passed, at *src, as
+   UTF-8 into out (1 to 4 bytes, their count returned). */
+static size_t json_decode_char(const char **src, char out[4]) {
+    const char *p = *src;
+    unsigned cp, lo;
+    if (*p != '\\') { out[0] = *p; *src = p + 1; return 1; }
+    switch (p[1]) {
+    case 'b': out[0] = '\b'; break;
+    case 'f': out[0] = '\f'; break;
+    case 'n': out[0] = '\n'; break;
+    case 'r': out[0] = '\r'; break;
+    case 't': out[0] = '\t'; break;
+    case 'u': break;
+    default:  out[0] = p[1]; break;           /* " \ / */
+    }
+    if (p[1] != 'u') { *src = p + 2; return 1; }
+    json_hex4(p + 2, &cp);
+    *src = p + 6;
+    if (cp >= 0xD800 && cp <= 0xDBFF) {        /* the reader saw its second half */
+        json_hex4(p + 8, &lo);
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        *src = p + 12;
+    }
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    if (cp < 0x800) { out[0] = (char)(0xC0 | cp >> 6); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12); out[1] = (char)(0x80 | (cp >> 6 & 0x3F)); out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | cp >> 18); out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* s decoded into out, which has room for s->len + 1 bytes (decoding never
+   lengthens a string); a NUL after it; its length. */
+static TRACE_MAYBE_UNUSED size_t json_decode(const json_string *s, char *out) {
+    const char *p = s->raw, *end = s->raw + s->len;
+    size_t n = 0;
+    while (p < end) n += json_decode_char(&p, out + n);
+    out[n] = '\0';
+    return n;
+}
+
+/* s is the string lit (decoded). */
+static int json_string_is(const json_string *s, const char *lit) {
+    const char *p = s->raw, *end = s->raw + s->len;
+    size_t n = strlen(lit), at = 0;
+    if (!s->raw) return 0;
+    if (!s->escaped) return s->len == n && memcmp(s->raw, lit, n) == 0;
+    while (p < end) {
+        char ch[4];
+        size_t k = json_decode_char(&p, ch);
+        if (at + k > n || memcmp(lit + at, ch, k) != 0) return 0;
+        at += k;
+    }
+    return at == n;
+}
+
+static int json_read_number(json_reader *r, double *v) {
+    const char *q, *s;
+    int c = json_peek(r);
+    if (c != '-' && !json_is_digit(c)) return json_expected(r, "a number");
+    q = s = r->p;
+    /* (the text ends in a NUL, which no test below passes) */
+    if (*q == '-') q++;
+    if (*q == '0') q++;
+    else if (json_is_digit(*q)) while (json_is_digit(*q)) q++;
+    else return json_fail(r, q, "a digit must follow '-'");
+    if (*q == '.') {
+        if (!json_is_digit(*++q)) return json_fail(r, q, "a digit must follow the decimal point");
+        while (json_is_digit(*q)) q++;
+    }
+    if (*q == 'e' || *q == 'E') {
+        if (*++q == '+' || *q == '-') q++;
+        if (!json_is_digit(*q)) return json_fail(r, q, "a digit must follow the exponent's 'e'");
+        while (json_is_digit(*q)) q++;
+    }
+    *v = strtod(s, NULL);      /* (what it reads is the JSON number: the grammar is checked) */
+    if (!isfinite(*v)) return json_fail(r, s, "the number is too large for a double");
+    r->p = q;
+    return 0;
+}
+
+/* An object's '{' or an array's '[', passed; then json_next. */
+static int json_open(json_reader *r, json_iter *it, char open) {
+    if (json_peek(r) != open) return json_expected(r, open == '{' ? "an object ('{')" : "an array ('[')");
+    if (r->depth >= JSON_MAX_DEPTH) return json_fail(r, r->p, "arrays and objects nested deeper than %d", JSON_MAX_DEPTH);
+    r->depth++;
+    r->p++;
+    it->n = 0;
+    it->close = open == '{' ? '}' : ']';
+    return 0;
+}
+
+/* 1 when an element of the array follows (to be read next), or a member of
+   the object (its name read into *key, the ':' passed: its value is next);
+   0 at the end (passed); -1 on an error. */
+static int json_next(json_reader *r, json_iter *it, json_string *key) {
+    int c = json_peek(r);
+    if (c == it->close) { r->p++; r->depth--; return 0; }
+    if (it->n > 0) {
+        if (c != ',') return json_expected(r, it->close == '}' ? "',' or '}' after an object's member" : "',' or ']' after an array's element");
+        r->p++;
+    }
+    it->n++;
+    if (it->close == ']') return 1;
+    if (json_peek(r) != '"') return json_expected(r, "a member's name (a string)");
+    if (json_read_string(r, key) != 0) return -1;
+    if (json_peek(r) != ':') return json_expected(r, "':' after a member's name");
+    r->p++;
+    return 1;
+}
+
+static int json_pass_literal(json_reader *r, const char *word) {
+    size_t n = strlen(word);
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, word, n) != 0) return json_expected(r, "a value");
+    r->p += n;
+    return 0;
+}
+
+/* Any value, passed (and checked). */
+static int json_skip(json_reader *r) {
+    int c = json_peek(r), more;
+    json_iter it;
+    json_string s;
+    double v;
+    switch (c) {
+    case '{': case '[':
+        if (json_open(r, &it, (char)c) != 0) return -1;
+        while ((more = json_next(r, &it, &s)) > 0)
+            if (json_skip(r) != 0) return -1;
+        return more;
+    case '"': return json_read_string(r, &s);
+    case 't': return json_pass_literal(r, "true");
+    case 'f': return json_pass_literal(r, "false");
+    case 'n': return json_pass_literal(r, "null");
+    default:
+        if (c == '-' || json_is_digit(c)) return json_read_number(r, &v);
+        return json_expected(r, "a value");
+    }
+}
+
+/* All of f, with a NUL after it: 0, or -1 with errno set. */
+static int json_read_file(FILE *f, char **text, size_t *len) {
+    size_t cap = 64 * 1024, n = 0, got;
+    char *b = malloc(cap), *nb;
+    if (!b) { errno = ENOMEM; return -1; }
+    for (;;) {
+        if (cap - n < 2) {
+            if (cap > ((size_t)-1) / 2 || !(nb = realloc(b, cap * 2))) { free(b); errno = ENOMEM; return -1; }
+            b = nb;
+            cap *= 2;
+        }
+        got = fread(b + n, 1, cap - n - 1, f);
+        n += got;
+        if (got > 0) continue;
+        if (ferror(f)) { int e = errno ? errno : EIO; free(b); errno = e; return -1; }
+        break;
+    }
+    b[n] = '\0';
+    *text = b;
+    *len = n;
+    return 0;
+}
+
+/* ---- trace files: events ---------------------------------------------------
+   Chrome's trace event format: {"traceEvents":[EVENT,...], ...}, each event
+   an object with "ph" (its phase: "X" complete, "i" instant, "M" metadata,
+   ...), a numeric "pid", a numeric "ts" in µs (but metadata) and, for "X",
+   a numeric "dur".  What else an event has the reader checks as JSON and
+   leaves to its user. */
+
+typedef struct trace_event {
+    const char *start, *end;            /* its text, from '{' to past '}' */
+    size_t index;                       /* its place in traceEvents, from 0 */
+    json_string ph, name, cat, scope;   /* (scope: "s"); raw NULL when absent */
+    double pid, tid, ts, dur;
+    int has_tid, has_ts, has_dur;
+    const char *args;                   /* where its "args" value begins, or NULL */
+} trace_event;
+
+/* Called with each event; 0 to go on, else -1 (with r's error set). */
+typedef int (*trace_event_fn)(json_reader *r, const trace_event *ev, void *user);
+
+static int trace_is_meta(const trace_event *ev) { return json_string_is(&ev->ph, "M"); }
+
+/* The value of member `key` of event ev, a number, into *v. */
+static int trace_field_number(json_reader *r, const trace_event *ev, const json_string *key, double *v, int *has) {
+    int c = json_peek(r);
+    if (c != '-' && !json_is_digit(c))
+        return json_fail(r, r->p, "traceEvents[%llu]: \"%.*s\" is not a number", (unsigned long long)ev->index, (int)key->len, key->raw);
+    *has = 1;
+    return json_read_number(r, v);
+}
+
+static int trace_field_string(json_reader *r, const trace_event *ev, const json_string *key, json_string *s) {
+    if (json_peek(r) != '"')
+        return json_fail(r, r->p, "traceEvents[%llu]: \"%.*s\" is not a string", (unsigned long long)ev->index, (int)key->len, key->raw);
+    return json_read_string(r, s);
+}
+
+static int trace_read_event(json_reader *r, trace_event *ev) {
+    json_iter it;
+    json_string key;
+    int more, has_pid = 0, rc;
+    size_t index = ev->index;
+    memset(ev, 0, sizeof *ev);
+    ev->index = index;
+    if (json_peek(r) != '{') return json_fail(r, r->p, "traceEvents[%llu] is not an object", (unsigned long long)index);
+    ev->start = r->p;
+    if (json_open(r, &it, '{') != 0) return -1;
+    while ((more = json_next(r, &it, &key)) > 0) {
+        if (json_string_is(&key, "ph")) rc = trace_field_string(r, ev, &key, &ev->ph);
+        else if (json_string_is(&key, "name")) rc = trace_field_string(r, ev, &key, &ev->name);
+        else if (json_string_is(&key, "cat")) rc = trace_field_string(r, ev, &key, &ev->cat);
+        else if (json_string_is(&key, "s")) rc = trace_field_string(r, ev, &key, &ev->scope);
+        else if (json_string_is(&key, "pid")) rc = trace_field_number(r, ev, &key, &ev->pid, &has_pid);
+        else if (json_string_is(&key, "tid")) rc = trace_field_number(r, ev, &key, &ev->tid, &ev->has_tid);
+        else if (json_string_is(&key, "ts")) rc = trace_field_number(r, ev, &key, &ev->ts, &ev->has_ts);
+        else if (json_string_is(&key, "dur")) rc = trace_field_number(r, ev, &key, &ev->dur, &ev->has_dur);
+        else {
+            json_peek(r);
+            if (json_string_is(&key, "args")) ev->args = r->p;
+            rc = json_skip(r);
+        }
+        if (rc != 0) return -1;
+    }
+    if (more < 0) return -1;
+    ev->end = r->p;
+    if (!ev->ph.raw) return json_fail(r, ev->start, "traceEvents[%llu] has no \"ph\"", (unsigned long long)index);
+    if (!has_pid) return json_fail(r, ev->start, "traceEvents[%llu] has no \"pid\"", (unsigned long long)index);
+    if (!ev->has_ts && !trace_is_meta(ev)) return json_fail(r, ev->start, "traceEvents[%llu] has no \"ts\" (only metadata, \"ph\":\"M\", may lack one)", (unsigned long long)index);
+    if (!ev->has_dur && json_string_is(&ev->ph, "X")) return json_fail(r, ev->start, "traceEvents[%llu] is a complete event (\"ph\":\"X\") without \"dur\"", (unsigned long long)index);
+    return 0;
+}
+
+static int trace_read_events(json_reader *r, trace_event_fn on_event, void *user) {
+    json_iter it;
+    trace_event ev;
+    int more;
+    if (json_open(r, &it, '[') != 0) return -1;
+    ev.index = 0;
+    while ((more = json_next(r, &it, NULL)) > 0) {
+        if (trace_read_event(r, &ev) != 0 || on_event(r, &ev, user) != 0) return -1;
+        ev.index++;
+    }
+    return more;
+}
+
+/* A trace's text, read: each event to on_event, in order; *other_data gets
+   where "otherData"'s value begins (NULL: none).  0, or -1 with r's error. */
+static int trace_walk(json_reader *r, trace_event_fn on_event, void *user, const char **other_data) {
+    json_iter it;
+    json_string key;
+    int more, seen = 0;
+    *other_data = NULL;
+    if (json_peek(r) != '{') return json_expected(r, "a trace: an object with \"traceEvents\"");
+    if (json_open(r, &it, '{') != 0) return -1;
+    while ((more = json_next(r, &it, &key)) > 0) {
+        int rc;
+        if (json_string_is(&key, "traceEvents")) {
+            if (seen++) return json_fail(r, key.raw - 1, "a second \"traceEvents\"");
+            rc = trace_read_events(r, on_event, user);
+        } else {
+            json_peek(r);
+            if (json_string_is(&key, "otherData")) *other_data = r->p;
+            rc = json_skip(r);
+        }
+        if (rc != 0) return -1;
+    }
+    if (more < 0) return -1;
+    if (!seen) return json_fail(r, r->p - 1, "the trace has no \"traceEvents\"");
+    if (json_peek(r) != -1) return json_fail(r, r->p, "more after the trace's end");
+    return 0;
+}
+
+/* Member `key` of the object whose value begins at `at`, when it is a
+   number: 1 (in *v), 0 when it has none (or not a number), -1 on an error. */
+static int trace_object_number(json_reader *r, const char *at, const char *key, double *v) {
+    json_iter it;
+    json_string k;
+    int more, found = 0;
+    r->p = at;
+    if (json_open(r, &it, '{') != 0) return -1;
+    while ((more = json_next(r, &it, &k)) > 0) {
+        int c = json_peek(r);
+        if (json_string_is(&k, key) && (c == '-' || json_is_digit(c))) {
+            if (json_read_number(r, v) != 0) return -1;
+            found = 1;
+        } else if (json_skip(r) != 0) {
+            return -1;
+        }
+    }
+    return more < 0 ? -1 : found;
+}
+
+#ifndef DISTRUN_TRACE_READER_ONLY   /* (the rest is the launcher) */
 
 #define MAX_NPROC      4096
 #define MAX_SECONDS    1e8
@@ -199,6 +667,10 @@ static void plat_hostname(char *buf, size_t n);
 /* Make the directory path and those above it; 0, or -1 (errno set). */
 static int plat_make_dirs(const char *path);
 static FILE *plat_fopen(const char *path, const char *mode);    /* path in UTF-8 */
+/* 0, or -1 with errno set (ENOENT: there was none). */
+static int plat_remove_file(const char *path);
+/* Rename from to to, replacing to if it exists: 0, or -1 with errno set. */
+static int plat_replace_file(const char *from, const char *to);
 /* Before ranks start: signals or the console handler, stdio, limits,
    j->stdin_tty.  -1 (message printed) when distrun cannot go on. */
 static int plat_init(job *j);
@@ -241,6 +713,7 @@ typedef struct options {
     const char *log_dir;    /* --log-dir: each rank's stdout and stderr to files there */
     int tee;                /* --tee: TEE_* bits, streams also relayed with --log-dir */
     const char *run_id;     /* --run-id, else $DIST_RUN_ID, else (one node) random */
+    const char *trace_dir;  /* --trace, else $DIST_TRACE: the ranks' traces go there */
     char run_buf[40];
     char **argv;            /* PROG ARGS..., NULL-terminated */
 } options;
@@ -250,7 +723,7 @@ enum { TEE_STDOUT = 1, TEE_STDERR = 2 };
 
 enum opt_id { OPT_NPROC, OPT_NNODES, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT,
               OPT_KILL_GRACE, OPT_TIMEOUT, OPT_NO_PREFIX, OPT_TAG_OUTPUT, OPT_LOG_DIR, OPT_TEE,
-              OPT_RUN_ID, OPT_MAX_RESTARTS, OPT_HELP, OPT_VERSION };
+              OPT_RUN_ID, OPT_MAX_RESTARTS, OPT_TRACE, OPT_HELP, OPT_VERSION };
 
 typedef struct long_opt { const char *name; enum opt_id id; int has_arg; } long_opt;
 
@@ -269,6 +742,7 @@ static const long_opt long_opts[] = {
     { "tee",            OPT_TEE,         1 },
     { "run-id",         OPT_RUN_ID,      1 },
     { "max-restarts",   OPT_MAX_RESTARTS, 1 },
+    { "trace",          OPT_TRACE,       1 },
     { "help",           OPT_HELP,        0 },
     { "version",        OPT_VERSION,     0 },
 };
@@ -313,15 +787,22 @@ static void print_usage(FILE *f) {
           "                          launches.  Default: $DIST_RUN_ID, else on one node a\n"
           "                          random one; with --nnodes > 1 give one (or set\n"
           "                          DIST_RUN_ID alike on every node)\n"
+          "      --trace DIR         trace the job: each rank writes its operations to\n"
+          "                          DIR/rank<RANK>.trace.json (DIST_TRACE=DIR; DIR is\n"
+          "                          made), and when the job ends distrun (node 0)\n"
+          "                          merges them into DIR/trace.json, a Chrome trace for\n"
+          "                          Perfetto or chrome://tracing (dist_timeline draws\n"
+          "                          it as a page).  Default: $DIST_TRACE\n"
           "  -h, --help              show this help\n"
           "  -V, --version           show distrun's version (dist.h's) and exit\n"
-          "Long options also take --opt=VALUE, and underscores (--nproc_per_node).\n"
-          "\n"
+          "Long options also take --opt=VALUE, and underscores (--nproc_per_node).\n", f);
+    /* (two strings: C99 compilers need not take one over 4095 bytes) */
+    fputs("\n"
           "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
           "MASTER_ADDR, MASTER_PORT (global rank = node rank * N + local rank),\n"
-          "when there is one, DIST_RUN_ID, and OMP_NUM_THREADS=1 when N > 1 and\n"
-          "OMP_NUM_THREADS is not set.  What a rank leaves running is killed when it\n"
-          "ends.\n"
+          "when there is one, DIST_RUN_ID, with --trace DIST_TRACE, and\n"
+          "OMP_NUM_THREADS=1 when N > 1 and OMP_NUM_THREADS is not set.  What a rank\n"
+          "leaves running is killed when it ends.\n"
           "\n"
           "When a rank fails, distrun stops the others and names the first rank of this\n"
           "node to fail, with its host and time, and which ranks it stopped.  Before it\n"
@@ -411,6 +892,7 @@ static void apply_option(options *o, const long_opt *lo, const char *v) {
     case OPT_LOG_DIR:     ok = v[0] != '\0'; o->log_dir = v;            want = "a directory"; break;
     case OPT_TEE:         ok = !parse_int(v, 0, TEE_STDOUT | TEE_STDERR, &o->tee); want = "0, 1, 2 or 3"; break;
     case OPT_RUN_ID:      ok = v[0] != '\0'; o->run_id = v;             want = "an identity"; break;
+    case OPT_TRACE:       ok = v[0] != '\0'; o->trace_dir = v;          want = "a directory"; break;
     case OPT_HELP:        print_usage(stdout); exit(0);
     case OPT_VERSION:     printf("distrun (dist) %s\n", DIST_VERSION_STRING); exit(0);
     }
@@ -465,6 +947,7 @@ static void parse_args(int argc, char **argv, options *o) {
     if ((long long)o->nnodes * o->nproc > INT_MAX)
         usage_error("--nnodes %d x --nproc-per-node %d is too many ranks", o->nnodes, o->nproc);
     if (!o->run_id && getenv("DIST_RUN_ID") && getenv("DIST_RUN_ID")[0]) o->run_id = getenv("DIST_RUN_ID");
+    if (!o->trace_dir && getenv("DIST_TRACE") && getenv("DIST_TRACE")[0]) o->trace_dir = getenv("DIST_TRACE");
     if (!o->run_id && o->nnodes == 1) {    /* one node: this distrun is the whole launch */
         snprintf(o->run_buf, sizeof o->run_buf, "distrun-%016llx", (unsigned long long)plat_random64());
         o->run_id = o->run_buf;
@@ -522,7 +1005,7 @@ struct job {
 
 /* A rank's variables, in the order they are set; value NULL: unset. */
 typedef struct env_var { const char *name, *value; } env_var;
-struct rank_env { env_var v[14]; int n; char num[10][24]; };
+struct rank_env { env_var v[16]; int n; char num[10][24]; };
 
 static int64_t seconds_to_ms(double s) { return (int64_t)(s * 1000.0 + 0.5); }
 
@@ -658,6 +1141,7 @@ static void make_rank_env(const job *j, int local, int port, rank_env *e) {
     env_add(e, "MASTER_PORT", env_num(e, port));
     env_add(e, "MASTER_ADDR", o->master_addr);
     if (o->run_id) env_add(e, "DIST_RUN_ID", o->run_id);
+    if (o->trace_dir) env_add(e, "DIST_TRACE", o->trace_dir);
     env_add(e, "DIST_STORE_HOSTED", "1");         /* node 0's distrun hosts it */
     env_add(e, "DIST_STORE_LISTEN_FD", NULL);     /* (an older launcher's, above this one) */
     if (sets_omp_threads(o)) env_add(e, "OMP_NUM_THREADS", "1");
@@ -969,6 +1453,220 @@ static void free_job(job *j) {
     free(j->kids);
 }
 
+/* ---- tracing (DIST_TRACE) --------------------------------------------------
+   With --trace DIR (or DIST_TRACE=DIR in distrun's environment) each rank
+   gets DIST_TRACE=DIR, and dist.h writes its operations to
+   DIR/rank<RANK>.trace.json, with timestamps on the job's clock (each rank's
+   aligned to the launcher's at init).  When the job ends, however it ends,
+   distrun on node 0 merges the files of ranks 0..WORLD_SIZE-1 (and of ranks
+   that joined past it, when they left one) into DIR/trace.json: every
+   event of every file that reads as a trace, metadata first, then by ts,
+   written under a temporary name and renamed.  A file that is missing or
+   does not read (a rank killed while writing it) is named, with why, and
+   the others are merged all the same.  On several nodes, node 0 reads what
+   DIR holds when its own ranks end: a directory the nodes share, and the
+   other nodes' ranks done by then, or those are named missing. */
+
+/* DIR/rank<R>.trace.json, or DIR/trace.json for rank -1; NULL when out of memory. */
+static char *trace_path(const char *dir, int rank) {
+    size_t n = strlen(dir) + 40;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    if (rank < 0) snprintf(p, n, "%s/trace.json", dir);
+    else snprintf(p, n, "%s/rank%d.trace.json", dir, rank);
+    return p;
+}
+
+/* Before the ranks start: DIR is made, and the files that this node's ranks
+   are to write (and node 0's merge) are removed, so that a file an earlier
+   job left is never merged as this one's. */
+static int prepare_trace(const job *j) {
+    const char *dir = j->opt.trace_dir;
+    if (!dir) return 0;
+    if (plat_make_dirs(dir) != 0) {
+        fprintf(stderr, "distrun: cannot make the trace directory '%s': %s\n", dir, strerror(errno));
+        return -1;
+    }
+    for (int i = j->opt.node_rank == 0 ? -1 : 0; i < j->nkids; i++) {
+        char *path = trace_path(dir, i < 0 ? -1 : j->kids[i].rank);
+        if (!path) { fputs("distrun: out of memory\n", stderr); return -1; }
+        if (plat_remove_file(path) != 0 && errno != ENOENT) {
+            fprintf(stderr, "distrun: cannot remove '%s', left by an earlier job: %s\n", path, strerror(errno));
+            free(path);
+            return -1;
+        }
+        free(path);
+    }
+    return 0;
+}
+
+/* One event of the merge: its text in its file's, and what orders it. */
+typedef struct trace_piece {
+    const char *text;
+    size_t len;
+    double ts;
+    int meta;               /* metadata ("ph":"M") goes first, by file */
+    int file;
+    size_t index;           /* its place in its file */
+} trace_piece;
+
+typedef struct trace_merge {
+    trace_piece *pieces;
+    size_t n, cap;
+    int file;               /* the rank whose file is being read */
+    char **texts;           /* each rank's file, read whole: the pieces point into them */
+    int *merged, *missing;  /* ranks whose files are in, and those that are not */
+    int nmerged, nmissing;
+} trace_merge;
+
+static int add_piece(json_reader *r, const trace_event *ev, void *user) {
+    trace_merge *m = user;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 4096;
+        trace_piece *np = cap > ((size_t)-1) / sizeof *np ? NULL : realloc(m->pieces, cap * sizeof *np);
+        if (!np) return json_fail(r, ev->start, "out of memory after %llu events", (unsigned long long)m->n);
+        m->pieces = np;
+        m->cap = cap;
+    }
+    m->pieces[m->n++] = (trace_piece){ ev->start, (size_t)(ev->end - ev->start), ev->ts, trace_is_meta(ev), m->file, ev->index };
+    return 0;
+}
+
+static int compare_pieces(const void *pa, const void *pb) {
+    const trace_piece *a = pa, *b = pb;
+    if (a->meta != b->meta) return a->meta ? -1 : 1;
+    if (!a->meta && a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    if (a->file != b->file) return a->file < b->file ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Rank `rank`'s file at path read whole into *text and its events added to
+   m: 0; else 1 when there is no such file, -1 when it does not read as a
+   trace, with why in why (and m as it was). */
+static int read_rank_trace(const char *path, int rank, trace_merge *m, char **text, char *why, size_t why_n) {
+    size_t len, had = m->n;
+    const char *other;
+    double said;
+    json_reader r;
+    FILE *f = plat_fopen(path, "rb");
+    *text = NULL;
+    if (!f) {
+        int absent = errno == ENOENT;
+        snprintf(why, why_n, "%s: %s", path, strerror(errno));
+        return absent ? 1 : -1;
+    }
+    if (json_read_file(f, text, &len) != 0) {
+        snprintf(why, why_n, "%s: cannot read it: %s", path, strerror(errno));
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    json_init(&r, *text, len);
+    if (trace_walk(&r, add_piece, m, &other) == 0 && other && trace_object_number(&r, other, "rank", &said) == 1 && said != rank)
+        json_fail(&r, other, "its otherData says it is rank %g's trace", said);
+    if (!r.error[0]) return 0;
+    snprintf(why, why_n, "%s: %s", path, r.error);
+    m->n = had;
+    free(*text);
+    *text = NULL;
+    return -1;
+}
+
+static void put_rank_list(FILE *f, const int *ranks, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", ranks[i]);
+    fputc(']', f);
+}
+
+/* The merge, into a temporary file renamed to DIR/trace.json; NULL, or why not. */
+static const char *write_merged_trace(const char *dir, const trace_merge *m, int world, char *why, size_t why_n) {
+    char *final = trace_path(dir, -1), *tmp = final ? malloc(strlen(final) + 32) : NULL;
+    FILE *f = NULL;
+    int ok;
+    if (!tmp) { free(final); return "out of memory"; }
+    snprintf(tmp, strlen(final) + 32, "%s.%016llx.tmp", final, (unsigned long long)plat_random64());
+    if (!(f = plat_fopen(tmp, "wb"))) {
+        snprintf(why, why_n, "cannot create '%s': %s", tmp, strerror(errno));
+        free(final); free(tmp);
+        return why;
+    }
+    fputs("{\"traceEvents\":[\n", f);
+    for (size_t i = 0; i < m->n; i++) {
+        fwrite(m->pieces[i].text, 1, m->pieces[i].len, f);
+        fputs(i + 1 < m->n ? ",\n" : "\n", f);
+    }
+    fprintf(f, "],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"dist_trace\":1,\"world\":%d,\"ranks\":", world);
+    put_rank_list(f, m->merged, m->nmerged);
+    fputs(",\"missing\":", f);
+    put_rank_list(f, m->missing, m->nmissing);
+    fputs(",\"clock\":\"job\"}}\n", f);
+    ok = !ferror(f);
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) snprintf(why, why_n, "cannot write '%s': %s", tmp, strerror(errno));
+    else if (plat_replace_file(tmp, final) != 0) { snprintf(why, why_n, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno)); ok = 0; }
+    if (!ok) plat_remove_file(tmp);
+    free(final);
+    free(tmp);
+    return ok ? NULL : why;
+}
+
+/* The files of ranks 0..world-1 into m, and those of ranks past it (that
+   joined an elastic job) that exist; the trouble with each that is left out
+   into line (the first 8). */
+static void read_rank_traces(const char *dir, int world, int last, trace_merge *m, char *line, size_t line_n) {
+    char why[400];
+    size_t len;
+    int rc, listed = 0;
+    line[0] = '\0';
+    for (int rank = 0; rank < last; rank++) {
+        char *path = trace_path(dir, rank);
+        m->file = rank;
+        if (!path) snprintf(why, sizeof why, "out of memory");
+        rc = path ? read_rank_trace(path, rank, m, &m->texts[rank], why, sizeof why) : -1;
+        free(path);
+        if (rc == 0) m->merged[m->nmerged++] = rank;
+        if (rc == 0 || (rc > 0 && rank >= world)) continue;
+        m->missing[m->nmissing++] = rank;
+        len = strlen(line);
+        if (listed++ < 8) snprintf(line + len, line_n - len, "%srank %d (%s)", listed > 1 ? ", " : "", rank, why);
+    }
+    len = strlen(line);
+    if (listed > 8) snprintf(line + len, line_n - len, " and %d more", listed - 8);
+}
+
+/* Node 0, when the job has ended: the ranks' files merged into
+   DIR/trace.json; one line says how it went. */
+static void merge_trace(const job *j) {
+    const char *dir = j->opt.trace_dir, *failed = "out of memory";
+    int world = j->opt.nnodes_min * j->opt.nproc, last = j->opt.nnodes * j->opt.nproc;
+    char line[2048], why[400];
+    trace_merge m;
+    if (!dir || j->opt.node_rank != 0) return;
+    memset(&m, 0, sizeof m);
+    m.texts = calloc((size_t)last, sizeof *m.texts);
+    m.merged = malloc((size_t)last * sizeof *m.merged);
+    m.missing = malloc((size_t)last * sizeof *m.missing);
+    if (m.texts && m.merged && m.missing) {
+        read_rank_traces(dir, world, last, &m, line, sizeof line);
+        if (m.n > 0) qsort(m.pieces, m.n, sizeof *m.pieces, compare_pieces);
+        failed = m.nmerged == 0 ? NULL : write_merged_trace(dir, &m, world, why, sizeof why);
+    }
+    if (failed)
+        fprintf(stderr, "distrun: cannot merge the trace in %s: %s\n", dir, failed);
+    else if (m.nmerged == 0)
+        fprintf(stderr, "distrun: trace: no rank's file could be merged, so %s/trace.json is not written: %s\n", dir, line);
+    else if (m.nmissing == 0)
+        fprintf(stderr, "distrun: trace of %d rank%s merged into %s/trace.json\n", m.nmerged, plural(m.nmerged), dir);
+    else
+        fprintf(stderr, "distrun: trace of %d of %d ranks merged into %s/trace.json; missing: %s\n", m.nmerged,
+                m.nmerged + m.nmissing, dir, line);
+    for (int rank = 0; m.texts && rank < last; rank++) free(m.texts[rank]);
+    free(m.texts);
+    free(m.merged);
+    free(m.missing);
+    free(m.pieces);
+}
+
 int main(int argc, char **argv) {
     job j;
     memset(&j, 0, sizeof j);
@@ -977,6 +1675,7 @@ int main(int argc, char **argv) {
     if (init_job(&j) != 0) return EXIT_LAUNCH;
     if (plat_init(&j) != 0) return EXIT_LAUNCH;
     if (open_logs(&j) != 0) return EXIT_LAUNCH;
+    if (prepare_trace(&j) != 0) return EXIT_LAUNCH;
     if (sets_omp_threads(&j.opt))
         fprintf(stderr, "distrun: OMP_NUM_THREADS=1 for each rank, as %d share this node (set OMP_NUM_THREADS to choose)\n",
                 j.opt.nproc);
@@ -986,6 +1685,7 @@ int main(int argc, char **argv) {
     start_all(&j);
     run(&j);
     dist_store_host_stop(j.store);
+    merge_trace(&j);
     if (j.cause) print_failure_summary(&j);
     else if (j.summary[0]) fprintf(stderr, "%s\n", j.summary);
     if (j.report[0]) print_report(j.report);
@@ -1070,6 +1770,10 @@ static int plat_make_dirs(const char *path) {
 }
 
 static FILE *plat_fopen(const char *path, const char *mode) { return fopen(path, mode); }
+
+static int plat_remove_file(const char *path) { return unlink(path); }
+
+static int plat_replace_file(const char *from, const char *to) { return rename(from, to); }
 
 static const char *plat_signal_name(int sig) { return strsignal(sig); }
 
@@ -2145,7 +2849,7 @@ static void plat_wait(job *j, int timeout_ms) {
         if (j->kids[i].p.exited && now >= j->kids[i].p.drain_until) finish_rank(j, &j->kids[i]);
 }
 
-/* ---- files (--log-dir) -------------------------------------------------- */
+/* ---- files (--log-dir, --trace) ----------------------------------------- */
 
 static wchar_t *utf8_to_wide(const char *s) {
     wbuf b = { 0 };
@@ -2181,6 +2885,30 @@ static FILE *plat_fopen(const char *path, const char *mode) {
     free(w);
     free(m);
     return f;
+}
+
+static int plat_remove_file(const char *path) {
+    wchar_t *w = utf8_to_wide(path);
+    int rc = w ? _wremove(w) : -1;
+    free(w);
+    return rc;
+}
+
+/* (rename() will not replace a file on Windows) */
+static int plat_replace_file(const char *from, const char *to) {
+    wchar_t *wf = utf8_to_wide(from), *wt = utf8_to_wide(to);
+    int rc = -1;
+    if (wf && wt) {
+        if (MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING)) rc = 0;
+        else {
+            DWORD err = GetLastError();
+            errno = err == ERROR_FILE_NOT_FOUND || err == ERROR_PATH_NOT_FOUND ? ENOENT
+                  : err == ERROR_ACCESS_DENIED || err == ERROR_SHARING_VIOLATION ? EACCES : EIO;
+        }
+    }
+    free(wf);
+    free(wt);
+    return rc;
 }
 
 /* ---- setting up --------------------------------------------------------- */
@@ -2227,3 +2955,4 @@ static int plat_finish(job *j) {
 }
 
 #endif /* _WIN32 */
+#endif /* DISTRUN_TRACE_READER_ONLY */
