@@ -662,11 +662,21 @@ typedef struct dist_op_stats {
     double mean_us, max_us;
     double p50_us, p90_us, p99_us;   /* within 7% (logarithmic buckets) */
 } dist_op_stats;
+#define DIST_STATS_SLOWEST 4
+typedef struct dist_rank_late {
+    int rank;                        /* a rank of the communicator */
+    uint64_t times_last;             /* collectives it entered last (of those measured) */
+    double late_s;                   /* ...how late, summed: its entry after the first member's */
+    double max_late_us;              /* ...the most */
+} dist_rank_late;
 typedef struct dist_stats_t {
     double elapsed_s;                /* since collection began (dist_init, or the group's creation) */
     double clock_error_us;           /* the job clock's uncertainty here (see STATS AND TRACES) */
     int nops;                        /* entries of ops: the operations called at least once */
     dist_op_stats ops[DIST_STATS_OPS];
+    uint64_t measured;               /* collectives whose members' entry times reached this rank */
+    int nslowest;                    /* entries of slowest: the ranks late most in all, latest first */
+    dist_rank_late slowest[DIST_STATS_SLOWEST];
 } dist_stats_t;
 DIST_API dist_result dist_stats(dist_t *d, dist_stats_t *out);
 DIST_API size_t dist_stats_text(dist_t *d, char *buf, size_t cap);
@@ -3505,7 +3515,8 @@ static int dist__hello_prefix_check(const uint8_t *b, size_t n, char *why, size_
    happens. */
 #define DIST__HDR_SIZE 40
 #define DIST__RTS_SIZE 16
-#define DIST__HDR_MAX  (DIST__HDR_SIZE + DIST__RTS_SIZE)
+#define DIST__STAMP_SIZE 24
+#define DIST__HDR_MAX  (DIST__HDR_SIZE + DIST__RTS_SIZE + DIST__STAMP_SIZE)
 #define DIST__FRAME_KINDS_LIST(X) X(DATA) X(BYE) X(COLL) X(ABORT) X(ACK) X(CTS) X(PAYLOAD) X(CANCEL) X(CREDIT) X(BLOCKED) X(PULL)
 enum {
     DIST__FRAME_NONE = 0,
@@ -3515,11 +3526,14 @@ enum {
     DIST__FRAME_KINDS
 };
 #define DIST__FRAME_KIND_MASK 0x0f
-#define DIST__FRAME_FLAGS     0xe0
+#define DIST__FRAME_FLAGS     0xf0
 #define DIST__FRAME_RTS       0x80   /* DATA/COLL: an announcement; the trailer follows */
 #define DIST__FRAME_PULLED    0x40   /* DATA/COLL: sent ahead because the receiver asked (PULL): no credit spent */
 #define DIST__FRAME_PROMPT    0x20   /* an announcement by reference the budget paid for: copied at once,
                                         received or not, as an eager message would be */
+#define DIST__FRAME_STAMP     0x10   /* COLL: a 24-byte trailer follows (after an announcement's): the latest
+                                        and earliest entry into the collective the sender knows of, on the
+                                        job clock, and the rank that came last (see "stats and traces") */
 /* Why a receiver did not take an announced message (CANCEL's count). */
 enum { DIST__REFUSED_MISMATCH = 1, DIST__REFUSED_WITHDRAWN, DIST__REFUSED_GONE, DIST__REFUSED_REVOKED };
 
@@ -3544,6 +3558,8 @@ typedef struct dist__frame {
     uint64_t count, nbytes;
     int32_t root;
     uint64_t sid, addr;            /* an announcement's trailer */
+    int64_t st_last, st_first;     /* a stamped collective frame's trailer: the latest and earliest entry into */
+    int32_t st_rank;               /* ...the collective the sender knows of (job clock), and who came last */
 } dist__frame;
 
 /* A collective's descriptor, as in a frame: in shared memory (what a rank
@@ -3558,10 +3574,11 @@ static void dist__shm_desc_set(dist__shm_desc *o, const dist__frame *f) {
     o->count = f->count; o->coll = f->coll; o->dtype = f->dtype; o->op = f->op; o->root = f->root;
 }
 
-/* Bytes of the header (with the trailer of an announcement). */
-static size_t dist__frame_size(const dist__frame *f) {
-    return (f->flags & DIST__FRAME_RTS) ? DIST__HDR_MAX : DIST__HDR_SIZE;
+/* Bytes of the header (with its trailers) whose first byte is b0. */
+static size_t dist__frame_size_of(uint8_t b0) {
+    return DIST__HDR_SIZE + ((b0 & DIST__FRAME_RTS) ? DIST__RTS_SIZE : 0) + ((b0 & DIST__FRAME_STAMP) ? DIST__STAMP_SIZE : 0);
 }
+static size_t dist__frame_size(const dist__frame *f) { return dist__frame_size_of(f->flags); }
 
 static size_t dist__frame_encode(const dist__frame *f, uint8_t *b) {
     b[0] = (uint8_t)(f->kind | f->flags); b[1] = f->dtype; b[2] = f->op; b[3] = f->coll;
@@ -3575,13 +3592,34 @@ static size_t dist__frame_encode(const dist__frame *f, uint8_t *b) {
         dist__put64(b + DIST__HDR_SIZE, f->sid);
         dist__put64(b + DIST__HDR_SIZE + 8, f->addr);
     }
+    if (f->flags & DIST__FRAME_STAMP) {
+        uint8_t *t = b + DIST__HDR_SIZE + ((f->flags & DIST__FRAME_RTS) ? DIST__RTS_SIZE : 0);
+        dist__put64(t, (uint64_t)f->st_last);
+        dist__put64(t + 8, (uint64_t)f->st_first);
+        dist__put32(t + 16, (uint32_t)f->st_rank);
+        dist__put32(t + 20, 0);
+    }
     return dist__frame_size(f);
 }
 
-/* The trailer of an announcement, once its 16 bytes are in. */
-static void dist__frame_trailer(const uint8_t *b, dist__frame *f) {
-    f->sid = dist__get64(b + DIST__HDR_SIZE);
-    f->addr = dist__get64(b + DIST__HDR_SIZE + 8);
+/* The trailers, once they are in (the header is checked). */
+static int dist__frame_trailer(const uint8_t *b, dist__frame *f, char *why, size_t cap) {
+    if (f->flags & DIST__FRAME_RTS) {
+        f->sid = dist__get64(b + DIST__HDR_SIZE);
+        f->addr = dist__get64(b + DIST__HDR_SIZE + 8);
+    }
+    if (f->flags & DIST__FRAME_STAMP) {
+        const uint8_t *t = b + DIST__HDR_SIZE + ((f->flags & DIST__FRAME_RTS) ? DIST__RTS_SIZE : 0);
+        f->st_last = (int64_t)dist__get64(t);
+        f->st_first = (int64_t)dist__get64(t + 8);
+        f->st_rank = (int32_t)dist__get32(t + 16);
+        if (f->st_rank < 0 || f->st_rank >= DIST__MAX_WORLD || f->st_first > f->st_last || dist__get32(t + 20) != 0) {
+            dist__format(why, cap, "collective frame stamped with rank %d, entries %lld..%lld", (int)f->st_rank,
+                         (long long)f->st_first, (long long)f->st_last);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* A message's fields: dtype, count and size agree (DATA); the descriptor is
@@ -3625,11 +3663,12 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
     f->nbytes = dist__get64(b + 24);
     f->root = (int32_t)dist__get32(b + 32);
     f->sid = f->addr = 0;
+    f->st_last = f->st_first = 0; f->st_rank = -1;
     if (dist__get32(b + 36) != DIST__FRAME_MAGIC) {
         dist__format(why, cap, "frame header with bad magic (stream out of step)");
         return -1;
     }
-    if (f->kind == DIST__FRAME_NONE || f->kind >= DIST__FRAME_KINDS || (b[0] & 0x10)) {
+    if (f->kind == DIST__FRAME_NONE || f->kind >= DIST__FRAME_KINDS) {
         dist__format(why, cap, "unknown frame kind %u", (unsigned)b[0]);
         return -1;
     }
@@ -3639,7 +3678,7 @@ static int dist__frame_decode(const uint8_t *b, dist__frame *f, char *why, size_
         return -1;
     }
     if ((f->flags && f->kind != DIST__FRAME_DATA && f->kind != DIST__FRAME_COLL) ||
-        ((f->flags & DIST__FRAME_PROMPT) && !(f->flags & DIST__FRAME_RTS))) {
+        ((f->flags & DIST__FRAME_PROMPT) && !(f->flags & DIST__FRAME_RTS)) || ((f->flags & DIST__FRAME_STAMP) && f->kind != DIST__FRAME_COLL)) {
         dist__format(why, cap, "frame kind %u with flags 0x%02x", (unsigned)f->kind, (unsigned)f->flags);
         return -1;
     }
@@ -4678,6 +4717,9 @@ struct dist_req {
     int32_t root;
     int reduce;                    /* receive: 0 copies, op + 1 combines into rbuf */
     int in_first;                  /* ...as op(incoming, rbuf) instead of op(rbuf, incoming) */
+    int stamped;                   /* send: carries the stamp below; receive: its frame did (see "stats and traces") */
+    int32_t st_rank;
+    int64_t st_last, st_first;
     int detached;                  /* released when complete; nobody waits */
     int by_peer;                   /* failed because another rank reported a failure */
     dist_result withdrawn;         /* why its waiter withdrew it: DIST_ERR_TIMEOUT, or DIST_ERR_REVOKED (its communicator) */
@@ -4999,7 +5041,7 @@ struct dist {
    thread), 1 point-to-point (under the engine lock).  See "stats and
    traces". */
 struct dist__obs;
-static void dist__obs_end(dist_t *d, int side, const dist__rec *x);
+static void dist__obs_end(dist_t *d, int side, const dist__rec *x, int last, int64_t spread);
 static dist_result dist__obs_add(dist_t *d, const char *what);
 static void dist__obs_remove(dist_t *d);
 static void dist__stats_log(dist_t *d);
@@ -5070,7 +5112,7 @@ static void dist__rec_p2p_end(dist_req_t *r, dist_result res) {
     dist__rec *x = dist__rec_p2p_entry(r);
     if (x) {
         dist__rec_finish(x, r->comm->rec_timed, res);
-        if (r->comm->obs) dist__obs_end(r->comm, 1, x);
+        if (r->comm->obs) dist__obs_end(r->comm, 1, x, -1, 0);
     }
     r->rec_n = 0;
 }
@@ -5931,6 +5973,10 @@ static int dist__wire_message(dist__engine *e, dist__peer *p, dist_req_t *r) {
         f.sid = r->sid;
         f.addr = r->by_ref ? (uint64_t)(uintptr_t)r->sbuf : 0;
     }
+    if (r->frame_kind == DIST__FRAME_COLL && r->stamped) {
+        f.flags |= DIST__FRAME_STAMP;
+        f.st_last = r->st_last; f.st_first = r->st_first; f.st_rank = r->st_rank;
+    }
     dist__unlink(&r->link);
     dist__wire_reset(w);
     w->hlen = dist__frame_encode(&f, w->hdr);
@@ -6084,7 +6130,14 @@ static int dist__peer_wants_write(const dist__peer *p) {
    descriptor) must agree exactly, or the receive fails and the payload is
    discarded. */
 static int dist__recv_sizes_agree(dist__engine *e, dist_req_t *r, int src, const dist__frame *f) {
-    if (r->frame_kind == DIST__FRAME_COLL) return !dist__coll_mismatch(e, r, src, f);
+    if (r->frame_kind == DIST__FRAME_COLL) {
+        if (dist__coll_mismatch(e, r, src, f)) return 0;
+        if ((f->flags & DIST__FRAME_STAMP) && f->st_rank < e->world) {
+            r->stamped = 1;
+            r->st_last = f->st_last; r->st_first = f->st_first; r->st_rank = f->st_rank;
+        }
+        return 1;
+    }
     if (f->dtype == (uint8_t)r->dtype && f->count == r->count) return 1;
     r->source = src;
     dist__req_failf(e, r, DIST_ERR_MISMATCH, "rank %d sent %llu x %s, this rank expects %zu x %s", src,
@@ -6500,7 +6553,10 @@ static int dist__on_frame(dist__engine *e, dist__peer *p) {
         dist__peer_fail(e, p, "rank %d sent a malformed frame: %s", p->rank, why);
         return -1;
     }
-    if (f->flags & DIST__FRAME_RTS) dist__frame_trailer(x->hdr, f);
+    if (dist__frame_trailer(x->hdr, f, why, sizeof why) != 0) {
+        dist__peer_fail(e, p, "rank %d sent a malformed frame: %s", p->rank, why);
+        return -1;
+    }
     x->dst = NULL; x->req = NULL; x->msg = NULL; x->abort = 0; x->segment = 0; x->charge = 0;
     switch (f->kind) {
     case DIST__FRAME_DATA: case DIST__FRAME_COLL: return dist__on_message(e, p);
@@ -6574,8 +6630,8 @@ static void dist__peer_read(dist__engine *e, dist__peer *p) {
             n = DIST__MIN(x->need - x->got, avail);
             memcpy(x->hdr + x->got, x->stage + x->pos, n);
             x->pos += n; x->got += n;
-            if (x->got == DIST__HDR_SIZE && x->need == DIST__HDR_SIZE && (x->hdr[0] & DIST__FRAME_RTS))
-                x->need = DIST__HDR_MAX;            /* the announcement's trailer follows */
+            if (x->got == DIST__HDR_SIZE && x->need == DIST__HDR_SIZE && (x->hdr[0] & (DIST__FRAME_RTS | DIST__FRAME_STAMP)))
+                x->need = dist__frame_size_of(x->hdr[0]);    /* an announcement's trailer, or a stamp, follows */
             else if (x->got == x->need) {
                 x->got = 0;
                 if (dist__on_frame(e, p) != 0) return;
@@ -7217,7 +7273,8 @@ struct dist__shm_hdr {              /* the start of a segment */
 typedef struct dist__fast_slot {
     uint64_t seq;                   /* the collective whose data this is; stored last */
     dist__shm_desc desc;            /* checked by every reader */
-} dist__fast_slot;                  /* DIST_SHM_FAST_BYTES of data follow at once: up to 40 bytes
+    int64_t t_in;                   /* when its writer entered it (job clock; 0: not stamped) */
+} dist__fast_slot;                  /* DIST_SHM_FAST_BYTES of data follow at once: up to 32 bytes
                                        travel in the header's cache line */
 #define DIST__FAST_STRIDE      ((sizeof(dist__fast_slot) + (size_t)DIST_SHM_FAST_BYTES + 63) & ~(size_t)63)
 #define DIST__FAST_AREA        ((size_t)DIST__FAST_SLOTS * DIST__FAST_STRIDE)
@@ -8648,6 +8705,9 @@ typedef struct dist__coll {
     int64_t lost_ns;             /* a member died while this call ran: it fails a grace later unless done (0: none) */
     dist_req_t *reqs;            /* posted and not yet waited for */
     struct dist__rec *rec;       /* its flight-recorder entry */
+    int stamped;                 /* its frames carry who entered it when (the communicator's stats are on): */
+    int32_t st_rank;             /* ...the member that came last as far as this rank knows (an engine rank), */
+    int64_t st_last, st_first;   /* ...its entry and the earliest, on the job clock */
     dist_result res;
     char why[DIST__ERRLEN];
 } dist__coll;
@@ -8670,7 +8730,7 @@ DIST__INLINE void dist__rec_coll_waits(dist__coll *c, int member, int what) {
 DIST__INLINE void dist__rec_coll_end(dist__coll *c) {
     if (DIST_RECORDER_OPS && c->rec) {
         dist__rec_finish(c->rec, c->d->rec_timed, c->res);
-        if (c->d->obs) dist__obs_end(c->d, 0, c->rec);
+        if (c->d->obs) dist__obs_end(c->d, 0, c->rec, c->stamped ? c->st_rank : -1, c->st_last - c->st_first);
     }
 }
 
@@ -8887,6 +8947,11 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     c->seq = ++d->coll_seq;
     dist__rec_coll_begin(c);
+    if ((c->stamped = d->obs != NULL) != 0) {       /* (timed: rec's start is read) */
+        c->st_last = c->st_first = c->rec ? DIST__LOAD_RELAXED(&c->rec->t_start) + d->top->clock_off : 0;
+        c->st_rank = c->e->rank;
+        c->stamped = c->st_last != 0;
+    }
     d->active.coll = (uint8_t)(kind | algo << 4); d->active.dtype = (uint8_t)dtype; d->active.count = count;
     d->active.op = (uint8_t)op; d->active.root = root;
     if (algo == DIST__ALGO_SLOTS && c->res == DIST_OK && !DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&c->e->failed_peers) &&
@@ -8934,6 +8999,8 @@ static dist_req_t *dist__coll_post(dist__coll *c, int kind, int peer, const void
         r->root = c->root;
         r->reduce = reduce ? (int)c->op + 1 : 0;
         r->in_first = in_first;
+        r->stamped = kind == DIST__REQ_SEND && c->stamped;
+        r->st_last = c->st_last; r->st_first = c->st_first; r->st_rank = c->st_rank;
         r->cnext = c->reqs;
         c->reqs = r;
         if (kind == DIST__REQ_SEND) { r->sbuf = (const uint8_t *)buf; dist__post_send(e, r); }
@@ -8976,6 +9043,12 @@ static int dist__coll_req_ready(dist__engine *e, void *arg) {
 }
 
 /* Waits for one of the collective's requests (NULL: a post that failed). */
+/* What a frame (or a slot) said of who entered the collective when. */
+static void dist__coll_stamp(dist__coll *c, int64_t last, int64_t first, int rank) {
+    if (last > c->st_last) { c->st_last = last; c->st_rank = rank; }
+    if (first < c->st_first) c->st_first = first;
+}
+
 static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
     dist__engine *e = c->e;
     if (!r) return c->res;
@@ -9023,6 +9096,7 @@ static dist_result dist__coll_wait(dist__coll *c, dist_req_t *r) {
         else
             dist__coll_failf(c, r->result, "%s", dist__req_err(r));
     }
+    if (c->stamped && r->kind == DIST__REQ_RECV && r->stamped) dist__coll_stamp(c, r->st_last, r->st_first, r->st_rank);
     dist__coll_unlink(c, r);
     dist__req_release(e, r);
     dist__mutex_unlock(&e->lock);
@@ -9800,6 +9874,7 @@ static dist_result dist__fast_run(dist__coll *c, const uint8_t *in, uint8_t *out
         }
         if (part) memcpy(s + 1, in, part);
         dist__shm_desc_set(&s->desc, &d->active);
+        s->t_in = c->stamped ? c->st_first : 0;      /* (its own entry: nothing merged yet) */
         DIST__STORE_REL(&s->seq, seq);
         dist__shm_wake_others(c);
         e->shm.fast_used[k] = seq;
@@ -9808,6 +9883,10 @@ static dist_result dist__fast_run(dist__coll *c, const uint8_t *in, uint8_t *out
         u.behind = dist__fast_slots_behind; u.what = bcast ? "broadcast its part" : "put its part in place";
         u.which = 0; u.only = bcast ? c->root : -1; u.target = seq;
         if (dist__shm_wait_until(c, &u) != DIST_OK) return c->res;
+        for (int g = bcast ? c->root : 0; c->stamped && g < (bcast ? c->root + 1 : n); g++) {
+            int64_t t = g == me ? 0 : dist__fast_slot_of(e->peers[g].shm->fast_area, seq)->t_in;
+            if (t) dist__coll_stamp(c, t, t, g);
+        }
         switch (c->kind) {
         case DIST__COLL_BROADCAST:
             if (part) memcpy(out, dist__fast_slot_of(e->peers[c->root].shm->fast_area, seq) + 1, part);
@@ -12765,7 +12844,8 @@ typedef struct dist__opstat {
 typedef struct dist__trace_ev {
     uint64_t desc, seq, count;
     int64_t t_start, t_end, tag;
-    int32_t res;
+    int64_t spread;                          /* a collective: its first and last entries apart (ns), */
+    int32_t res, last;                       /* ...and who came last (a rank of the communicator; -1: unknown) */
 } dist__trace_ev;
 
 typedef struct dist__obs_ring {
@@ -12781,6 +12861,10 @@ typedef struct dist__obs {
     uint32_t id;                             /* the communicator's id: its rows of the trace are 2 id, 2 id + 1 */
     int64_t t0;                              /* collection began */
     dist__opstat st[DIST__STAT_KINDS];       /* collectives: by their thread; send, recv: under the engine lock */
+    uint64_t measured;                       /* collectives whose entries this rank learned of (their thread) */
+    int nmembers;                            /* the communicator's size when made (a grown world's newcomers: not counted) */
+    uint64_t *last_n, *last_ns, *last_max;   /* [nmembers]: collectives each member came last to, how late in all
+                                                and at most (ns after the first) */
     dist__obs_ring ring[2];                  /* 0: collectives, 1: point-to-point */
 } dist__obs;
 
@@ -12800,7 +12884,7 @@ static double dist__hist_value(int b) {
     return ((double)(DIST__HIST_SUB + sub) + 0.5) * (double)((uint64_t)1 << (e - 3));
 }
 
-static void dist__obs_end(dist_t *d, int side, const dist__rec *x) {
+static void dist__obs_end(dist_t *d, int side, const dist__rec *x, int last, int64_t spread) {
     dist__obs *o = d->obs;
     dist__obs_ring *g = &o->ring[side];
     uint64_t desc = DIST__LOAD_RELAXED(&x->desc), count = DIST__LOAD_RELAXED(&x->count);
@@ -12818,6 +12902,13 @@ static void dist__obs_end(dist_t *d, int side, const dist__rec *x) {
     DIST__STORE_RELAXED(&st->ns_sum, st->ns_sum + ns);
     if (ns > st->ns_max) DIST__STORE_RELAXED(&st->ns_max, ns);
     DIST__STORE_RELAXED(&st->hist[dist__hist_bucket(ns)], st->hist[dist__hist_bucket(ns)] + 1);
+    if (last >= 0 && (last = dist__grank(d, last)) >= 0 && last < o->nmembers && !failed) {
+        uint64_t late = spread > 0 ? (uint64_t)spread : 0;
+        DIST__STORE_RELAXED(&o->measured, o->measured + 1);
+        DIST__STORE_RELAXED(&o->last_n[last], o->last_n[last] + 1);
+        DIST__STORE_RELAXED(&o->last_ns[last], o->last_ns[last] + late);
+        if (late > o->last_max[last]) DIST__STORE_RELAXED(&o->last_max[last], late);
+    } else last = -1;
     if (!g->ev) return;
     h = g->head;
     if (h - DIST__LOAD_ACQ(&g->tail) >= DIST_TRACE_EVENTS) { DIST__STORE_RELAXED(&g->dropped, g->dropped + 1); return; }
@@ -12826,6 +12917,7 @@ static void dist__obs_end(dist_t *d, int side, const dist__rec *x) {
         ev->desc = desc; ev->seq = DIST__LOAD_RELAXED(&x->seq); ev->count = count;
         ev->t_start = t0; ev->t_end = t1; ev->tag = DIST__LOAD_RELAXED(&x->tag);
         ev->res = failed ? DIST__LOAD_RELAXED(&x->res) : 0;
+        ev->last = last; ev->spread = spread;
     }
     DIST__STORE_REL(&g->head, h + 1);
 }
@@ -12847,11 +12939,16 @@ static size_t dist__trace_event(const dist_t *top, const dist__obs *o, int side,
     dist__trace_us(ts, sizeof ts, ev->t_start + top->clock_off);
     dist__trace_us(dur, sizeof dur, ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0);
     if (side == 0) {
-        char extra[64] = "";
+        char extra[128] = "";
         int reduces = what == DIST__COLL_REDUCE || what == DIST__COLL_ALL_REDUCE || what == DIST__COLL_REDUCE_SCATTER;
         int rooted = what == DIST__COLL_BROADCAST || what == DIST__COLL_REDUCE || what == DIST__COLL_GATHER || what == DIST__COLL_SCATTER;
         if (reduces) dist__format(extra, sizeof extra, ",\"op\":\"%s\"", dist__op_name(op));
         if (rooted) dist__format(extra + strlen(extra), sizeof extra - strlen(extra), ",\"root\":%d", peer);
+        if (ev->last >= 0) {
+            char late[32];
+            dist__trace_us(late, sizeof late, ev->spread);
+            dist__format(extra + strlen(extra), sizeof extra - strlen(extra), ",\"last_in\":%d,\"late_us\":%s", ev->last, late);
+        }
         n = snprintf(buf, cap, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"cat\":\"collective\",\"name\":\"%s\",\"ts\":%s,\"dur\":%s,"
                      "\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\"%s,\"bytes\":%llu,\"algo\":\"%s\",\"result\":\"%s\"}}",
                      top->rank, 2 * o->id, dist__coll_name(what), ts, dur, (unsigned long long)ev->seq, (unsigned long long)ev->count,
@@ -12909,13 +13006,19 @@ static dist_result dist__obs_add(dist_t *d, const char *what) {
     memset(o, 0, sizeof *o);
     o->id = d->id;
     o->t0 = dist__now_ns();
+    o->nmembers = d->world;
+    o->last_n = (uint64_t *)DIST_MALLOC(sizeof(uint64_t) * 3 * (size_t)d->world);
+    if (!o->last_n) { DIST_FREE(o); return dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory for its stats (DIST_STATS)", what); }
+    memset(o->last_n, 0, sizeof(uint64_t) * 3 * (size_t)d->world);
+    o->last_ns = o->last_n + d->world;
+    o->last_max = o->last_ns + d->world;
     dist__mutex_lock(&top->tr_lock);
     if (top->tr_file) {
         for (int side = 0; side < 2; side++) {
             o->ring[side].ev = (dist__trace_ev *)DIST_MALLOC(sizeof(dist__trace_ev) * DIST_TRACE_EVENTS);
             if (!o->ring[side].ev) {
                 dist__mutex_unlock(&top->tr_lock);
-                DIST_FREE(o->ring[0].ev); DIST_FREE(o);
+                DIST_FREE(o->ring[0].ev); DIST_FREE(o->last_n); DIST_FREE(o);
                 return dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory for its trace (DIST_TRACE)", what);
             }
         }
@@ -12952,6 +13055,7 @@ static void dist__obs_remove(dist_t *d) {
     if (top->tr_file) dist__trace_drain(top, o);
     dist__mutex_unlock(&top->tr_lock);
     DIST_FREE(o->ring[0].ev); DIST_FREE(o->ring[1].ev);
+    DIST_FREE(o->last_n);
     DIST_FREE(o);
 }
 
@@ -13084,6 +13188,22 @@ DIST_API dist_result dist_stats(dist_t *d, dist_stats_t *out) {
         if (x->p90_us > x->max_us) x->p90_us = x->max_us;
         if (x->p99_us > x->max_us) x->p99_us = x->max_us;
     }
+    out->measured = DIST__LOAD_RELAXED(&o->measured);
+    for (int g = 0; g < o->nmembers; g++) {          /* the DIST_STATS_SLOWEST latest in all, by insertion */
+        dist_rank_late x;
+        int at;
+        x.rank = g;
+        x.times_last = DIST__LOAD_RELAXED(&o->last_n[g]);
+        x.late_s = (double)DIST__LOAD_RELAXED(&o->last_ns[g]) / 1e9;
+        x.max_late_us = (double)DIST__LOAD_RELAXED(&o->last_max[g]) / 1e3;
+        if (!x.times_last) continue;
+        for (at = out->nslowest; at > 0 && out->slowest[at - 1].late_s < x.late_s; at--)
+            if (at < DIST_STATS_SLOWEST) out->slowest[at] = out->slowest[at - 1];
+        if (at < DIST_STATS_SLOWEST) {
+            out->slowest[at] = x;
+            if (out->nslowest < DIST_STATS_SLOWEST) out->nslowest++;
+        }
+    }
     return DIST_OK;
 }
 
@@ -13118,6 +13238,13 @@ DIST_API size_t dist_stats_text(dist_t *d, char *buf, size_t cap) {
                                 x->p90_us, x->p99_us, x->max_us);
     }
     if (!s.nops && off < cap) off += (size_t)snprintf(buf + off, cap - off, "  (no calls)\n");
+    if (s.measured && off < cap)
+        off += (size_t)snprintf(buf + off, cap - off, "  came last, of %llu collective%s whose entries this rank learned of:\n",
+                                (unsigned long long)s.measured, DIST__PLURAL(s.measured));
+    for (int i = 0; i < s.nslowest && off < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "    rank %d: %llu time%s, %.3f s late in all, %.2f us at most\n", s.slowest[i].rank,
+                                (unsigned long long)s.slowest[i].times_last, DIST__PLURAL(s.slowest[i].times_last), s.slowest[i].late_s,
+                                s.slowest[i].max_late_us);
     return off < cap ? off : cap - 1;
 }
 

@@ -86,6 +86,11 @@ static void pure_decode(const uint8_t *b, size_t n) {
             continue;
         }
         check_frame(&f);
+        if (n >= dist__frame_size(&f)) {        /* its trailers */
+            if (dist__frame_trailer(b, &f, why, cap) != 0) FUZZ_CHECK_STR(why, cap);
+            else if (f.flags & DIST__FRAME_STAMP)
+                FUZZ_CHECK(f.kind == DIST__FRAME_COLL && f.st_rank >= 0 && f.st_rank < DIST__MAX_WORLD && f.st_first <= f.st_last);
+        }
         dist__frame_encode(&f, enc);
         FUZZ_CHECK(memcmp(enc, b, DIST__HDR_SIZE) == 0);
         FUZZ_CHECK(dist__frame_decode(enc, &g, why, cap) == 0);

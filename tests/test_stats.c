@@ -14,6 +14,9 @@
              inside what the test measured around each call itself (an
              independent clock); ranks 0, 1, 3 see the late arrivals (p99
              and max >= 4 ms, p50 < 2 ms), rank 2 does not (p90 < 2 ms);
+             every rank names rank 2 first among the slowest (it came
+             last 10 times or more, 4 ms late at most, 40 ms in all), then
+             the others, in order;
              the group's barriers are the group's, not the world's; at
              dist_destroy the table arrives through cfg.logger (asked for
              at the default level, WARN), the group's first.
@@ -24,7 +27,8 @@
    trace     DIST_TRACE=DIR (DIR not there yet: the library makes it), 4
              ranks, 20 all_reduces, 30 group barriers, sends: each rank's
              DIR/rank<R>.trace.json begins and ends as the format says,
-             holds 20 all_reduce events, 50 send events, and (ranks 0, 1)
+             holds 20 all_reduce events (saying who came last), 50 send
+             events, and (ranks 0, 1)
              30 barriers on the group's row; DIST_TRACE in a directory
              that cannot be made fails dist_init, naming the file.
    flood     DIST_TRACE and DIST_STATS, 2 ranks, 300000 all_reduces of one
@@ -172,12 +176,22 @@ static int rank_stats(dist_t *w, int rank) {
     if (rank != 2 && (ar->p99_us < SLOW_MS * 800 || ar->max_us < SLOW_MS * 800 || ar->p50_us > 2000))
         return FAIL("all_reduce: p50 %.1f, p99 %.1f, max %.1f us: rank 2 was 5 ms late 10 times in 200", ar->p50_us, ar->p99_us, ar->max_us);
     if (rank == 2 && ar->p90_us > 2000) return FAIL("all_reduce on the late rank: p90 %.1f us (it waits for no one)", ar->p90_us);
+    /* who came last, as every rank learns it from the stamps the frames and slots carry */
+    if (s.measured < ITERS || s.nslowest < 1 || s.slowest[0].rank != 2 || s.slowest[0].times_last < ITERS / SLOW_EVERY ||
+        s.slowest[0].max_late_us < SLOW_MS * 800 || s.slowest[0].late_s < ITERS / SLOW_EVERY * SLOW_MS * 0.8e-3)
+        return FAIL("slowest: %llu collectives measured; first rank %d, last %llu times, %.4f s late in all, %.1f us at most "
+                    "(want rank 2, >= 10 times, >= 0.04 s, >= 4000 us)", (unsigned long long)s.measured, s.nslowest ? s.slowest[0].rank : -1,
+                    s.nslowest ? (unsigned long long)s.slowest[0].times_last : 0ULL, s.nslowest ? s.slowest[0].late_s : 0,
+                    s.nslowest ? s.slowest[0].max_late_us : 0);
+    for (int i = 1; i < s.nslowest; i++)
+        if (s.slowest[i].late_s > s.slowest[i - 1].late_s || s.slowest[i].rank == 2)
+            return FAIL("slowest[%d]: rank %d, %.4f s late in all: out of order, or named twice", i, s.slowest[i].rank, s.slowest[i].late_s);
     if (g) {
         if (dist_stats(g, &s) != DIST_OK) return FAIL("dist_stats on the group: %s", dist_error_message(g));
         if (s.nops != 1 || check_op(rank, &s, "barrier", 30, 0)) return s.nops != 1 ? FAIL("the group's stats list %d operations, want 1", s.nops) : 1;
     }
     dist_stats_text(w, text, sizeof text);
-    if (!strstr(text, "stats of rank") || !strstr(text, "all_reduce") || !strstr(text, "p99 us"))
+    if (!strstr(text, "stats of rank") || !strstr(text, "all_reduce") || !strstr(text, "p99 us") || !strstr(text, "    rank 2: "))
         return FAIL("dist_stats_text: %s", text);
     if (g && dist_destroy(g) != DIST_OK) return FAIL("group destroy: %s", dist_error_message(g));
     return 0;
@@ -390,9 +404,10 @@ int main(void) {
             if (strncmp(txt, "{\"traceEvents\":[\n", 17) != 0 || !strstr(txt, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"dist_trace\":1") ||
                 strcmp(txt + len - 3, "}}\n") != 0)
                 printf("FAIL trace: %s does not begin and end as a trace does\n", path), bad = 1;
-            else if (count(txt, row) != 20 || count(txt, "\"name\":\"send\"") != 50 || count(txt, "\"name\":\"recv\"") != 50)
-                printf("FAIL trace: %s: %d all_reduce, %d send, %d recv events; want 20, 50, 50\n", path, count(txt, row),
-                       count(txt, "\"name\":\"send\""), count(txt, "\"name\":\"recv\"")), bad = 1;
+            else if (count(txt, row) != 20 || count(txt, "\"name\":\"send\"") != 50 || count(txt, "\"name\":\"recv\"") != 50 ||
+                     count(txt, "\"last_in\":") < 20)
+                printf("FAIL trace: %s: %d all_reduce, %d send, %d recv events, %d saying who came last; want 20, 50, 50, >= 20\n", path,
+                       count(txt, row), count(txt, "\"name\":\"send\""), count(txt, "\"name\":\"recv\""), count(txt, "\"last_in\":")), bad = 1;
             else if (count(txt, "\"name\":\"barrier\"") != (r < 2 ? 30 : 0) || (r < 2 && !strstr(txt, "(2 ranks): collectives")))
                 printf("FAIL trace: %s: %d group barriers, want %d\n", path, count(txt, "\"name\":\"barrier\""), r < 2 ? 30 : 0), bad = 1;
             free(txt);
