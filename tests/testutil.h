@@ -1363,7 +1363,7 @@ static inline __attribute__((unused)) unsigned long testutil_case_run(int k) {
     STARTUPINFOA si;
     PROCESS_INFORMATION pi;
     DWORD code = 255;
-    char *cmd = _strdup(GetCommandLineA()), *m = testutil_case_msg();
+    char *cmd = _strdup(GetCommandLineA()), *m = testutil_case_msg(), started[96] = "";
     fflush(NULL);
     if (m) m[0] = 0;
     snprintf(env, sizeof env, "TESTUTIL_CASE=%d", k);
@@ -1375,10 +1375,13 @@ static inline __attribute__((unused)) unsigned long testutil_case_run(int k) {
         GetExitCodeProcess(pi.hProcess, &code);
         CloseHandle(pi.hProcess);
         CloseHandle(pi.hThread);
+    } else {
+        snprintf(started, sizeof started, "(the case process did not start: error %lu)", (unsigned long)GetLastError());
     }
     free(cmd);
     _putenv("TESTUTIL_CASE=");
-    snprintf(g_case_error, sizeof g_case_error, "%s", code == 0 ? "" : m && m[0] ? m : "(the case process said nothing)");
+    if (code != 0 && !started[0]) snprintf(started, sizeof started, "(the case process said nothing; it exited with %lu)", (unsigned long)code);
+    snprintf(g_case_error, sizeof g_case_error, "%s", code == 0 ? "" : m && m[0] ? m : started);
     return code;
 }
 static inline __attribute__((unused)) int spawn_job(int n, int (*fn)(dist_t *, void *), void *arg, const dist_config *cfg) {
