@@ -54,6 +54,7 @@ run cmake --build "$out/dist-build"
 run cmake --install "$out/dist-build"
 test -f "$out/prefix/include/dist.h"
 "$out/prefix/bin/distrun" --version | grep -qx "distrun (dist) $version"
+test -x "$out/prefix/bin/dist_timeline"
 
 consumer find_package "find_package(dist $version CONFIG REQUIRED)"
 consumer add_subdirectory "add_subdirectory(\"$src\" dist)"
