@@ -6,16 +6,19 @@
    and its picture are tests/test_trace.sh's.
 
    stats     DIST_STATS=1, 4 ranks: 200 all_reduces of 16 float (rank 2
-             sleeps 5 ms before every 20th: it arrives late 10 times), 7
+             sleeps 5 ms, 20 under sanitizers, before every 20th: it
+             arrives late 10 times), 7
              broadcasts of 1000 int32 from rank 1, 50 sends and receives
              of 100 int32 around a ring, and 30 barriers on the group
              {0, 1}.  dist_stats: exactly those operations, calls and
              bytes; percentiles ordered; total = mean x calls; times
              inside what the test measured around each call itself (an
              independent clock); ranks 0, 1, 3 see the late arrivals (p99
-             and max >= 4 ms, p50 < 2 ms), rank 2 does not (p90 < 2 ms);
+             and max >= 80% of the delay, p50 < 40% of it), rank 2 does
+             not (p90 < 40%);
              every rank names rank 2 first among the slowest (it came
-             last 10 times or more, 4 ms late at most, 40 ms in all), then
+             last 10 times or more, 80% of the delay at most, 8 delays in
+             all), then
              the others, in order;
              the group's barriers are the group's, not the world's; at
              dist_destroy the table arrives through cfg.logger (asked for
@@ -37,9 +40,9 @@
              drops it reports are exactly 300000 (FLOOD_SCALE divides it; nothing lost silently);
              the rank's memory grows by less than 16 MiB, and the
              quickest tenth of the calls in the second half is no slower
-             than three times the quickest in the first (per-call cost
-             does not grow; the quickest, as a loaded machine slows
-             some tenths). */
+             than ten times the quickest in the first (per-call cost
+             does not grow; the quickest, and ten times, as the machine
+             runs other tests at once and slows some tenths 6x). */
 #ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
 #endif
@@ -61,7 +64,7 @@
 #define N 4
 #define ITERS 200
 #define SLOW_EVERY 20
-#define SLOW_MS 5
+static int SLOW_MS = 5;              /* 20 under sanitizers (g_scale > 1), where a rank's calls are slower by as much */
 #define FLOOD_CALLS 300000          /* divided by FLOOD_SCALE (sanitizer builds) */
 static int FLOOD = FLOOD_CALLS;
 
@@ -177,14 +180,14 @@ static int rank_stats(dist_t *w, int rank) {
     if (ar->p50_us > own[ITERS / 2] / 1e3 * 1.07 + 20)
         return FAIL("all_reduce: p50 %.1f us, the test measured a median of %.1f us", ar->p50_us, own[ITERS / 2] / 1e3);
     /* the late rank, as each side sees it */
-    if (rank != 2 && (ar->p99_us < SLOW_MS * 800 || ar->max_us < SLOW_MS * 800 || ar->p50_us > 2000))
-        return FAIL("all_reduce: p50 %.1f, p99 %.1f, max %.1f us: rank 2 was 5 ms late 10 times in 200", ar->p50_us, ar->p99_us, ar->max_us);
-    if (rank == 2 && ar->p90_us > 2000) return FAIL("all_reduce on the late rank: p90 %.1f us (it waits for no one)", ar->p90_us);
+    if (rank != 2 && (ar->p99_us < SLOW_MS * 800 || ar->max_us < SLOW_MS * 800 || ar->p50_us > SLOW_MS * 400))
+        return FAIL("all_reduce: p50 %.1f, p99 %.1f, max %.1f us: rank 2 was %d ms late 10 times in 200", ar->p50_us, ar->p99_us, ar->max_us, SLOW_MS);
+    if (rank == 2 && ar->p90_us > SLOW_MS * 400) return FAIL("all_reduce on the late rank: p90 %.1f us (it waits for no one)", ar->p90_us);
     /* who came last, as every rank learns it from the stamps the frames and slots carry */
     if (s.measured < ITERS || s.nslowest < 1 || s.slowest[0].rank != 2 || s.slowest[0].times_last < ITERS / SLOW_EVERY ||
         s.slowest[0].max_late_us < SLOW_MS * 800 || s.slowest[0].late_s < ITERS / SLOW_EVERY * SLOW_MS * 0.8e-3)
         return FAIL("slowest: %llu collectives measured; first rank %d, last %llu times, %.4f s late in all, %.1f us at most "
-                    "(want rank 2, >= 10 times, >= 0.04 s, >= 4000 us)", (unsigned long long)s.measured, s.nslowest ? s.slowest[0].rank : -1,
+                    "(want rank 2, >= 10 times, >= 8 delays' worth, >= 80%% of one delay)", (unsigned long long)s.measured, s.nslowest ? s.slowest[0].rank : -1,
                     s.nslowest ? (unsigned long long)s.slowest[0].times_last : 0ULL, s.nslowest ? s.slowest[0].late_s : 0,
                     s.nslowest ? s.slowest[0].max_late_us : 0);
     for (int i = 1; i < s.nslowest; i++)
@@ -329,6 +332,7 @@ int main(void) {
     char dir[256], path[300], msg[600];
     test_start();
     FLOOD = FLOOD_CALLS / env_int("FLOOD_SCALE", 1, 1000, g_scale > 1 ? 10 : 1);
+    if (g_scale > 1) SLOW_MS = 20;
     setvbuf(stdout, NULL, _IOLBF, 0);
     UNSET_ENV("DIST_STATS", "DIST_TRACE", "DIST_RECORDER", "DIST_DEBUG");
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -456,7 +460,7 @@ int main(void) {
             free(txt);
         } else if (!bad) printf("FAIL flood: %s was not written\n", path), bad = 1;
         if (!bad && sh->rss_growth_kb > 16 * 1024) printf("FAIL flood: rank 0 grew by %ld KiB over the calls\n", sh->rss_growth_kb), bad = 1;
-        if (!bad && sh->t_last_ns > 3 * sh->t_first_ns + 50000000)
+        if (!bad && sh->t_last_ns > 10 * sh->t_first_ns + 100000000)      /* (a cost that grows with the calls made grows far more) */
             printf("FAIL flood: the quickest tenth of the calls took %.3f s in the second half, %.3f s in the first\n", sh->t_last_ns / 1e9,
                    sh->t_first_ns / 1e9), bad = 1;
         for (int r = 0; r < 2; r++) { snprintf(path, sizeof path, "%s/rank%d.trace.json", dir, r); remove(path); }
