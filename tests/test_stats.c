@@ -6,7 +6,7 @@
    and its picture are tests/test_trace.sh's.
 
    stats     DIST_STATS=1, 4 ranks: 200 all_reduces of 16 float (rank 2
-             sleeps 5 ms, 20 under sanitizers, before every 20th: it
+             sleeps 10 ms, 20 under sanitizers, before every 20th: it
              arrives late 10 times), 7
              broadcasts of 1000 int32 from rank 1, 50 sends and receives
              of 100 int32 around a ring, and 30 barriers on the group
@@ -15,7 +15,7 @@
              inside what the test measured around each call itself (an
              independent clock); ranks 0, 1, 3 see the late arrivals (p99
              and max >= 80% of the delay, p50 < 40% of it), rank 2 does
-             not (p90 < 40%);
+             not (p50 < 40%; on a loaded machine its own p90 is not);
              every rank names rank 2 first among the slowest (it came
              last 10 times or more, 80% of the delay at most, 8 delays in
              all), then
@@ -64,7 +64,7 @@
 #define N 4
 #define ITERS 200
 #define SLOW_EVERY 20
-static int SLOW_MS = 5;              /* 20 under sanitizers (g_scale > 1), where a rank's calls are slower by as much */
+static int SLOW_MS = 10;             /* 20 under sanitizers (g_scale > 1), where a rank's calls are slower by as much */
 #define FLOOD_CALLS 300000          /* divided by FLOOD_SCALE (sanitizer builds) */
 static int FLOOD = FLOOD_CALLS;
 
@@ -182,7 +182,7 @@ static int rank_stats(dist_t *w, int rank) {
     /* the late rank, as each side sees it */
     if (rank != 2 && (ar->p99_us < SLOW_MS * 800 || ar->max_us < SLOW_MS * 800 || ar->p50_us > SLOW_MS * 400))
         return FAIL("all_reduce: p50 %.1f, p99 %.1f, max %.1f us: rank 2 was %d ms late 10 times in 200", ar->p50_us, ar->p99_us, ar->max_us, SLOW_MS);
-    if (rank == 2 && ar->p90_us > SLOW_MS * 400) return FAIL("all_reduce on the late rank: p90 %.1f us (it waits for no one)", ar->p90_us);
+    if (rank == 2 && ar->p50_us > SLOW_MS * 400) return FAIL("all_reduce on the late rank: p50 %.1f us (it waits for no one)", ar->p50_us);
     /* who came last, as every rank learns it from the stamps the frames and slots carry */
     if (s.measured < ITERS || s.nslowest < 1 || s.slowest[0].rank != 2 || s.slowest[0].times_last < ITERS / SLOW_EVERY ||
         s.slowest[0].max_late_us < SLOW_MS * 800 || s.slowest[0].late_s < ITERS / SLOW_EVERY * SLOW_MS * 0.8e-3)
