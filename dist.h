@@ -1198,7 +1198,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
      host         dist__getpid, dist__host_identity
      libraries    dist__lib_open/_sym (dist_cuda.h)
      environment  dist__getenv
-     logging      dist__wall_us, dist__debug_level (DIST_DEBUG), the
+     logging      dist__wall_us, dist__debug_level (DIST_DEBUG), dist__word_index, the
                   stderr loggers DIST_DEBUG turns on
    The second, "platform: sockets, files, processes, shared memory", is
    dist.h's alone.  Every function here is static and may go unused. */
@@ -1614,16 +1614,22 @@ DIST__PLATFORM int64_t dist__wall_us(void) {
    "", "0" or "off": 0 (no stderr logger); "info": DIST_LOG_INFO;
    "detail": DIST_LOG_DEBUG; any case, so TORCH_DISTRIBUTED_DEBUG's
    OFF, INFO and DETAIL work; anything else -1 (init refuses it). */
+/* Which of n lower-case words v is, in any case (ASCII); -1: none. */
+DIST__PLATFORM int dist__word_index(const char *v, const char *const *words, int n) {
+    for (int w = 0; w < n; w++) {
+        size_t i = 0;
+        while (v[i] && words[w][i] && (v[i] | 0x20) == words[w][i]) i++;
+        if (!v[i] && !words[w][i]) return w;
+    }
+    return -1;
+}
+
 DIST__PLATFORM int dist__debug_level(const char *v) {
     static const char *const words[] = { "off", "info", "detail" };
     static const int levels[] = { 0, DIST_LOG_INFO, DIST_LOG_DEBUG };
+    int w;
     if (!v || !*v || strcmp(v, "0") == 0) return 0;
-    for (int w = 0; w < 3; w++) {
-        size_t i = 0;
-        while (v[i] && words[w][i] && (v[i] | 0x20) == words[w][i]) i++;   /* ASCII, case-blind */
-        if (!v[i] && !words[w][i]) return levels[w];
-    }
-    return -1;
+    return (w = dist__word_index(v, words, 3)) < 0 ? -1 : levels[w];
 }
 
 /* The logger DIST_DEBUG turns on: a line on stderr per message, written
@@ -12906,7 +12912,7 @@ static void dist__obs_end(dist_t *d, int side, const dist__rec *x, int last, int
     int k = side ? (what == DIST__REQ_RECV ? DIST__STAT_RECV : DIST__STAT_SEND) : what - 1;
     int64_t t0 = DIST__LOAD_RELAXED(&x->t_start), t1 = DIST__LOAD_RELAXED(&x->t_end);
     uint64_t ns = t0 && t1 > t0 ? (uint64_t)(t1 - t0) : 0, h;
-    int failed = DIST__LOAD_RELAXED(&x->state) == DIST__REC_FAILED;
+    int failed = DIST__LOAD_RELAXED(&x->state) == DIST__REC_FAILED, b;
     dist__opstat *st;
     if (k < 0 || k >= (side ? DIST__STAT_KINDS : DIST__STAT_SEND)) return;
     st = &o->st[k];
@@ -12915,7 +12921,8 @@ static void dist__obs_end(dist_t *d, int side, const dist__rec *x, int last, int
     DIST__STORE_RELAXED(&st->bytes, st->bytes + count * dist_dtype_size((dist_dtype)dtype));
     DIST__STORE_RELAXED(&st->ns_sum, st->ns_sum + ns);
     if (ns > st->ns_max) DIST__STORE_RELAXED(&st->ns_max, ns);
-    DIST__STORE_RELAXED(&st->hist[dist__hist_bucket(ns)], st->hist[dist__hist_bucket(ns)] + 1);
+    b = dist__hist_bucket(ns);
+    DIST__STORE_RELAXED(&st->hist[b], st->hist[b] + 1);
     if (last >= 0 && (last = dist__grank(d, last)) >= 0 && last < o->nmembers && !failed) {
         uint64_t late = spread > 0 ? (uint64_t)spread : 0;
         DIST__STORE_RELAXED(&o->measured, o->measured + 1);
@@ -13121,13 +13128,9 @@ static void dist__clock_sync(dist_t *top) {
    (any case); anything else -1 (init refuses it). */
 static int dist__stats_flag(const char *v) {
     static const char *const words[] = { "0", "off", "no", "1", "on", "yes" };
+    int w;
     if (!v || !*v) return 0;
-    for (int w = 0; w < 6; w++) {
-        size_t i = 0;
-        while (v[i] && words[w][i] && (v[i] | 0x20) == words[w][i]) i++;
-        if (!v[i] && !words[w][i]) return w >= 3;
-    }
-    return -1;
+    return (w = dist__word_index(v, words, 6)) < 0 ? -1 : w >= 3;
 }
 
 /* The world's stats and trace, as DIST_STATS, DIST_TRACE and
