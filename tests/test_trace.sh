@@ -29,11 +29,12 @@
 #       Without chromium (`make deps` installs it) this part cannot run: the
 #       test then ends as a skip (exit 77) after (a) and (b), never a pass.
 #   (d) a real job: 4 ranks of dist.h (built here) under distrun --trace,
-#       20 rounds of all_reduce and 1 ms of work, rank 2 sleeping 2 ms (2 x
-#       DIST_TIMEOUT_SCALE) more
+#       20 rounds of all_reduce and 1 ms of work, rank 2 sleeping 30 ms (30 x
+#       DIST_TIMEOUT_SCALE: well above what a loaded 2-core machine's
+#       scheduler adds, some 4 ms with 4 ranks on it) more
 #       before each all_reduce: merged whole; the clocks line up (by the
 #       merged timestamps no all_reduce ends before every rank began it);
-#       rank 2 enters its all_reduces 2 ms after the others; drawn and
+#       rank 2 enters its all_reduces 30 ms after the others (the median round); drawn and
 #       rendered, its late arrival visible in the screenshot.
 # Builds dist_timeline (make) when it is missing or old; needs python3.
 set -u
@@ -290,6 +291,8 @@ def png(path, together=2, failed=True):
     late, spread = lates[rounds // 2], spreads[rounds // 2]
     print("rank 2's all_reduces start %d px after the latest of the others' (median of %d rounds; first boxes at %s); "
           "the others' %d px apart" % (late, rounds, first, spread))
+    if together < 0:                      # a real job: the others closer together than rank 2 is late
+        together = late // 2
     if spread > together:
         sys.exit("ranks 0, 1 and 3 do not start their all_reduces together (within %d px): %d px apart (median)" % (together, spread))
     if late < 15:
@@ -302,7 +305,7 @@ def png(path, together=2, failed=True):
 def real(path, late_ms=2):
     """A real job's merged trace (case d): the clocks line up (no rank's
     all_reduce #k ends before every rank has begun it: its result needs
-    them all), and rank 2's begin 2 ms after the others' (it sleeps first)."""
+    them all), and rank 2's begin LATE_MS after the others' (it sleeps first)."""
     t = json.load(open(path))
     by = collections.defaultdict(dict)
     for e in t["traceEvents"]:
@@ -314,8 +317,9 @@ def real(path, late_ms=2):
     if worst > 200:
         sys.exit("a rank's all_reduce ended %.1f us before another's began: the clocks do not line up" % worst)
     late = sorted(v[2]["ts"] - max(v[r]["ts"] for r in (0, 1, 3)) for v in by.values())
-    if late[5] < 500 * late_ms:
-        sys.exit("rank 2 entered its all_reduces only %s us after the others (it sleeps %d ms first)" % ([round(x) for x in late[:6]], late_ms))
+    if late[len(late) // 2] < 500 * late_ms:      # the median round (a loaded machine stalls some)
+        sys.exit("rank 2 entered its all_reduces only %s us after the others, median %d (it sleeps %d ms first)"
+                 % ([round(x) for x in late], round(late[len(late) // 2]), late_ms))
     print("all_reduces: the last rank in came %.1f us before the first one out, at worst (on aligned clocks it must be < 0); "
           "rank 2 entered %.0f-%.0f us after the others" % (-worst, late[0], late[-1]))
 
@@ -385,7 +389,7 @@ check "a rank file an earlier job left in DIR is removed before the ranks start,
 # ---- (d) real dist ranks ----------------------------------------------------------
 # (Here, before the render part, which may end the test as a skip.)  4
 # ranks of dist.h under `distrun --trace DIR`: 20 rounds of all_reduce and
-# 1 ms of work, rank 2 sleeping 2 ms more before each all_reduce.
+# 1 ms of work, rank 2 sleeping 30 ms more before each all_reduce.
 cat > "$T/ranks.c" <<'C'
 #define DIST_IMPLEMENTATION
 #include "dist.h"
@@ -412,7 +416,7 @@ C
 if ! ${CC:-cc} -std=c11 -O2 -I. -pthread -o "$T/ranks" "$T/ranks.c" > "$T/make" 2>&1; then
     cat "$T/make"; echo "FAIL the rank program did not build"; exit 1
 fi
-late_ms=$((2 * scale))      # (under sanitizers the machine is busier: a larger delay to see)
+late_ms=$((30 * scale))     # (under sanitizers the machine is busier: a larger delay to see)
 traced LATE_MS=$late_ms -- -n 4 --trace "$T/real" "$T/ranks"
 check "a real job (4 ranks of dist.h, rank 2 late): exit 0, 'trace of 4 ranks merged'" \
     sh -c "cat '$T/job.err2'; [ $rc = 0 ] && [ \"\$(cat '$T/job.err2')\" = 'distrun: trace of 4 ranks merged into $T/real/trace.json' ]"
@@ -451,7 +455,7 @@ check "headless Chromium renders the page" shot "$T/page.html" "$T/page.png"
 check "the screenshot: all_reduce in 4 bands, rank 2's starting later (its late arrival shows), the failed recv outlined red" \
     tr png "$T/page.png"
 check "the real job's page rendered" shot "$T/real.html" "$T/real.png"
-check "... its screenshot: all_reduce in 4 bands, rank 2's starting later" tr png "$T/real.png" --together 12 --no-failed
+check "... its screenshot: all_reduce in 4 bands, rank 2's starting later (the others together within half that)" tr png "$T/real.png" --together -1 --no-failed
 # The control: the same files but rank 2 on time.  The check above must
 # fail on its picture, and for the late arrival alone.
 traced SRC="$T/ontime" -- -n 4 --trace "$T/d5" sh -c "$COPY"
