@@ -291,7 +291,7 @@ FLIGHT RECORDER
    Always on: every communicator keeps its last DIST_RECORDER_OPS (64)
    collectives and its last 64 point-to-point operations (kind, number,
    count, dtype, op, root or peer, tag, state, result, whom it waits for
-   and since when), at the cost of a few stores per call: the clock is read
+   and since when; an async collective also when it was queued), at the cost of a few stores per call: the clock is read
    only where a call reads it anyway (a collective's first wait, a request
    waited on), unless DIST_RECORDER=timed (every start and end).
    - A call that has waited a while says so at info level, after a
@@ -309,7 +309,9 @@ FLIGHT RECORDER
      It names ranks behind the others ("rank 3 has not called collective
      #5: its last, all_reduce #4, finished 2.1 s ago", "rank 3 is still in
      all_reduce #4 (entered 41.2 s ago, waiting for data from rank 5)"),
-     calls that differ ("MISMATCH: rank 5 called broadcast #5 ... where
+     async collectives queued behind the one a rank is in ("ranks 0-2
+     have 2 collectives queued behind their current one (async; the
+     first for up to 3.5 s)"), calls that differ ("MISMATCH: rank 5 called broadcast #5 ... where
      rank 0 called all_reduce #5 ..."), point-to-point operations waited
      on, and ranks in dist_destroy.
    - When a call of this rank times out, its monitor thread asks every
@@ -347,7 +349,8 @@ STATS AND TRACES
      (made if missing) in Chrome's trace event format: one event a call
      (name, sequence number, count, dtype, op, root or peer, tag, bytes,
      algorithm, result, and for a collective who came last, last_in, and
-     how late, late_us) on rows "world: collectives", "world:
+     how late, late_us; for an async one, how long it waited in the
+     queue before it began, queued_us) on rows "world: collectives", "world:
      point-to-point" and one pair per group, written out every 50 ms (a
      rank killed loses at most that much; distrun reads what is there).
      Times are on the job's clock: each rank measures its offset to the
@@ -4935,7 +4938,9 @@ typedef struct dist__rec {
     uint64_t wait;                   /* (the member it waits for now + 1) << 8 | DIST__RECW_*; 0: none known */
     int64_t t_start;                 /* dist__now_ns(); 0: not read (a call that never waited, unless timed) */
     int64_t t_end;                   /* ...its end, read when its start was */
-    int64_t tag;                     /* point-to-point: its tag, and whether synchronous (bit 62) */
+    int64_t tag;                     /* point-to-point: its tag, and whether synchronous (bit 62); collectives: when
+                                        it was queued (dist__now_ns(): an async call, or a blocking one behind
+                                        them), 0: it ran as it was called */
     int32_t res;                     /* its result, once it failed */
 } dist__rec;
 /* what: DIST__COLL_* (collectives) or DIST__REQ_SEND/RECV (point-to-point);
@@ -5007,6 +5012,8 @@ struct dist {
     dist__cond q_cond;
     dist__job *q_head, *q_tail, *q_free;
     int q_busy, q_stop, worker_started;
+    int q_len;                       /* jobs queued, not yet begun (relaxed stores: the recorder's dump reads them) */
+    int64_t q_oldest;                /* ...the first one's t_enq (0: none) */
     dist__thread worker;
     /* -- the world only: the store, under store_lock -- */
     dist__socket store_fd;
@@ -8733,12 +8740,13 @@ typedef struct dist__coll {
 } dist__coll;
 
 /* Collectives: by the thread running them (see "flight recorder"). */
-DIST__INLINE void dist__rec_coll_begin(dist__coll *c) {
+DIST__INLINE void dist__rec_coll_begin(dist__coll *c, int64_t t_enq) {
     dist_t *d = c->d;
     dist__rec *x;
     if (!DIST_RECORDER_OPS) return;
     x = dist__rec_open(&d->rec_coll);
     dist__rec_fill(x, dist__rec_desc(c->kind, c->algo, c->dtype, c->op, c->root), c->seq, c->count, d->rec_timed ? dist__now_ns() : 0);
+    DIST__STORE_RELAXED(&x->tag, t_enq);
     dist__rec_close(&d->rec_coll, x);
     c->rec = x;
 }
@@ -8957,7 +8965,7 @@ static void dist__coll_check_queued(dist__coll *c) {
    nothing is amiss: no failed connection, no collective of d failed, no
    frame of a collective waiting (its checks are then made at the end). */
 static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_t count, dist_dtype dtype, dist_op op, int root,
-                             const char *invalid) {
+                             const char *invalid, int64_t t_enq) {
     const dist__abort_note *a;
     c->d = d; c->e = d->eng;         /* every field, but no memset of the sentence */
     c->deadline_ns = 0; c->reqs = NULL; c->rec = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
@@ -8966,7 +8974,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     c->es = dist_dtype_size(dtype);
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     c->seq = ++d->coll_seq;
-    dist__rec_coll_begin(c);
+    dist__rec_coll_begin(c, t_enq);
     if ((c->stamped = d->obs != NULL) != 0) {       /* (timed: rec's start is read) */
         c->st_last = c->st_first = c->rec ? DIST__LOAD_RELAXED(&c->rec->t_start) + d->top->clock_off : 0;
         c->st_rank = c->e->rank;
@@ -9580,6 +9588,7 @@ struct dist__job {
     dist_op op;
     int root;
     dist_req_t *req;              /* completed when the job is done */
+    int64_t t_enq;                /* when it was queued (0: it runs as it was called) */
     int done;                     /* a blocking caller's job, queued behind async ones */
     dist_result res;
     char invalid[200];            /* a bad call: fails on every rank, in its turn */
@@ -9983,7 +9992,7 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     int algo = dist__choose_algo(d, j->kind, bytes);
     uint8_t *out = (uint8_t *)j->recv;
     const uint8_t *in = (const uint8_t *)j->send;
-    dist__coll_begin(&c, d, j->kind, algo, j->count, j->dtype, j->op, j->root, j->invalid);
+    dist__coll_begin(&c, d, j->kind, algo, j->count, j->dtype, j->op, j->root, j->invalid, j->t_enq);
     if (c.res != DIST_OK) return dist__coll_end(&c);
     if (algo == DIST__ALGO_SLOTS) {
         if (dist__fast_run(&c, j->kind == DIST__COLL_ALL_GATHER ? in : out, out) == DIST_OK && j->kind == DIST__COLL_ALL_REDUCE &&
@@ -10086,6 +10095,8 @@ static DIST__THREAD_RETURN dist__worker_thread(void *arg) {
         }
         d->q_head = j->next;
         if (!d->q_head) d->q_tail = NULL;
+        DIST__STORE_RELAXED(&d->q_len, d->q_len - 1);
+        DIST__STORE_RELAXED(&d->q_oldest, d->q_head ? d->q_head->t_enq : 0);
         int pooled = j->req != NULL;     /* else a blocking caller owns it, and may leave once it is done */
         d->q_busy = 1;
         dist__mutex_unlock(&d->q_lock);
@@ -10190,8 +10201,10 @@ static dist_result dist__submit(dist_t *d, dist__job *j, int send_needed, int re
         }
         q->next = NULL;
         q->done = 0;
-        if (d->q_tail) d->q_tail->next = q; else d->q_head = q;
+        q->t_enq = dist__now_ns();       /* (the flight recorder's "queued") */
+        if (d->q_tail) d->q_tail->next = q; else { d->q_head = q; DIST__STORE_RELAXED(&d->q_oldest, q->t_enq); }
         d->q_tail = q;
+        DIST__STORE_RELAXED(&d->q_len, d->q_len + 1);
         dist__cond_broadcast(&d->q_cond);
         dist__mutex_unlock(&d->q_lock);
         if (req) return DIST_OK;
@@ -10219,7 +10232,7 @@ static void dist__worker_stop(dist_t *d) {
 static dist_result dist__collective(dist_t *d, int kind, const void *send, void *recv, size_t count, dist_dtype dtype, dist_op op,
                                     int root, int send_needed, int recv_needed, dist_req_t **req) {
     dist__job j;                  /* no memset: its two sentences are 500 bytes, a small call costs 200 ns */
-    j.next = NULL; j.req = NULL; j.done = 0; j.res = DIST_OK; j.invalid[0] = 0; j.err[0] = 0;
+    j.next = NULL; j.req = NULL; j.t_enq = 0; j.done = 0; j.res = DIST_OK; j.invalid[0] = 0; j.err[0] = 0;
     j.kind = kind; j.send = send; j.recv = recv; j.count = count; j.dtype = dtype; j.op = op; j.root = root;
     return dist__submit(d, &j, send_needed, recv_needed, req);
 }
@@ -12232,9 +12245,13 @@ static int dist__rec_world_rank(const dist_t *d, int r) { return r >= 0 && r < d
    under it).  Lines:
      dist-dump 1 <rank> <world> <in destroy> <request answered>
      g <comm> <size> <rank in it> w | <world rank of each member>
-     c <comm> <seq> <kind> <algo> <dtype> <op> <root> <count> <state> <res> <waits for what> <whom> <started> <ended>
+     c <comm> <seq> <kind> <algo> <dtype> <op> <root> <count> <state> <res> <waits for what> <whom> <started> <ended> <queued>
      p <comm> <seq> <kind> <sync> <peer> <tag> <dtype> <count> <state> <res> <started> <ended>
-   ranks as world ranks, times as milliseconds ago (-1: not read). */
+     q <comm> <collectives queued, not begun> <the first queued>     (when there are any)
+   ranks as world ranks, times as milliseconds ago (-1: not read; queued:
+   -1 when the call ran as it was called, not queued behind async ones).
+   (A reader takes a 'c' line without <queued>, and skips lines of other
+   letters: older dumps parse.) */
 static size_t dist__rec_dump(dist_t *top, long long gen, char *buf, size_t cap) {
     dist__engine *e = top->eng;
     int64_t now = dist__now_ns();
@@ -12252,9 +12269,15 @@ static size_t dist__rec_dump(dist_t *top, long long gen, char *buf, size_t cap) 
         DIST__DUMP_PUT("\n");
         for (k = n > DIST__DUMP_COLLS ? n - DIST__DUMP_COLLS : 0; k < n; k++) {
             if (!dist__rec_read(&d->rec_coll.ops[k & (DIST__REC_N - 1)], &o)) continue;
-            DIST__DUMP_PUT("c %u %llu %d %d %d %d %d %llu %d %d %d %d %lld %lld\n", (unsigned)d->id, (unsigned long long)o.seq, o.what,
+            DIST__DUMP_PUT("c %u %llu %d %d %d %d %d %llu %d %d %d %d %lld %lld %lld\n", (unsigned)d->id, (unsigned long long)o.seq, o.what,
                            o.algo, o.dtype, o.op, dist__rec_world_rank(d, o.peer), (unsigned long long)o.count, o.state, (int)o.res,
-                           o.wait_what, dist__rec_world_rank(d, o.waiting_on), dist__ago_ms(o.t_start, now), dist__ago_ms(o.t_end, now));
+                           o.wait_what, dist__rec_world_rank(d, o.waiting_on), dist__ago_ms(o.t_start, now), dist__ago_ms(o.t_end, now),
+                           dist__ago_ms(o.tag, now));       /* (a collective's tag: when it was queued) */
+        }
+        {
+            int queued = DIST__LOAD_RELAXED(&d->q_len);
+            int64_t oldest = DIST__LOAD_RELAXED(&d->q_oldest);
+            if (queued > 0 && oldest) DIST__DUMP_PUT("q %u %d %lld\n", (unsigned)d->id, queued, dist__ago_ms(oldest, now));
         }
         n = DIST__LOAD_ACQ(&d->rec_p2p.n);
         for (k = n > DIST_RECORDER_OPS ? n - DIST_RECORDER_OPS : 0; k < n; k++) {
@@ -12275,13 +12298,14 @@ typedef struct dist__dop {           /* one operation of a dump */
     unsigned comm;
     unsigned long long seq, count;
     int kind, algo, dtype, op, peer, state, res, wait_what, waiting_on, sync;
-    long long tag, started, ended;
+    long long tag, started, ended, queued;
 } dist__dop;
 typedef struct dist__dump {
     int have, rank, world, in_destroy;
     long long gen;
     dist__dop *ops; int nops;
     unsigned comms[64]; int comm_size[64], ncomms;   /* the communicators it is in */
+    int comm_queued[64]; long long comm_queued_ms[64]; /* ...collectives queued there, not begun; the first queued, ms ago */
 } dist__dump;
 
 static int dist__dump_nums(const char **p, long long *v, int n) {
@@ -12314,6 +12338,13 @@ static int dist__dump_parse(const char *text, size_t len, dist__dump *o) {
             if (o->ncomms < 64) { o->comms[o->ncomms] = (unsigned)v[0]; o->comm_size[o->ncomms++] = (int)v[1]; }
             continue;
         }
+        if (t == 'q') {                  /* after its communicator's g line */
+            if (dist__dump_nums(&p, v, 3) != 0 || v[0] < 0 || v[0] > 0xffffffffLL || v[1] < 1 || v[1] > 1000000000LL || v[2] < 0) return -1;
+            if (o->ncomms > 0 && o->comms[o->ncomms - 1] == (unsigned)v[0]) {
+                o->comm_queued[o->ncomms - 1] = (int)v[1]; o->comm_queued_ms[o->ncomms - 1] = v[2];
+            }
+            continue;
+        }
         if ((t != 'c' && t != 'p') || o->nops == 256) continue;
         x = &o->ops[o->nops];
         memset(x, 0, sizeof *x);
@@ -12324,12 +12355,15 @@ static int dist__dump_parse(const char *text, size_t len, dist__dump *o) {
             x->dtype = (int)v[4]; x->op = (int)v[5]; x->peer = (int)v[6]; x->count = (unsigned long long)v[7];
             x->state = (int)v[8]; x->res = (int)v[9]; x->wait_what = (int)v[10]; x->waiting_on = (int)v[11];
             x->started = v[12]; x->ended = v[13];
-            if (x->kind <= DIST__COLL_NONE || x->kind >= DIST__COLL_KINDS) return -1;
+            while (*p == ' ') p++;
+            x->queued = -1;                  /* (older dumps have no <queued>) */
+            if ((*p == '-' || (*p >= '0' && *p <= '9')) && dist__dump_nums(&p, &x->queued, 1) != 0) return -1;
+            if (x->kind <= DIST__COLL_NONE || x->kind >= DIST__COLL_KINDS || x->queued < -1) return -1;
         } else {
             if (dist__dump_nums(&p, v, 12) != 0) return -1;
             x->comm = (unsigned)v[0]; x->seq = (unsigned long long)v[1]; x->kind = (int)v[2]; x->sync = (int)v[3];
             x->peer = (int)v[4]; x->tag = v[5]; x->dtype = (int)v[6]; x->count = (unsigned long long)v[7];
-            x->state = (int)v[8]; x->res = (int)v[9]; x->started = v[10]; x->ended = v[11];
+            x->state = (int)v[8]; x->res = (int)v[9]; x->started = v[10]; x->ended = v[11]; x->queued = -1;
             if (x->kind != DIST__REQ_SEND && x->kind != DIST__REQ_RECV) return -1;
         }
         if (x->dtype < 0 || x->dtype >= DIST_DTYPE_COUNT || x->state < DIST__REC_RUNNING || x->state > DIST__REC_FAILED ||
@@ -12337,6 +12371,12 @@ static int dist__dump_parse(const char *text, size_t len, dist__dump *o) {
         o->nops++;
     }
     o->have = 1;
+    return 0;
+}
+
+/* Collectives queued on `comm` in a dump, not begun (0: none, or no dump). */
+static int dist__dump_queued(const dist__dump *dp, unsigned comm) {
+    for (int ci = 0; dp->have && ci < dp->ncomms; ci++) if (dp->comms[ci] == comm) return dp->comm_queued[ci];
     return 0;
 }
 
@@ -12494,8 +12534,13 @@ static size_t dist__report_build(int world, char *const *texts, const size_t *le
                     if (x && x->state == DIST__REC_RUNNING) {
                         dist__dop_text(x, what, sizeof what);
                         dist__dop_wait_text(x, wait, sizeof wait);
-                        if (x->started >= 0) DIST__REP_PUT("  rank %d is still in %s (entered %.1f s ago%s)\n", r, what, x->started / 1000.0, wait);
-                        else DIST__REP_PUT("  rank %d is still in %s%s%s\n", r, what, wait[0] ? " (" : "", wait[0] ? wait + 2 : "");
+                        char in[200];       /* "queued 4.0 s ago, entered 3.0 s ago, waiting for data from rank 5" */
+                        int m = x->queued >= 0 ? snprintf(in, sizeof in, ", queued %.1f s ago", x->queued / 1000.0) : 0;
+                        m = m < 0 ? 0 : m >= (int)sizeof in ? (int)sizeof in - 1 : m;
+                        if (x->started >= 0) dist__format(in + m, sizeof in - (size_t)m, ", entered %.1f s ago%s", x->started / 1000.0, wait);
+                        else dist__format(in + m, sizeof in - (size_t)m, "%s", wait);
+                        if (in[0]) DIST__REP_PUT("  rank %d is still in %s (%s)\n", r, what, in + 2);
+                        else DIST__REP_PUT("  rank %d is still in %s\n", r, what);
                     } else if (x) {
                         dist__dop_text(x, what, sizeof what);
                         DIST__REP_PUT("  rank %d has not called collective #%llu: its last, %s, %s", r, top, what,
@@ -12509,6 +12554,24 @@ static size_t dist__report_build(int world, char *const *texts, const size_t *le
                     }
                 }
                 (void)nb;
+            }
+            /* async collectives queued behind the current one, ranks with as many together */
+            for (int r = 0; r < world; r++) {
+                int k = dist__dump_queued(&dp[r], comm), n = 0, dup = 0;
+                long long longest = -1;
+                if (k <= 0) continue;
+                for (int q = 0; q < r && !dup; q++) dup = dist__dump_queued(&dp[q], comm) == k;
+                if (dup) continue;
+                for (int q = r; q < world; q++)
+                    if (dist__dump_queued(&dp[q], comm) == k) {
+                        list[n++] = q;
+                        for (int cj = 0; cj < dp[q].ncomms; cj++)
+                            if (dp[q].comms[cj] == comm && dp[q].comm_queued_ms[cj] > longest) longest = dp[q].comm_queued_ms[cj];
+                    }
+                dist__ranks_text(list, n, ranks, sizeof ranks);
+                DIST__REP_PUT("  rank%s %s %s %d collective%s queued behind %s current one (async; the first for %s%.1f s)\n",
+                              DIST__PLURAL(n), ranks, n > 1 ? "have" : "has", k, DIST__PLURAL(k), n > 1 ? "their" : "its",
+                              n > 1 ? "up to " : "", longest / 1000.0);
             }
         }
     }
@@ -12863,7 +12926,7 @@ typedef struct dist__opstat {
 
 typedef struct dist__trace_ev {
     uint64_t desc, seq, count;
-    int64_t t_start, t_end, tag;
+    int64_t t_start, t_end, tag;             /* (a collective's tag: when it was queued; see dist__rec) */
     int64_t spread;                          /* a collective: its first and last entries apart (ns), */
     int32_t res, last;                       /* ...and who came last (a rank of the communicator; -1: unknown) */
 } dist__trace_ev;
@@ -12960,7 +13023,7 @@ static size_t dist__trace_event(const dist_t *top, const dist__obs *o, int side,
     dist__trace_us(ts, sizeof ts, ev->t_start + top->clock_off);
     dist__trace_us(dur, sizeof dur, ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0);
     if (side == 0) {
-        char extra[128] = "";
+        char extra[192] = "";
         int reduces = what == DIST__COLL_REDUCE || what == DIST__COLL_ALL_REDUCE || what == DIST__COLL_REDUCE_SCATTER;
         int rooted = what == DIST__COLL_BROADCAST || what == DIST__COLL_REDUCE || what == DIST__COLL_GATHER || what == DIST__COLL_SCATTER;
         if (reduces) dist__format(extra, sizeof extra, ",\"op\":\"%s\"", dist__op_name(op));
@@ -12969,6 +13032,11 @@ static size_t dist__trace_event(const dist_t *top, const dist__obs *o, int side,
             char late[32];
             dist__trace_us(late, sizeof late, ev->spread);
             dist__format(extra + strlen(extra), sizeof extra - strlen(extra), ",\"last_in\":%d,\"late_us\":%s", ev->last, late);
+        }
+        if (ev->tag && ev->t_start >= ev->tag) {      /* queued (an async call): how long before it began */
+            char queued[32];
+            dist__trace_us(queued, sizeof queued, ev->t_start - ev->tag);
+            dist__format(extra + strlen(extra), sizeof extra - strlen(extra), ",\"queued_us\":%s", queued);
         }
         n = snprintf(buf, cap, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"cat\":\"collective\",\"name\":\"%s\",\"ts\":%s,\"dur\":%s,"
                      "\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\"%s,\"bytes\":%llu,\"algo\":\"%s\",\"result\":\"%s\"}}",

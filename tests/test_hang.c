@@ -34,7 +34,15 @@
              the call knows); the job then finishes with the right sums.
    recorder  dist_recorder_dump on a rank after the 4 all_reduces and a
              send/recv: its lines list collectives #1-#4 done with their
-             sizes, and send #1 / recv #1 with their peers and tags. */
+             sizes, and send #1 / recv #1 with their peers and tags; then
+             an async all_reduce (#5): its line says when it was queued
+             (>= 0 ms ago), the blocking ones' -1.
+   queued    rank 3 stops itself before its async all_reduces #5-#7; the
+             others post theirs (the first runs and waits, two queue
+             behind it): 1.5 s later rank 0's second thread's report says
+             ranks 0-2, 4-7 wait in #5 with 2 collectives queued behind
+             it, and rank 3 sent no report; rank 3 resumed, all three
+             return the right sums everywhere. */
 #ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
 #endif
@@ -71,7 +79,7 @@ typedef struct {
 } shared_t;
 static shared_t *sh;
 static int g_which;   /* which case the ranks run */
-enum { C_STOPPED, C_SKIPPED, C_MISMATCH, C_TIMEOUT, C_WAITING, C_RECORDER };
+enum { C_STOPPED, C_SKIPPED, C_MISMATCH, C_TIMEOUT, C_WAITING, C_RECORDER, C_QUEUED };
 
 static int rank_fail(int rank, const char *fmt, ...) {
     va_list ap;
@@ -109,7 +117,7 @@ static void *rank0_helper(void *p) {
     sleep_ms(1500);
     if (dist_job_report(w, sh->report, sizeof sh->report) != DIST_OK)
         snprintf(sh->report, sizeof sh->report, "dist_job_report failed: %s", dist_error_message(w));
-    if (g_which == C_STOPPED) kill(atomic_load(&sh->pid[3]), SIGCONT);
+    if (g_which == C_STOPPED || g_which == C_QUEUED) kill(atomic_load(&sh->pid[3]), SIGCONT);
     if (g_which == C_SKIPPED) {
         int32_t v = 42;
         dist_send(w, &v, 1, DIST_INT32, 3, 99);
@@ -136,12 +144,34 @@ static int rank_main(dist_t *w, void *arg) {
     if (warm(w, rank)) return 1;
     if (g_which == C_RECORDER) {
         int32_t v = rank;
+        double y = rank;
+        dist_req_t *req = NULL;
         if (rank == 0) OK(dist_send(w, &v, 1, DIST_INT32, 1, 7));
-        if (rank == 1) {
-            OK(dist_recv(w, &v, 1, DIST_INT32, 0, 7));
-            dist_recorder_dump(w, sh->dump, sizeof sh->dump);
-        }
+        if (rank == 1) OK(dist_recv(w, &v, 1, DIST_INT32, 0, 7));
+        OK(dist_all_reduce_async(w, &y, 1, DIST_FLOAT64, DIST_SUM, &req));
+        OK(dist_wait(req));
+        EXPECT_R(rank, y == 28, "async all_reduce #5: %g", y);
+        if (rank == 1) dist_recorder_dump(w, sh->dump, sizeof sh->dump);
         OK(dist_barrier(w));
+        return 0;
+    }
+    if (g_which == C_QUEUED) {
+        double y[3];
+        dist_req_t *req[3] = { 0 };
+        if (rank == 0) {
+            ha.w = w;
+            if (pthread_create(&th, NULL, rank0_helper, &ha) != 0) return rank_fail(rank, "pthread_create");
+        }
+        if (rank == 3) raise(SIGSTOP);
+        for (int k = 0; k < 3; k++) {
+            y[k] = rank + 100 + k;
+            OK(dist_all_reduce_async(w, &y[k], 1, DIST_FLOAT64, DIST_SUM, &req[k]));
+        }
+        for (int k = 0; k < 3; k++) {
+            OK(dist_wait(req[k]));
+            EXPECT_R(rank, y[k] == 828 + 8 * k, "async all_reduce #%d: %g, expected %d", 5 + k, y[k], 828 + 8 * k);
+        }
+        if (rank == 0) pthread_join(th, NULL);
         return 0;
     }
     if (rank == 0 && (g_which == C_STOPPED || g_which == C_SKIPPED)) {
@@ -262,8 +292,28 @@ int main(void) {
         if (sh->noted[3][0]) { printf("FAIL waiting: rank 3, which came last, logged \"%s\"\n", sh->noted[3]); failed++; }
     }
     {
-        const char *must[] = { "dist-dump 1 1 8 0 0", "c 0 4 3 ", "c 0 1 3 ", "p 0 1 2 0 0 7 2 1 2 0", NULL };
+        const char *must[] = { "dist-dump 1 1 8 0 0", "c 0 4 3 ", "c 0 1 3 ", "c 0 5 3 ", "p 0 1 2 0 0 7 2 1 2 0", NULL };
         failed += !run_case(C_RECORDER, "recorder", 20000, must);
+        /* <queued>, the last field of a c line: -1 for #1-#4 (blocking), >= 0 for #5 (async) */
+        for (int seq = 1; seq <= 5; seq++) {
+            char head[32];
+            const char *p;
+            snprintf(head, sizeof head, "\nc 0 %d 3 ", seq);
+            if ((p = strstr(sh->dump, head)) == NULL) continue;      /* (said above) */
+            const char *nl = strchr(p + 1, '\n'), *sp = p + 1;
+            for (const char *q = p + 1; q < (nl ? nl : p + strlen(p)); q++) if (*q == ' ') sp = q;
+            long long queued = atoll(sp + 1);
+            if (seq < 5 ? queued != -1 : (queued < 0 || queued > 20000)) {
+                printf("FAIL recorder: collective #%d's <queued> is %lld (%s)\n", seq, queued, seq < 5 ? "blocking: -1" : "async: >= 0 ms ago");
+                failed++;
+            }
+        }
+    }
+    {
+        const char *must[] = { "job report: 7 of 8 ranks answered", "rank 3 sent no report",
+                               "ranks 0-2, 4-7 wait in all_reduce #5 (1 x float64, sum) (for up to ",
+                               "ranks 0-2, 4-7 have 2 collectives queued behind their current one (async; the first for up to ", NULL };
+        failed += !run_case(C_QUEUED, "queued", 20000, must);
     }
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

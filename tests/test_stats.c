@@ -30,8 +30,10 @@
    trace     DIST_TRACE=DIR (DIR not there yet: the library makes it), 4
              ranks, 20 all_reduces, 30 group barriers, sends: each rank's
              DIR/rank<R>.trace.json begins and ends as the format says,
-             holds 20 all_reduce events (saying who came last), 50 send
-             events, and (ranks 0, 1)
+             holds 20 all_reduce events (saying who came last), then 5
+             async ones saying how long they were queued (rank 2 sleeps
+             20 ms first: the others' queue that long behind their first),
+             50 send events, and (ranks 0, 1)
              30 barriers on the group's row; DIST_TRACE in a directory
              that cannot be made fails dist_init, naming the file.
    flood     DIST_TRACE and DIST_STATS, 2 ranks, 300000 all_reduces of one
@@ -219,8 +221,17 @@ static int rank_off(dist_t *w, int rank) {
 static int rank_trace(dist_t *w, int rank) {
     int members[2] = { 0, 1 }, x = rank;
     dist_t *g = NULL;
+    int y[5];
+    dist_req_t *req[5];
     for (int i = 0; i < 20; i++)
         if (dist_all_reduce(w, &x, 1, DIST_INT32, DIST_MAX) != DIST_OK) return FAIL("all_reduce: %s", dist_error_message(w));
+    if (rank == 2) sleep_ms(20);         /* the others' async calls queue behind the first, waiting for it */
+    for (int i = 0; i < 5; i++) {
+        y[i] = rank + i;
+        if (dist_all_reduce_async(w, &y[i], 1, DIST_INT32, DIST_MAX, &req[i]) != DIST_OK) return FAIL("all_reduce_async: %s", dist_error_message(w));
+    }
+    for (int i = 0; i < 5; i++)
+        if (dist_wait(req[i]) != DIST_OK || y[i] != N - 1 + i) return FAIL("async all_reduce %d: %d, %s", i, y[i], dist_error_message(w));
     for (int i = 0; i < 50; i++) {
         if (dist_send(w, &x, 1, DIST_INT32, (rank + 1) % N, 1) != DIST_OK) return FAIL("send: %s", dist_error_message(w));
         if (dist_recv(w, &x, 1, DIST_INT32, (rank + N - 1) % N, 1) != DIST_OK) return FAIL("recv: %s", dist_error_message(w));
@@ -305,6 +316,13 @@ static int count(const char *hay, const char *needle) {
     int k = 0;
     for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) k++;
     return k;
+}
+
+/* The largest number after any `key` in hay (-1: none). */
+static double max_after(const char *hay, const char *key) {
+    double m = -1;
+    for (const char *p = hay; (p = strstr(p, key)) != NULL; p += strlen(key)) if (atof(p + strlen(key)) > m) m = atof(p + strlen(key));
+    return m;
 }
 
 /* dist_init of one rank with env name=value: its result and sentence. */
@@ -420,10 +438,14 @@ int main(void) {
             if (strncmp(txt, "{\"traceEvents\":[\n", 17) != 0 || !strstr(txt, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"dist_trace\":1") ||
                 strcmp(txt + len - 3, "}}\n") != 0)
                 printf("FAIL trace: %s does not begin and end as a trace does\n", path), bad = 1;
-            else if (count(txt, row) != 20 || count(txt, "\"name\":\"send\"") != 50 || count(txt, "\"name\":\"recv\"") != 50 ||
-                     count(txt, "\"last_in\":") < 20)
-                printf("FAIL trace: %s: %d all_reduce, %d send, %d recv events, %d saying who came last; want 20, 50, 50, >= 20\n", path,
+            else if (count(txt, row) != 25 || count(txt, "\"name\":\"send\"") != 50 || count(txt, "\"name\":\"recv\"") != 50 ||
+                     count(txt, "\"last_in\":") < 25)
+                printf("FAIL trace: %s: %d all_reduce, %d send, %d recv events, %d saying who came last; want 25, 50, 50, >= 25\n", path,
                        count(txt, row), count(txt, "\"name\":\"send\""), count(txt, "\"name\":\"recv\""), count(txt, "\"last_in\":")), bad = 1;
+            else if (count(txt, "\"queued_us\":") != 5 || (r != 2 && max_after(txt, "\"queued_us\":") < 10000))
+                printf("FAIL trace: %s: %d events say how long they were queued (want 5, the async calls), at most %.0f us "
+                       "(want >= 10000 but on rank 2: they queued behind one that waited 20 ms for it)\n", path,
+                       count(txt, "\"queued_us\":"), max_after(txt, "\"queued_us\":")), bad = 1;
             else if (count(txt, "\"name\":\"barrier\"") != (r < 2 ? 30 : 0) || (r < 2 && !strstr(txt, "(2 ranks): collectives")))
                 printf("FAIL trace: %s: %d group barriers, want %d\n", path, count(txt, "\"name\":\"barrier\""), r < 2 ? 30 : 0), bad = 1;
             free(txt);

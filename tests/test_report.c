@@ -1,0 +1,156 @@
+// WINDOWS: yes
+// TIMEOUT: 60
+/* test_report.c - the job report read from dumps written here by hand,
+   as the ranks' recorders would write them (FLIGHT RECORDER in dist.h;
+   the dumps' format is at dist__rec_dump).  test_hang.c makes real jobs
+   hang; this one pins the report's sentences for states a real job
+   reaches only by chance, and what the reader refuses:
+     queued    ranks 0-2 wait in async all_reduce #5 with 2 more queued
+               behind it; rank 3 is still in #4, queued 4 s ago and
+               entered 3 s ago, waiting for data from rank 1: the report
+               says each, and that rank 3 is the likely cause
+     older     a dump without the <queued> field and no q lines (an
+               older library) reads as "not queued"
+     refused   q lines and c lines with impossible numbers (negative
+               counts, a communicator id past 32 bits, queued < -1) make
+               the dump unreadable: that rank "sent no report"
+     real      this process's own recorder (a world of one rank): an async all_reduce's line carries
+               when it was queued (>= 0 ms ago), a blocking one's -1
+   One line per check; exit 0 only if every check passed. */
+#define DIST_IMPLEMENTATION         /* (reads the library's own parser: never the linked build) */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static int checks, fails;
+
+static void check(int ok, const char *what, const char *report) {
+    checks++;
+    if (ok) { printf("ok   %s\n", what); return; }
+    fails++;
+    printf("FAIL %s\n", what);
+    for (const char *p = report; p && *p; ) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        printf("     | %.*s\n", len, p);
+        p += len + (nl != NULL);
+    }
+}
+
+/* One collective line: comm 0, seq, all_reduce of 8 float32 sum. */
+static int c_line(char *out, size_t cap, int seq, int state, int wait_what, int whom, long long started, long long ended,
+                  const char *queued) {
+    return snprintf(out, cap, "c 0 %d %d 0 %d %d 0 8 %d 0 %d %d %lld %lld%s%s\n", seq, DIST__COLL_ALL_REDUCE, (int)DIST_FLOAT32,
+                    (int)DIST_SUM, state, wait_what, whom, started, ended, queued ? " " : "", queued ? queued : "");
+}
+
+/* Rank r's dump of 4 ranks: collectives #4 (done) and #5 running, or (r
+   = 3) #4 running; `qline`: a q line for communicator 0 (NULL: none);
+   `queued`: the <queued> field of the running one (NULL: absent). */
+static char *dump_of(int r, const char *qline, const char *queued) {
+    char *t = (char *)malloc(4096);
+    int n = snprintf(t, 4096, "dist-dump 1 %d 4 0 7\ng 0 4 %d w\n", r, r);
+    if (r == 3) n += c_line(t + n, 4096 - (size_t)n, 4, DIST__REC_RUNNING, DIST__RECW_DATA, 1, 3000, -1, queued);
+    else {
+        n += c_line(t + n, 4096 - (size_t)n, 4, DIST__REC_DONE, 0, -1, 3100, 3050, queued ? "-1" : NULL);
+        n += c_line(t + n, 4096 - (size_t)n, 5, DIST__REC_RUNNING, DIST__RECW_DATA, 3, 1000 + 500 * r, -1, queued);
+    }
+    if (qline) snprintf(t + n, 4096 - (size_t)n, "%s\n", qline);
+    return t;
+}
+
+static void report_of(char **texts, char *out, size_t cap) {
+    size_t lens[4];
+    for (int r = 0; r < 4; r++) lens[r] = texts[r] ? strlen(texts[r]) : 0;
+    dist__report_build(4, texts, lens, out, cap);
+}
+
+static void free_all(char **texts) { for (int r = 0; r < 4; r++) { free(texts[r]); texts[r] = NULL; } }
+
+int main(void) {
+    char out[8192], *texts[4] = { 0 };
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    /* queued */
+    for (int r = 0; r < 3; r++) texts[r] = dump_of(r, r == 1 ? "q 0 2 1500" : "q 0 2 1200", "2100");
+    texts[3] = dump_of(3, NULL, "4000");
+    report_of(texts, out, sizeof out);
+    check(strstr(out, "job report: 4 of 4 ranks answered\n") != NULL, "queued: every dump read", out);
+    check(strstr(out, "  ranks 0-2 wait in all_reduce #5 (8 x float32, sum) (for up to 2.0 s)\n") != NULL,
+          "queued: ranks 0-2 wait in all_reduce #5, for up to 2.0 s (the longest started)", out);
+    check(strstr(out, "  rank 3 is still in all_reduce #4 (8 x float32, sum) (queued 4.0 s ago, entered 3.0 s ago, waiting for data from "
+                      "rank 1)\n") != NULL, "queued: rank 3 is still in #4, queued 4.0 s ago, entered 3.0 s ago, waiting for rank 1", out);
+    check(strstr(out, "  ranks 0-2 have 2 collectives queued behind their current one (async; the first for up to 1.5 s)\n") != NULL,
+          "queued: ranks 0-2 have 2 collectives queued behind #5 (the first for up to 1.5 s)", out);
+    check(strstr(out, "  likely cause: rank 3 is behind the others (they are in collective #5)\n") != NULL, "queued: likely cause rank 3", out);
+    free_all(texts);
+
+    /* one rank with a queue of its own length */
+    for (int r = 0; r < 3; r++) texts[r] = dump_of(r, r == 2 ? "q 0 1 700" : NULL, "2100");
+    texts[3] = dump_of(3, NULL, "-1");
+    report_of(texts, out, sizeof out);
+    check(strstr(out, "  rank 2 has 1 collective queued behind its current one (async; the first for 0.7 s)\n") != NULL &&
+          !strstr(out, "ranks 0-2 have"), "queued: one rank's queue, in the singular", out);
+    check(strstr(out, "  rank 3 is still in all_reduce #4 (8 x float32, sum) (entered 3.0 s ago, waiting for data from rank 1)\n") != NULL,
+          "queued: a call not queued (-1) says nothing of a queue", out);
+    free_all(texts);
+
+    /* older: no <queued>, no q lines */
+    for (int r = 0; r < 4; r++) texts[r] = dump_of(r, NULL, NULL);
+    report_of(texts, out, sizeof out);
+    check(strstr(out, "job report: 4 of 4 ranks answered\n") != NULL &&
+          strstr(out, "  rank 3 is still in all_reduce #4 (8 x float32, sum) (entered 3.0 s ago, waiting for data from rank 1)\n") &&
+          !strstr(out, "queued"), "older: dumps without <queued> read, nothing said of queues", out);
+    free_all(texts);
+
+    /* refused */
+    {
+        const char *bad_q[] = { "q 0 -2 100", "q 0 2 -5", "q 4294967296 2 100", "q 0 2", "q x 2 100" };
+        for (size_t i = 0; i < sizeof bad_q / sizeof *bad_q; i++) {
+            char what[120];
+            for (int r = 0; r < 4; r++) texts[r] = dump_of(r, r == 2 ? bad_q[i] : NULL, "5");
+            report_of(texts, out, sizeof out);
+            snprintf(what, sizeof what, "refused: rank 2's \"%s\" makes its dump unreadable", bad_q[i]);
+            check(strstr(out, "job report: 3 of 4 ranks answered\n") && strstr(out, "  rank 2 sent no report"), what, out);
+            free_all(texts);
+        }
+        for (int r = 0; r < 4; r++) texts[r] = dump_of(r, NULL, r == 1 ? "-7" : "5");
+        report_of(texts, out, sizeof out);
+        check(strstr(out, "job report: 3 of 4 ranks answered\n") && strstr(out, "  rank 1 sent no report"),
+              "refused: a c line queued -7 ms ago", out);
+        free_all(texts);
+    }
+
+    /* real: this process's recorder, a world of one rank */
+    {
+        dist_config cfg = { 0 };
+        dist_t *w = NULL;
+        dist_req_t *req = NULL;
+        float v[8] = { 0 };
+        char dump[4096], url[64];
+        dist__dump dp;
+        snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port(AF_INET));
+        cfg.world_size = 1; cfg.init_method = url;
+        if (dist_init(&w, &cfg) != DIST_OK) {
+            printf("FAIL real: dist_init: %s\n", dist_error_message(NULL));
+            return 1;
+        }
+        int ok = dist_all_reduce(w, v, 8, DIST_FLOAT32, DIST_SUM) == DIST_OK &&
+                 dist_all_reduce_async(w, v, 8, DIST_FLOAT32, DIST_SUM, &req) == DIST_OK && dist_wait(req) == DIST_OK;
+        check(ok, "real: a blocking all_reduce, then an async one", dist_error_message(w));
+        size_t n = dist_recorder_dump(w, dump, sizeof dump);
+        int parsed = dist__dump_parse(dump, n, &dp) == 0;
+        const dist__dop *a = parsed ? dist__dump_find(&dp, 0, 1) : NULL, *b = parsed ? dist__dump_find(&dp, 0, 2) : NULL;
+        check(a && b && a->queued == -1 && b->queued >= 0 && b->queued < 60000,
+              "real: the dump reads back; the blocking call's <queued> is -1, the async one's how long ago it was queued", dump);
+        if (parsed) DIST_FREE(dp.ops);
+        dist_destroy(w);
+    }
+
+    printf("%d of %d checks passed\n", checks - fails, checks);
+    return fails ? 1 : 0;
+}
