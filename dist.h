@@ -289,11 +289,13 @@ ERRORS AND LOGGING
 
 FLIGHT RECORDER
    Always on: every communicator keeps its last DIST_RECORDER_OPS (64)
-   collectives and its last 64 point-to-point operations (kind, number,
-   count, dtype, op, root or peer, tag, state, result, whom it waits for
-   and since when; an async collective also when it was queued), at the cost of a few stores per call: the clock is read
-   only where a call reads it anyway (a collective's first wait, a request
-   waited on), unless DIST_RECORDER=timed (every start and end).
+   collectives (kind, number, count, dtype, op, root, result; for the
+   newest, its state, whom it waits for and since when, and when it was
+   queued if it was async) and its last 64 point-to-point operations
+   (kind, number, count, dtype, peer, tag, state, result, times), at the
+   cost of a few stores per call: the clock is read only where a call
+   reads it anyway (a collective's first wait, a request waited on),
+   unless DIST_RECORDER=timed (every start and end).
    - A call that has waited a while says so at info level, after a
      quarter of the timeout (at most 10 s) and again every quarter (at most
      30 s), e.g.
@@ -4918,8 +4920,13 @@ typedef struct dist__step dist__step;
 /* The flight recorder: each communicator's last DIST_RECORDER_OPS
    collectives and point-to-point operations, in two rings, each written by
    one thread (the collectives' thread; the point-to-point calls under the
-   engine lock) and read by the monitor (see "flight recorder").  An entry
-   is a sequence lock: gen is odd while it is (re)written. */
+   engine lock) and read by the monitor (see "flight recorder").
+   Point-to-point entries (dist__rec) are sequence locks: gen is odd while
+   one is (re)written.  Collectives, the calls that must cost least, keep
+   two words each (dist__crec: what and how many, at their sequence number
+   modulo the ring) and the newest one's state, times and whom it waits
+   for once per communicator (rec_cur, rec_t_*): only the newest can be
+   running, and only its times say where a job is. */
 #ifndef DIST_RECORDER_OPS
 #define DIST_RECORDER_OPS 64
 #endif
@@ -4938,11 +4945,21 @@ typedef struct dist__rec {
     uint64_t wait;                   /* (the member it waits for now + 1) << 8 | DIST__RECW_*; 0: none known */
     int64_t t_start;                 /* dist__now_ns(); 0: not read (a call that never waited, unless timed) */
     int64_t t_end;                   /* ...its end, read when its start was */
-    int64_t tag;                     /* point-to-point: its tag, and whether synchronous (bit 62); collectives: when
-                                        it was queued (dist__now_ns(): an async call, or a blocking one behind
-                                        them), 0: it ran as it was called */
+    int64_t tag;                     /* point-to-point: its tag, and whether synchronous (bit 62); a collective's
+                                        (dist__rec_coll_view): when it was queued (dist__now_ns(): an async call,
+                                        or a blocking one behind them), 0: it ran as it was called */
     int32_t res;                     /* its result, once it failed */
 } dist__rec;
+typedef struct dist__crec {
+    uint64_t count;
+    uint8_t coll;                    /* DIST__COLL_* | algo << 4 (as a frame's) */
+    uint8_t dtype, op;
+    uint8_t failed;                  /* -(its result) once it failed, else 0 */
+    int32_t root;
+} dist__crec;
+/* rec_cur: collective `seq` (its low 32 bits), its state, whom it waits for and for what */
+#define DIST__REC_CUR(seq, member, what, state) \
+    ((uint64_t)(uint32_t)(seq) << 32 | (uint64_t)(uint32_t)((member) + 1) << 8 | (uint64_t)(what) << 4 | (uint64_t)(state))
 /* what: DIST__COLL_* (collectives) or DIST__REQ_SEND/RECV (point-to-point);
    peer: the root (collectives) or the peer, a rank of the communicator (-1: any) */
 #define dist__rec_desc(what, algo, dtype, op, peer) \
@@ -5038,8 +5055,13 @@ struct dist {
     int world_grew;                  /* the world: newcomers are ranks of it (point-to-point only from then on) */
     int waits_n;                     /* entries of waits (the world's size when it was made) */
     /* -- the flight recorder -- */
-    dist__recring rec_coll;             /* written by the collectives' thread */
-    dist__recring rec_p2p;              /* written under the engine lock */
+    dist__crec rec_c[DIST__REC_N];   /* collective #k at k & (DIST__REC_N - 1), by the collectives' thread: */
+    uint64_t rec_cur;                /* ...the newest (coll_seq): DIST__REC_CUR(seq, whom it waits for, what, state) */
+    uint64_t rec_t_seq;              /* ...the collective rec_t_start and rec_t_end are of (0: none) */
+    int64_t rec_t_start, rec_t_end;  /* ...its start (its first wait, or as it began when timed) and end */
+    uint64_t rec_q_seq;              /* ...the collective rec_t_enq is of: */
+    int64_t rec_t_enq;               /* ...when it was queued (an async call, or a blocking one behind them) */
+    dist__recring rec_p2p;           /* written under the engine lock */
     int rec_timed;                   /* read the clock at every start and end (DIST_RECORDER=timed; a group: its world's) */
     int in_destroy;                  /* dist_destroy has begun (for reports) */
     uint64_t mon_seq;                /* the monitor's own: the collective it last saw waiting, */
@@ -8731,7 +8753,6 @@ typedef struct dist__coll {
     int lost_seen;               /* e->failed_peers when last looked (dist__coll_lost_late) */
     int64_t lost_ns;             /* a member died while this call ran: it fails a grace later unless done (0: none) */
     dist_req_t *reqs;            /* posted and not yet waited for */
-    struct dist__rec *rec;       /* its flight-recorder entry */
     int stamped;                 /* its frames carry who entered it when (the communicator's stats are on): */
     int32_t st_rank;             /* ...the member that came last as far as this rank knows (an engine rank), */
     int64_t st_last, st_first;   /* ...its entry and the earliest, on the job clock */
@@ -8739,26 +8760,49 @@ typedef struct dist__coll {
     char why[DIST__ERRLEN];
 } dist__coll;
 
-/* Collectives: by the thread running them (see "flight recorder"). */
-DIST__INLINE void dist__rec_coll_begin(dist__coll *c, int64_t t_enq) {
+/* Collectives: by the thread running them (see "flight recorder").  The
+   stores a call makes: its two words and rec_cur as it begins, rec_cur as
+   it ends (a time more when it waited or is timed, a word when it was
+   queued or failed).  d->coll_seq is already c->seq: a reader that sees a
+   word of the entry written over sees the number that did it. */
+DIST__INLINE void dist__rec_coll_begin(dist__coll *c, uint64_t seq, int coll, int dtype, int op, int root, size_t count, int64_t t_enq) {
     dist_t *d = c->d;
-    dist__rec *x;
+    dist__crec *x;
     if (!DIST_RECORDER_OPS) return;
-    x = dist__rec_open(&d->rec_coll);
-    dist__rec_fill(x, dist__rec_desc(c->kind, c->algo, c->dtype, c->op, c->root), c->seq, c->count, d->rec_timed ? dist__now_ns() : 0);
-    DIST__STORE_RELAXED(&x->tag, t_enq);
-    dist__rec_close(&d->rec_coll, x);
-    c->rec = x;
+    x = &d->rec_c[seq & (DIST__REC_N - 1)];
+    DIST__FENCE_ACQ_REL();
+    DIST__STORE_RELAXED(&x->count, (uint64_t)count);
+    DIST__STORE_RELAXED(&x->coll, (uint8_t)coll);
+    DIST__STORE_RELAXED(&x->dtype, (uint8_t)dtype);
+    DIST__STORE_RELAXED(&x->op, (uint8_t)op);
+    DIST__STORE_RELAXED(&x->failed, (uint8_t)0);
+    DIST__STORE_RELAXED(&x->root, (int32_t)root);
+    if (t_enq | d->rec_timed) {
+        if (t_enq) { DIST__STORE_RELAXED(&d->rec_t_enq, t_enq); DIST__STORE_REL(&d->rec_q_seq, seq); }
+        if (d->rec_timed) { DIST__STORE_RELAXED(&d->rec_t_start, dist__now_ns()); DIST__STORE_REL(&d->rec_t_seq, seq); }
+    }
+    DIST__STORE_REL(&d->rec_cur, DIST__REC_CUR(seq, -1, DIST__RECW_NONE, DIST__REC_RUNNING));
 }
 
 DIST__INLINE void dist__rec_coll_waits(dist__coll *c, int member, int what) {
-    if (c->rec) DIST__STORE_RELAXED(&c->rec->wait, (uint64_t)(uint32_t)(member + 1) << 8 | (uint64_t)(uint32_t)what);
+    if (DIST_RECORDER_OPS) DIST__STORE_REL(&c->d->rec_cur, DIST__REC_CUR(c->seq, member, what, DIST__REC_RUNNING));
 }
 
 DIST__INLINE void dist__rec_coll_end(dist__coll *c) {
-    if (DIST_RECORDER_OPS && c->rec) {
-        dist__rec_finish(c->rec, c->d->rec_timed, c->res);
-        if (c->d->obs) dist__obs_end(c->d, 0, c->rec, c->stamped ? c->st_rank : -1, c->st_last - c->st_first);
+    dist_t *d = c->d;
+    if (!DIST_RECORDER_OPS) return;
+    if (c->deadline_ns || d->rec_timed) DIST__STORE_RELAXED(&d->rec_t_end, dist__now_ns());    /* (it waited: its start was read) */
+    if (c->res != DIST_OK) DIST__STORE_RELAXED(&d->rec_c[c->seq & (DIST__REC_N - 1)].failed, (uint8_t)-c->res);
+    DIST__STORE_REL(&d->rec_cur, DIST__REC_CUR(c->seq, -1, DIST__RECW_NONE, c->res == DIST_OK ? DIST__REC_DONE : DIST__REC_FAILED));
+    if (d->obs) {       /* (timed: every field is this call's) */
+        dist__rec x;
+        memset(&x, 0, sizeof x);
+        x.state = c->res == DIST_OK ? DIST__REC_DONE : DIST__REC_FAILED;
+        x.desc = dist__rec_desc(c->kind, c->algo, c->dtype, c->op, c->root);
+        x.seq = c->seq; x.count = c->count; x.res = c->res;
+        x.t_start = d->rec_t_start; x.t_end = d->rec_t_end;
+        x.tag = d->rec_q_seq == c->seq ? d->rec_t_enq : 0;
+        dist__obs_end(d, 0, &x, c->stamped ? c->st_rank : -1, c->st_last - c->st_first);
     }
 }
 
@@ -8769,7 +8813,10 @@ static int64_t dist__coll_deadline(dist__coll *c) {
     if (!c->deadline_ns) {
         int64_t now = dist__now_ns();
         c->deadline_ns = now + (int64_t)c->d->timeout_ms * 1000000;
-        if (c->rec && !DIST__LOAD_RELAXED(&c->rec->t_start)) DIST__STORE_RELAXED(&c->rec->t_start, now);   /* (see "flight recorder") */
+        if (DIST_RECORDER_OPS && c->d->rec_t_seq != c->seq) {     /* (see "flight recorder") */
+            DIST__STORE_RELAXED(&c->d->rec_t_start, now);
+            DIST__STORE_REL(&c->d->rec_t_seq, c->seq);
+        }
     }
     return c->deadline_ns;
 }
@@ -8968,15 +9015,16 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
                              const char *invalid, int64_t t_enq) {
     const dist__abort_note *a;
     c->d = d; c->e = d->eng;         /* every field, but no memset of the sentence */
-    c->deadline_ns = 0; c->reqs = NULL; c->rec = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
+    c->deadline_ns = 0; c->reqs = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
     c->grace_ns = 0; c->waited = -1; c->waited_what = ""; c->blamed = -1; c->lost_seen = 0; c->lost_ns = 0;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
-    c->seq = ++d->coll_seq;
-    dist__rec_coll_begin(c, t_enq);
-    if ((c->stamped = d->obs != NULL) != 0) {       /* (timed: rec's start is read) */
-        c->st_last = c->st_first = c->rec ? DIST__LOAD_RELAXED(&c->rec->t_start) + d->top->clock_off : 0;
+    c->seq = d->coll_seq + 1;
+    DIST__STORE_RELAXED(&d->coll_seq, c->seq);      /* (the monitor reads it: see dist__rec_coll_begin) */
+    dist__rec_coll_begin(c, c->seq, kind | algo << 4, dtype, op, root, count, t_enq);
+    if ((c->stamped = d->obs != NULL) != 0) {       /* (timed: the recorder's start is this call's) */
+        c->st_last = c->st_first = DIST_RECORDER_OPS ? d->rec_t_start + d->top->clock_off : 0;
         c->st_rank = c->e->rank;
         c->stamped = c->st_last != 0;
     }
@@ -12234,6 +12282,45 @@ static int dist__rec_read(dist__rec *x, dist__rec_view *o) {
     return 0;
 }
 
+/* The newest collective of d this rank's recorder holds whole: its
+   number (0: none yet); *cur its rec_cur.  (#coll_seq itself while it is
+   being written, until rec_cur says it, is not.) */
+static uint64_t dist__rec_coll_newest(dist_t *d, uint64_t *cur) {
+    uint64_t s = DIST__LOAD_ACQ(&d->coll_seq);
+    *cur = DIST__LOAD_ACQ(&d->rec_cur);
+    return (uint32_t)(*cur >> 32) == (uint32_t)s ? s : s - 1;
+}
+
+/* Collective #k of d (at most the newest, whose rec_cur is cur), read
+   whole; 0: written over meanwhile.  Older ones have no times: done or
+   failed, as their result says. */
+static int dist__rec_coll_view(dist_t *d, uint64_t k, uint64_t newest, uint64_t cur, dist__rec_view *o) {
+    dist__crec *x = &d->rec_c[k & (DIST__REC_N - 1)];
+    int coll, failed;
+    memset(o, 0, sizeof *o);
+    o->seq = k;
+    o->count = DIST__LOAD_RELAXED(&x->count);
+    coll = DIST__LOAD_RELAXED(&x->coll); o->dtype = DIST__LOAD_RELAXED(&x->dtype); o->op = DIST__LOAD_RELAXED(&x->op);
+    failed = DIST__LOAD_RELAXED(&x->failed); o->peer = DIST__LOAD_RELAXED(&x->root);
+    DIST__FENCE_ACQ_REL();
+    if (DIST__LOAD_RELAXED(&d->coll_seq) - k >= DIST__REC_N) return 0;
+    o->what = coll & 15; o->algo = coll >> 4;
+    o->res = -failed;
+    o->state = o->res ? DIST__REC_FAILED : DIST__REC_DONE;
+    o->waiting_on = -1;
+    if (k == newest && (uint32_t)(cur >> 32) == (uint32_t)k) {
+        o->state = (int)(cur & 15);
+        o->wait_what = (int)(cur >> 4 & 15); o->waiting_on = (int)(cur >> 8 & 0xffffff) - 1;
+        if (DIST__LOAD_ACQ(&d->rec_t_seq) == k) {
+            o->t_start = DIST__LOAD_RELAXED(&d->rec_t_start);
+            if (o->state != DIST__REC_RUNNING) o->t_end = DIST__LOAD_RELAXED(&d->rec_t_end);
+        }
+        if (DIST__LOAD_ACQ(&d->rec_q_seq) == k) o->tag = DIST__LOAD_RELAXED(&d->rec_t_enq);
+    }
+    if (o->state == DIST__REC_RUNNING) o->res = 0;
+    return 1;
+}
+
 /* "1234" ms since t, or -1 when t was not read. */
 static long long dist__ago_ms(int64_t t, int64_t now) { return t ? (long long)((now - t) / 1000000) : -1; }
 
@@ -12250,6 +12337,8 @@ static int dist__rec_world_rank(const dist_t *d, int r) { return r >= 0 && r < d
      q <comm> <collectives queued, not begun> <the first queued>     (when there are any)
    ranks as world ranks, times as milliseconds ago (-1: not read; queued:
    -1 when the call ran as it was called, not queued behind async ones).
+   A collective's times and whom it waits for are the newest collective's
+   only (the recorder keeps no more: see dist__crec); older ones say -1.
    (A reader takes a 'c' line without <queued>, and skips lines of other
    letters: older dumps parse.) */
 static size_t dist__rec_dump(dist_t *top, long long gen, char *buf, size_t cap) {
@@ -12262,13 +12351,13 @@ static size_t dist__rec_dump(dist_t *top, long long gen, char *buf, size_t cap) 
     for (int ci = 0; ci < e->ncomms; ci++) {
         dist_t *d = e->comms[ci];
         dist__rec_view o;
-        uint64_t n = DIST__LOAD_ACQ(&d->rec_coll.n), k;
+        uint64_t cur = 0, newest = DIST_RECORDER_OPS ? dist__rec_coll_newest(d, &cur) : 0, n, k;
         DIST__DUMP_PUT("g %u %d %d", (unsigned)d->id, d->world, d->rank);
         if (!d->members) DIST__DUMP_PUT(" w");
         else for (int i = 0; i < d->world; i++) DIST__DUMP_PUT(" %d", d->members[i]);
         DIST__DUMP_PUT("\n");
-        for (k = n > DIST__DUMP_COLLS ? n - DIST__DUMP_COLLS : 0; k < n; k++) {
-            if (!dist__rec_read(&d->rec_coll.ops[k & (DIST__REC_N - 1)], &o)) continue;
+        for (k = newest > DIST__DUMP_COLLS ? newest - DIST__DUMP_COLLS + 1 : 1; k <= newest; k++) {
+            if (!dist__rec_coll_view(d, k, newest, cur, &o)) continue;
             DIST__DUMP_PUT("c %u %llu %d %d %d %d %d %llu %d %d %d %d %lld %lld %lld\n", (unsigned)d->id, (unsigned long long)o.seq, o.what,
                            o.algo, o.dtype, o.op, dist__rec_world_rank(d, o.peer), (unsigned long long)o.count, o.state, (int)o.res,
                            o.wait_what, dist__rec_world_rank(d, o.waiting_on), dist__ago_ms(o.t_start, now), dist__ago_ms(o.t_end, now),
@@ -12719,9 +12808,8 @@ static void dist__monitor_sweep(dist_t *top) {
         for (int ci = 0; ci < e->ncomms && nlines < 4; ci++) {
             dist_t *d = e->comms[ci];
             dist__rec_view o;
-            uint64_t n = DIST__LOAD_ACQ(&d->rec_coll.n);
-            if (n && dist__rec_read(&d->rec_coll.ops[(n - 1) & (DIST__REC_N - 1)], &o) && o.state == DIST__REC_RUNNING && o.t_start &&
-                now - o.t_start >= first) {
+            uint64_t cur = 0, n = DIST_RECORDER_OPS ? dist__rec_coll_newest(d, &cur) : 0;
+            if (n && dist__rec_coll_view(d, n, n, cur, &o) && o.state == DIST__REC_RUNNING && o.t_start && now - o.t_start >= first) {
                 if (d->mon_seq != o.seq) { d->mon_seq = o.seq; d->mon_note_ns = o.t_start + first; }
                 if (now >= d->mon_note_ns) {
                     dist__monitor_note(d, &o, now, lines[nlines++], sizeof lines[0]);
