@@ -10,7 +10,8 @@
 # exit codes and summaries as on POSIX (failed rank, Ctrl-C, --timeout,
 # program missing), the ranks stopped, the ranks dying with a killed
 # launcher and what ranks leave behind dying with distrun (job object),
-# arguments reaching the rank unchanged, stdin passed on.
+# arguments reaching the rank unchanged, stdin passed on, and --trace:
+# two ranks of dist.h (built here for Windows) traced and merged.
 #
 # Wine cannot aim a console event at one process group
 # (GenerateConsoleCtrlEvent fails there), so the ranks are never sent
@@ -296,6 +297,63 @@ if [ "$RC" = 0 ] && [ "$(tr -d '\r' < "$T/out")" = "[0] stdin=from stdin" ]; the
     pass "a file on stdin is passed on to the rank"
 else
     fail "stdin" "rc=$RC" "$(tr -d '\r' < "$T/out")"
+fi
+
+# ---- traces ---------------------------------------------------------------------
+# distrun.exe --trace DIR with 2 ranks of dist.h built for Windows: each
+# writes DIR\rank<R>.trace.json (DIST_TRACE, set by distrun), distrun
+# merges them into DIR\trace.json: both ranks' 10 all_reduces and 5 sends
+# or receives, metadata first, then by time; on the job clock no
+# all_reduce ends before both ranks began it.
+cat > "$T/trace_rank.c" <<'C'
+#define DIST_IMPLEMENTATION
+#include "dist.h"
+#include <stdio.h>
+int main(void) {
+    dist_t *w = NULL;
+    int v = 1;
+    if (dist_init(&w, NULL) != DIST_OK) { fprintf(stderr, "%s\n", dist_error_message(NULL)); return 1; }
+    for (int i = 0; i < 10; i++)
+        if (dist_all_reduce(w, &v, 1, DIST_INT32, DIST_SUM) != DIST_OK) { fprintf(stderr, "%s\n", dist_error_message(w)); return 1; }
+    for (int i = 0; i < 5; i++) {
+        dist_result r = dist_rank(w) == 0 ? dist_send(w, &v, 1, DIST_INT32, 1, 3) : dist_recv(w, &v, 1, DIST_INT32, 0, 3);
+        if (r != DIST_OK) { fprintf(stderr, "%s\n", dist_error_message(w)); return 1; }
+    }
+    printf("sum %d\n", v);
+    return dist_destroy(w) == DIST_OK ? 0 : 1;
+}
+C
+if ! "$CC" -std=c11 -O2 -Wall -Wextra -Werror -I. -o "$T/trace_rank.exe" "$T/trace_rank.c" -static -lws2_32 > "$T/cc.log" 2>&1; then
+    fail "a rank of dist.h builds for Windows" "$(head -20 "$T/cc.log")"
+else
+    mkdir -p "$T/tr"
+    run 120 -n 2 --trace "$(winpath "$T/tr")" "$(winpath "$T/trace_rank.exe")"
+    if [ "$RC" = 0 ] && [ "$ERR" = "distrun: trace of 2 ranks merged into $(winpath "$T/tr")/trace.json" ] && [ -s "$T/tr/trace.json" ] &&
+       python3 - "$T/tr/trace.json" > "$T/tr.check" 2>&1 <<'PY'
+import json, sys, collections
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"]
+meta = [i for i, e in enumerate(ev) if e["ph"] == "M"]
+assert meta == list(range(len(meta))), "metadata not first"
+xs = [e for e in ev if e["ph"] == "X"]
+assert [e["ts"] for e in xs] == sorted(e["ts"] for e in xs), "events not by time"
+ar = collections.defaultdict(dict)
+for e in xs:
+    if e["name"] == "all_reduce": ar[e["args"]["seq"]][e["pid"]] = e
+assert len(ar) == 10 and all(len(v) == 2 for v in ar.values()), "all_reduces: %s" % {k: sorted(v) for k, v in ar.items()}
+p2p = sorted((e["pid"], e["name"]) for e in xs if e["name"] in ("send", "recv"))
+assert p2p == [(0, "send")] * 5 + [(1, "recv")] * 5, p2p
+worst = max(max(e["ts"] for e in v.values()) - min(e["ts"] + e["dur"] for e in v.values()) for v in ar.values())
+assert worst < 2000, "an all_reduce ended %.0f us before the other rank began it: clocks not aligned" % worst
+assert t["otherData"]["world"] == 2 and t["otherData"]["missing"] == [], t["otherData"]
+print("ok: 20 all_reduce events, 10 point-to-point; the last rank in came %.1f us %s the first one out, at worst"
+      % (abs(worst), "before" if worst < 0 else "after"))
+PY
+    then
+        pass "--trace DIR: 2 Windows ranks' traces merged into DIR/trace.json, in order, clocks aligned ($(cat "$T/tr.check"))"
+    else
+        fail "--trace DIR on Windows" "rc=$RC" "stdout: $OUT" "stderr: $ERR" "$(cat "$T/tr.check" 2>/dev/null)" "$(ls "$T/tr" 2>&1)"
+    fi
 fi
 
 echo "note: not testable under Wine: Ctrl-Break reaching a rank (GenerateConsoleCtrlEvent to a process group),"
