@@ -296,11 +296,13 @@ FLIGHT RECORDER
    cost of a few stores per call: the clock is read only where a call
    reads it anyway (a collective's first wait, a request waited on),
    unless DIST_RECORDER=timed (every start and end).
-   - A call that has waited a while says so at info level, after a
-     quarter of the timeout (at most 10 s) and again every quarter (at most
-     30 s), e.g.
+   - A call that has waited a while (a collective, or the send or receive
+     waited on longest) says so at info level, after a quarter of the
+     timeout (at most 10 s) and again every quarter (at most 30 s), e.g.
         "[rank 2] all_reduce #43 (8 x float32, sum) has waited 10 s so
          far, waiting for data from rank 5"
+        "[rank 1] recv #3 from rank 0 (tag 7, 8 x float32) has waited
+         10.0 s so far"
    - dist_recorder_dump(d, buf, cap): this rank's recorders, as text.
    - dist_job_report(d, buf, cap): asks every rank for its recorder
      (through the store) and says what the job is doing, in one screen:
@@ -5065,7 +5067,9 @@ struct dist {
     int rec_timed;                   /* read the clock at every start and end (DIST_RECORDER=timed; a group: its world's) */
     int in_destroy;                  /* dist_destroy has begun (for reports) */
     uint64_t mon_seq;                /* the monitor's own: the collective it last saw waiting, */
-    int64_t mon_note_ns;             /* ...and when to say so next */
+    int64_t mon_note_ns;             /* ...and when to say so next; */
+    uint64_t mon_p2p;                /* ...the point-to-point operation (seq << 1 | recv), */
+    int64_t mon_p2p_ns;              /* ...and when to say so next */
     /* -- the world: its monitor thread (see "flight recorder: dumps") -- */
     dist__mutex mon_lock;
     dist__cond mon_cond;
@@ -12793,6 +12797,18 @@ static void dist__monitor_note(dist_t *d, const dist__rec_view *o, int64_t now, 
                  wait[0] ? " so far" : "", wait);
 }
 
+/* ...for a point-to-point operation: "recv #3 from rank 0 (tag 7, 8 x
+   float32) has waited 10.0 s so far". */
+static void dist__monitor_note_p2p(dist_t *d, const dist__rec_view *o, int64_t now, char *line, size_t cap) {
+    const char *name = o->what == DIST__REQ_SEND ? (o->sync ? "ssend" : "send") : "recv";
+    char peer[48];
+    if (o->peer < 0) dist__format(peer, sizeof peer, "from any rank");
+    else dist__format(peer, sizeof peer, "%s rank %d", o->what == DIST__REQ_SEND ? "to" : "from", dist__rec_world_rank(d, o->peer));
+    dist__format(line, cap, "%s #%llu %s%s (tag %lld, %llu x %s) has waited %.1f s so far", name, (unsigned long long)o->seq, peer,
+                 d->top == d ? "" : " (a group)", (long long)o->tag, (unsigned long long)o->count, dist_dtype_name((dist_dtype)o->dtype),
+                 (now - o->t_start) / 1e9);
+}
+
 static void dist__monitor_sweep(dist_t *top) {
     dist__engine *e = top->eng;
     int64_t now = dist__now_ns();
@@ -12814,6 +12830,22 @@ static void dist__monitor_sweep(dist_t *top) {
                 if (now >= d->mon_note_ns) {
                     dist__monitor_note(d, &o, now, lines[nlines++], sizeof lines[0]);
                     d->mon_note_ns = now + every;
+                }
+            }
+            /* the point-to-point operation waited on longest (under the engine lock, as it is written) */
+            {
+                dist__rec_view p, best;
+                uint64_t m = d->rec_p2p.n, key;
+                memset(&best, 0, sizeof best);
+                for (uint64_t k = m > DIST_RECORDER_OPS ? m - DIST_RECORDER_OPS : 0; DIST_RECORDER_OPS && k < m; k++)
+                    if (dist__rec_read(&d->rec_p2p.ops[k & (DIST__REC_N - 1)], &p) && p.state == DIST__REC_RUNNING && p.t_start &&
+                        (!best.t_start || p.t_start < best.t_start)) best = p;
+                if (!best.t_start || now - best.t_start < first || nlines == 4) continue;
+                key = best.seq << 1 | (best.what == DIST__REQ_RECV);
+                if (d->mon_p2p != key) { d->mon_p2p = key; d->mon_p2p_ns = best.t_start + first; }
+                if (now >= d->mon_p2p_ns) {
+                    dist__monitor_note_p2p(d, &best, now, lines[nlines++], sizeof lines[0]);
+                    d->mon_p2p_ns = now + every;
                 }
             }
         }

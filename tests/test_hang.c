@@ -32,6 +32,10 @@
              2 s (at the monitor's next look, once a second), that
              all_reduce #5 has waited 2-3 s (and for whom, where
              the call knows); the job then finishes with the right sums.
+   waiting_p2p  rank 1 receives from rank 0 (tag 5), which sleeps 3.5 s
+             before it sends (timeout 8 s): rank 1 logs at info level,
+             after 2-3.4 s, that recv #1 from rank 0 (tag 5, 1 x int32) has
+             waited; rank 0, which waited for nothing, logs nothing.
    recorder  dist_recorder_dump on a rank after the 4 all_reduces and a
              send/recv: its lines list collectives #1-#4 done with their
              sizes, and send #1 / recv #1 with their peers and tags; then
@@ -79,7 +83,7 @@ typedef struct {
 } shared_t;
 static shared_t *sh;
 static int g_which;   /* which case the ranks run */
-enum { C_STOPPED, C_SKIPPED, C_MISMATCH, C_TIMEOUT, C_WAITING, C_RECORDER, C_QUEUED };
+enum { C_STOPPED, C_SKIPPED, C_MISMATCH, C_TIMEOUT, C_WAITING, C_RECORDER, C_QUEUED, C_WAITING_P2P };
 
 static int rank_fail(int rank, const char *fmt, ...) {
     va_list ap;
@@ -152,6 +156,14 @@ static int rank_main(dist_t *w, void *arg) {
         OK(dist_wait(req));
         EXPECT_R(rank, y == 28, "async all_reduce #5: %g", y);
         if (rank == 1) dist_recorder_dump(w, sh->dump, sizeof sh->dump);
+        OK(dist_barrier(w));
+        return 0;
+    }
+    if (g_which == C_WAITING_P2P) {
+        int32_t v = 7;
+        if (rank == 0) { sleep_ms(3500); OK(dist_send(w, &v, 1, DIST_INT32, 1, 5)); }
+        else if (rank == 1) { OK(dist_recv(w, &v, 1, DIST_INT32, 0, 5)); EXPECT_R(rank, v == 7, "recv: %d", v); }
+        else sleep_ms(4000);     /* (not in a call meanwhile: nothing of theirs to note) */
         OK(dist_barrier(w));
         return 0;
     }
@@ -234,13 +246,14 @@ static int run_case(int c, const char *name, int timeout_ms, const char *const *
     g_which = c;
     cfg.timeout_ms = timeout_ms;
     cfg.logger.func = log_capture; cfg.logger.user = NULL;
-    cfg.log_level = c == C_WAITING ? DIST_LOG_INFO : DIST_LOG_ERROR;
+    cfg.log_level = c == C_WAITING || c == C_WAITING_P2P ? DIST_LOG_INFO : DIST_LOG_ERROR;
     double t0 = now_s();
     int rc = dist_spawn(N, rank_main, NULL, &cfg);
     for (int r = 0; r < N; r++)
         if (sh->fail[r][0]) { printf("FAIL %s: rank %d: %s\n", name, r, sh->fail[r]); ok = 0; }
     if (rc != 0 && c != C_TIMEOUT) { printf("FAIL %s: dist_spawn returned %d: %s\n", name, rc, dist_error_message(NULL)); ok = 0; }
-    const char *text = c == C_TIMEOUT ? sh->logged[0] : c == C_RECORDER ? sh->dump : c == C_WAITING ? sh->noted[0] : sh->report;
+    const char *text = c == C_TIMEOUT ? sh->logged[0] : c == C_RECORDER ? sh->dump : c == C_WAITING ? sh->noted[0] :
+                       c == C_WAITING_P2P ? sh->noted[1] : sh->report;
     for (int i = 0; must[i]; i++) ok &= contains(text, must[i], name);
     printf("%s %s (%.1f s)\n", ok ? "ok  " : "FAIL", name, now_s() - t0);
     if (ok) printf("    | %s\n", text[0] ? "" : "(empty)");
@@ -290,6 +303,16 @@ int main(void) {
         for (int r = 0; r < N; r++)
             if (r != 3 && !sh->noted[r][0]) { printf("FAIL waiting: rank %d logged no waiting note\n", r); failed++; }
         if (sh->noted[3][0]) { printf("FAIL waiting: rank 3, which came last, logged \"%s\"\n", sh->noted[3]); failed++; }
+    }
+    {
+        const char *must[] = { "[rank 1] recv #1 from rank 0 (tag 5, 1 x int32) has waited ", " s so far", NULL };
+        const char *p;
+        failed += !run_case(C_WAITING_P2P, "waiting_p2p", 8000, must);
+        if ((p = strstr(sh->noted[1], "has waited ")) != NULL && (atof(p + 11) < 2.0 || atof(p + 11) > 3.4)) {
+            printf("FAIL waiting_p2p: the note came after %.1f s, not 2-3.4 s\n", atof(p + 11));
+            failed++;
+        }
+        if (sh->noted[0][0]) { printf("FAIL waiting_p2p: rank 0, which waited for nothing, logged \"%s\"\n", sh->noted[0]); failed++; }
     }
     {
         const char *must[] = { "dist-dump 1 1 8 0 0", "c 0 4 3 ", "c 0 1 3 ", "c 0 5 3 ", "p 0 1 2 0 0 7 2 1 2 0", NULL };
