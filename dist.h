@@ -8781,9 +8781,15 @@ DIST__INLINE void dist__rec_coll_begin(dist__coll *c, uint64_t seq, int coll, in
     DIST__STORE_RELAXED(&x->op, (uint8_t)op);
     DIST__STORE_RELAXED(&x->failed, (uint8_t)0);
     DIST__STORE_RELAXED(&x->root, (int32_t)root);
-    if (t_enq | d->rec_timed) {
+    if (t_enq | d->rec_timed) {      /* queued, or timed (then its timeout counts from here, and with stats its frames are stamped) */
         if (t_enq) { DIST__STORE_RELAXED(&d->rec_t_enq, t_enq); DIST__STORE_REL(&d->rec_q_seq, seq); }
-        if (d->rec_timed) { DIST__STORE_RELAXED(&d->rec_t_start, dist__now_ns()); DIST__STORE_REL(&d->rec_t_seq, seq); }
+        if (d->rec_timed) {
+            int64_t now = dist__now_ns();
+            DIST__STORE_RELAXED(&d->rec_t_start, now);
+            DIST__STORE_REL(&d->rec_t_seq, seq);
+            c->deadline_ns = now + (int64_t)d->timeout_ms * 1000000;
+            if (d->obs) { c->stamped = 1; c->st_last = c->st_first = now + d->top->clock_off; c->st_rank = c->e->rank; }
+        }
     }
     DIST__STORE_REL(&d->rec_cur, DIST__REC_CUR(seq, -1, DIST__RECW_NONE, DIST__REC_RUNNING));
 }
@@ -8795,10 +8801,13 @@ DIST__INLINE void dist__rec_coll_waits(dist__coll *c, int member, int what) {
 DIST__INLINE void dist__rec_coll_end(dist__coll *c) {
     dist_t *d = c->d;
     if (!DIST_RECORDER_OPS) return;
-    if (c->deadline_ns || d->rec_timed) DIST__STORE_RELAXED(&d->rec_t_end, dist__now_ns());    /* (it waited: its start was read) */
-    if (c->res != DIST_OK) DIST__STORE_RELAXED(&d->rec_c[c->seq & (DIST__REC_N - 1)].failed, (uint8_t)-c->res);
-    DIST__STORE_REL(&d->rec_cur, DIST__REC_CUR(c->seq, -1, DIST__RECW_NONE, c->res == DIST_OK ? DIST__REC_DONE : DIST__REC_FAILED));
-    if (d->obs) {       /* (timed: every field is this call's) */
+    if (c->deadline_ns) DIST__STORE_RELAXED(&d->rec_t_end, dist__now_ns());    /* (it waited, or is timed: its start was read) */
+    if (c->res == DIST_OK) DIST__STORE_REL(&d->rec_cur, DIST__REC_CUR(c->seq, -1, DIST__RECW_NONE, DIST__REC_DONE));
+    else {
+        DIST__STORE_RELAXED(&d->rec_c[c->seq & (DIST__REC_N - 1)].failed, (uint8_t)-c->res);
+        DIST__STORE_REL(&d->rec_cur, DIST__REC_CUR(c->seq, -1, DIST__RECW_NONE, DIST__REC_FAILED));
+    }
+    if (d->obs && c->deadline_ns) {       /* (timed: every field is this call's) */
         dist__rec x;
         memset(&x, 0, sizeof x);
         x.state = c->res == DIST_OK ? DIST__REC_DONE : DIST__REC_FAILED;
@@ -9026,12 +9035,8 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     c->seq = d->coll_seq + 1;
     DIST__STORE_RELAXED(&d->coll_seq, c->seq);      /* (the monitor reads it: see dist__rec_coll_begin) */
+    c->stamped = 0;                  /* (dist__rec_coll_begin stamps it when the stats are on) */
     dist__rec_coll_begin(c, c->seq, kind | algo << 4, dtype, op, root, count, t_enq);
-    if ((c->stamped = d->obs != NULL) != 0) {       /* (timed: the recorder's start is this call's) */
-        c->st_last = c->st_first = DIST_RECORDER_OPS ? d->rec_t_start + d->top->clock_off : 0;
-        c->st_rank = c->e->rank;
-        c->stamped = c->st_last != 0;
-    }
     d->active.coll = (uint8_t)(kind | algo << 4); d->active.dtype = (uint8_t)dtype; d->active.count = count;
     d->active.op = (uint8_t)op; d->active.root = root;
     if (algo == DIST__ALGO_SLOTS && c->res == DIST_OK && !DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&c->e->failed_peers) &&
