@@ -363,7 +363,9 @@ STATS AND TRACES
      several hosts line up.  distrun --trace DIR (or DIST_TRACE in its
      environment) merges the ranks' files into DIR/trace.json when the
      job ends, for Perfetto (ui.perfetto.dev) or chrome://tracing;
-     tools/dist_timeline draws one as an HTML page.  A call made while
+     tools/dist_timeline draws one as an HTML page (given DIR, it merges
+     the rank files first: for jobs started without distrun, such as
+     dist_spawn's).  A call made while
      the file's writer is behind (more than DIST_TRACE_EVENTS calls in
      50 ms) is counted, not kept: the trace has a "dropped" event saying
      how many.

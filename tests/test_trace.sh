@@ -17,6 +17,15 @@
 #       from distrun's environment does the same as --trace; a failed job is
 #       merged too, before its summary; a file left by an earlier job is
 #       not taken for this one's.
+#   (a2) the merge without distrun (ranks started otherwise, dist_spawn's):
+#       `dist_timeline DIR` on a fresh DIR holding the same 4 files: exit 0,
+#       one line in distrun's words ("dist_timeline: trace of 4 ranks merged
+#       into DIR/trace.json"), DIR/trace.json right (as in (a)) and byte for
+#       byte the one distrun merged in (a), no temporary file left, and
+#       drawn into DIR/trace.html (checked as in (b)), or DIR/trace.svg with
+#       --svg.  Rank 2's file missing (0, 1 and 3 there): exit 0, the line
+#       names rank 2 missing as distrun does, 3 ranks merged.  An empty
+#       DIR: exit 1, one sentence naming DIR, nothing written.
 #   (b) the page: dist_timeline writes HTML whose SVG parses as XML, with 4
 #       process rows, a box per event and the failed one outlined;
 #       --svg writes the SVG alone; a bad trace is an error that names the
@@ -385,6 +394,39 @@ cp "$T/src/rank0.trace.json" "$T/d4/"
 traced SRC="$T/src" -- -n 2 --trace "$T/d4" sh -c "[ \$RANK = 0 ] || { $COPY; }"
 check "a rank file an earlier job left in DIR is removed before the ranks start, not merged" \
     sh -c "[ \"\$(cat '$T/job.err2')\" = 'distrun: trace of 1 of 2 ranks merged into $T/d4/trace.json; missing: rank 0 ($T/d4/rank0.trace.json: No such file or directory)' ] && [ ! -e '$T/d4/rank0.trace.json' ]"
+
+# ---- (a2) the merge without distrun: dist_timeline DIR ---------------------------
+# timeline DIR [ARGS...]: dist_timeline ARGS DIR; stderr in $T/tl.err, status in $rc
+timeline() {
+    local dir=$1; shift
+    "$TIMELINE" "$@" "$dir" > "$T/tl.out" 2> "$T/tl.err"
+    rc=$?
+}
+mkdir -p "$T/m1"
+cp "$T/src"/rank*.trace.json "$T/m1/"
+timeline "$T/m1"
+check "dist_timeline DIR (4 rank files, no distrun): exit 0, one line: 'dist_timeline: trace of 4 ranks merged into DIR/trace.json'" \
+    sh -c "cat '$T/tl.err'; [ $rc = 0 ] && [ \"\$(cat '$T/tl.err')\" = 'dist_timeline: trace of 4 ranks merged into $T/m1/trace.json' ]"
+check "... DIR/trace.json: every event of the 4 files once, metadata first, then by ts; otherData" \
+    tr merged "$T/m1/trace.json" "$T/src" 0,1,2,3 ""
+check "... byte for byte the trace.json distrun merged from the same files in (a)" cmp "$T/d1/trace.json" "$T/m1/trace.json"
+check "... no temporary file left in DIR, DIR/trace.html written" \
+    sh -c "[ \"\$(ls '$T/m1' | sort | tr '\n' ' ')\" = 'rank0.trace.json rank1.trace.json rank2.trace.json rank3.trace.json trace.html trace.json ' ]"
+check "... DIR/trace.html: the page, as in (b)" tr page "$T/m1/trace.html"
+check "dist_timeline --svg DIR: DIR/trace.svg, the bare SVG" \
+    sh -c "'$TIMELINE' --svg '$T/m1' 2> /dev/null && python3 '$T/tr.py' svg '$T/m1/trace.svg'"
+
+mkdir -p "$T/m2"
+cp "$T/src/rank0.trace.json" "$T/src/rank1.trace.json" "$T/src/rank3.trace.json" "$T/m2/"
+timeline "$T/m2"
+check "dist_timeline DIR, rank 2's file missing: exit 0, the line names it as distrun does" \
+    sh -c "cat '$T/tl.err'; [ $rc = 0 ] && [ \"\$(cat '$T/tl.err')\" = 'dist_timeline: trace of 3 of 4 ranks merged into $T/m2/trace.json; missing: rank 2 ($T/m2/rank2.trace.json: No such file or directory)' ]"
+check "... ranks [0, 1, 3] merged, missing [2]" tr merged "$T/m2/trace.json" "$T/src" 0,1,3 2
+
+mkdir -p "$T/m3"
+timeline "$T/m3"
+check "dist_timeline on an empty DIR: exit 1, one sentence naming DIR, no trace.json or trace.html left" \
+    sh -c "cat '$T/tl.err'; [ $rc = 1 ] && [ \"\$(wc -l < '$T/tl.err')\" = 1 ] && grep -q '^dist_timeline: ' '$T/tl.err' && grep -qF '$T/m3' '$T/tl.err' && [ -z \"\$(ls -A '$T/m3')\" ]"
 
 # ---- (d) real dist ranks ----------------------------------------------------------
 # (Here, before the render part, which may end the test as a skip.)  4

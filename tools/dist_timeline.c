@@ -1,10 +1,24 @@
 /* dist_timeline - draw a dist trace as a timeline: a page to open in a browser.
 
    usage: dist_timeline [-o OUT] [--svg] TRACE.json
+          dist_timeline [-o OUT] [--svg] DIR
 
    TRACE.json is a trace in Chrome's trace event format: the one distrun
    merges when run with --trace DIR (DIR/trace.json), or one rank's
-   (DIR/rank<RANK>.trace.json).  OUT (default: TRACE with .html for .json)
+   (DIR/rank<RANK>.trace.json).
+
+   DIR is a directory of rank files that no distrun merged: those of a job
+   started otherwise (dist_spawn's ranks, say) with DIST_TRACE=DIR.
+   dist_timeline merges DIR/rank0.trace.json, rank1, ... up to the highest
+   rank whose file is there into DIR/trace.json, as distrun does and with
+   its code (the same file, the same otherData, written under a temporary
+   name and renamed; a rank's file missing below the highest, or one that
+   does not read, is named on stderr, and the others merged), says so on
+   one line in distrun's words ("dist_timeline: trace of 4 ranks merged
+   into DIR/trace.json"), and draws DIR/trace.json.  A directory without a
+   rank's file is an error.
+
+   OUT (default: TRACE with .html for .json; for DIR, DIR/trace.html)
    is a self-contained HTML page holding one SVG, which needs no JavaScript:
    - a row per thread of each process, labeled with their names (for dist:
      a process per rank, and in it a row for the collectives and one for the
@@ -22,13 +36,15 @@
    --svg writes the SVG alone (OUT default: TRACE with .svg).
 
    Traces are read with distrun.c's JSON reader (strict; an error names the
-   line and column), which this file includes: dist_timeline is built from
-   tools/dist_timeline.c and tools/distrun.c side by side.  It reads the
+   line and column) and merged with its merge, which this file includes:
+   dist_timeline is built from tools/dist_timeline.c and tools/distrun.c
+   side by side.  It reads the
    trace twice over its text, once to find the rows and the time span, once
    to draw, and keeps no events in memory.
 
    exit status: 0; 1 when the trace cannot be read or the output written
-   (a sentence on stderr names the file and where); 2 for bad arguments.
+   (a sentence on stderr names the file and where), or DIR holds no rank's
+   file or none that merged (it names DIR); 2 for bad arguments.
 
       cc -std=c11 -O2 -Wall -Wextra -Wpedantic -o build/dist_timeline tools/dist_timeline.c -lm
 */
@@ -543,10 +559,13 @@ static void put_svg(timeline *t, json_reader *r, FILE *f) {
 
 static void usage(FILE *f) {
     fputs("usage: dist_timeline [-o OUT] [--svg] TRACE.json\n"
+          "       dist_timeline [-o OUT] [--svg] DIR\n"
           "\n"
           "Draw a trace (distrun --trace DIR: DIR/trace.json, or one rank's\n"
           "DIR/rank<RANK>.trace.json) as a timeline: an HTML page with an SVG, a row\n"
           "per thread of each process, each operation a box colored by its name.\n"
+          "Given DIR, first merge its rank files into DIR/trace.json as distrun does\n"
+          "(for a job started without distrun), then draw that.\n"
           "\n"
           "  -o OUT      write it to OUT (default: TRACE with .html, or .svg)\n"
           "  --svg       write the SVG alone\n"
@@ -564,6 +583,36 @@ static char *default_out(const char *trace, const char *ext) {
     return out;
 }
 
+/* path[0..n), n > 1, ends in a separator that can go (not that of "/", nor
+   of Windows' "C:\"). */
+static int ends_in_separator(const char *path, size_t n) {
+#ifdef _WIN32
+    return (path[n - 1] == '/' || path[n - 1] == '\\') && path[n - 2] != ':';
+#else
+    return path[n - 1] == '/';
+#endif
+}
+
+/* DIR's rank files merged into DIR/trace.json, as distrun merges them (one
+   line on stderr says how); its path.  Exits when there is nothing to draw. */
+static char *merge_dir(const char *arg) {
+    size_t n = strlen(arg);
+    char *dir = malloc(n + 1), *trace;
+    int last;
+    if (!dir) die("out of memory");
+    memcpy(dir, arg, n + 1);
+    while (n > 1 && ends_in_separator(dir, n)) dir[--n] = '\0';      /* "DIR/" as "DIR" */
+    last = plat_trace_ranks(dir);
+    if (last < 0) die("cannot list the directory %s: %s", dir, strerror(errno));
+    if (last == 0) die("no rank's trace file (rank<RANK>.trace.json) in the directory %s: nothing to merge", dir);
+    if (last > 65536)       /* (dist's largest world: a stray file must not make it look for a billion) */
+        die("the directory %s holds rank%d.trace.json, past the largest world dist forms (65536 ranks)", dir, last - 1);
+    if (merge_rank_traces("dist_timeline", dir, last, last) != 0) exit(1);
+    if (!(trace = trace_path(dir, -1))) die("out of memory");
+    free(dir);
+    return trace;
+}
+
 static char *read_trace(const char *path, size_t *len) {
     char *text;
     FILE *f = fopen(path, "rb");
@@ -575,7 +624,7 @@ static char *read_trace(const char *path, size_t *len) {
 
 int main(int argc, char **argv) {
     const char *in = NULL, *out_arg = NULL, *other;
-    char *out, *text;
+    char *out, *text, *merged = NULL;
     int svg = 0, ok;
     size_t len;
     timeline t;
@@ -591,6 +640,7 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "dist_timeline: one trace at a time ('%s', then '%s')\n", in, argv[i]); return 2; }
     }
     if (!in) { usage(stderr); return 2; }
+    if (plat_is_dir(in)) in = merged = merge_dir(in);
     memset(&t, 0, sizeof t);
     t.path = in;
     text = read_trace(in, &len);
@@ -620,5 +670,6 @@ int main(int argc, char **argv) {
     free(t.scratch);
     free(out);
     free(text);
+    free(merged);
     return 0;
 }

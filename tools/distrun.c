@@ -39,8 +39,10 @@
    files into DIR/trace.json, for Perfetto (ui.perfetto.dev) or
    chrome://tracing, and says on one line how many ranks it merged and which
    files were missing or did not read, and why.  tools/dist_timeline.c
-   draws a trace as a page; it reads traces with this file's JSON reader
-   (the section "trace files").
+   draws a trace as a page; it reads traces with this file's JSON reader,
+   and given DIR it merges the rank files itself, with this file's merge
+   (the sections "trace files"): for jobs started without distrun, such as
+   dist_spawn's.
 
    Each rank runs in its own process group, so a signal reaches everything a
    rank started and the terminal's Ctrl-C reaches distrun alone (which
@@ -58,7 +60,9 @@
    plat_* functions declared before the launcher, once for POSIX (Linux,
    macOS) and once for Windows: start a rank with its environment, relay its
    output, wait for something to happen, stop or kill a rank, catch Ctrl-C,
-   open the store's socket.
+   open the store's socket.  The few file functions that the trace merge
+   needs (open, remove, rename, list a directory) come with it instead, in
+   "trace files: the merge", for dist_timeline has the merge too.
 
    Windows (x64, Vista or later) does the same with these differences:
    - Each rank is a CreateProcessW with a new environment block (distrun's
@@ -127,6 +131,7 @@
 #    pragma comment(lib, "shell32.lib")
 #  endif
 #else
+#  include <dirent.h>                       /* a trace directory's files; /proc */
 #  include <fcntl.h>
 #  include <netdb.h>
 #  include <poll.h>
@@ -139,7 +144,6 @@
 #  include <sys/uio.h>
 #  include <sys/wait.h>
 #  ifdef __linux__
-#    include <dirent.h>                     /* /proc, for what was adopted */
 #    include <sys/prctl.h>
 #    include <sys/syscall.h>               /* close_range */
 #  endif
@@ -148,7 +152,7 @@
 /* ---- trace files: a strict JSON reader ------------------------------------
    With DIST_TRACE=DIR each rank writes its operations to
    DIR/rank<RANK>.trace.json, in Chrome's trace event format, and distrun
-   merges them when the job ends (see "tracing" below).  Those files are
+   merges them when the job ends (see "the merge" below).  Those files are
    read here: a pull reader over a file read whole, which builds no tree
    (the merge needs no more of an event than where it begins and ends, and
    its ts: a file of tens of MB holds hundreds of thousands of events) and
@@ -156,9 +160,12 @@
    UTF-8, no trailing commas, no comments, no NaN): a file that is not is
    one that Perfetto may refuse too, or a rank's file cut short.
 
-   tools/dist_timeline.c shares this reader: it defines
-   DISTRUN_TRACE_READER_ONLY and includes this file, which then gives this
-   section alone.  (So distrun.c stays one file to copy beside dist.h.) */
+   tools/dist_timeline.c shares this reader and the merge: it defines
+   DISTRUN_TRACE_READER_ONLY and includes this file, which then gives the
+   sections "trace files" alone (the reader, events, the merge and the file
+   functions of the platform that the merge needs), not the launcher.  (So
+   distrun.c stays one file to copy beside dist.h.)  The few functions that
+   only one of the two uses are marked TRACE_MAYBE_UNUSED. */
 
 /* Each level of arrays and objects is a call deeper in the reader: a
    bound on the stack.  A trace has four. */
@@ -599,6 +606,352 @@ static int trace_object_number(json_reader *r, const char *at, const char *key, 
     return more < 0 ? -1 : found;
 }
 
+/* ---- trace files: the merge --------------------------------------------------
+   When a job traced with DIST_TRACE=DIR ends, however it ends, the files
+   of its ranks 0..WORLD-1 (and of ranks that joined past it, when they left
+   one) are merged into DIR/trace.json: every event of every file that reads
+   as a trace, metadata first, then by ts, written under a temporary name
+   and renamed.  A file that is missing or does not read (a rank killed
+   while writing it) is named, with why, and the others are merged all the
+   same.  distrun does it on node 0 when its ranks end (merge_trace, with
+   the job's world); dist_timeline given DIR does it for the ranks whose
+   files DIR holds (0 to the highest one there), with the same functions
+   and words. */
+
+/* ---- the platform's part of it: files (the rest is at the end) ------------ */
+
+#ifdef _WIN32
+/* s (UTF-8) as UTF-16, malloc'd; NULL (errno ENOMEM) when out of memory. */
+static wchar_t *utf8_to_wide(const char *s) {
+    int n = MultiByteToWideChar(CP_UTF8, 0, s, -1, NULL, 0);
+    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof *w) : NULL;
+    if (!w) { errno = ENOMEM; return NULL; }
+    MultiByteToWideChar(CP_UTF8, 0, s, -1, w, n);
+    return w;
+}
+#endif
+
+static uint64_t plat_random64(void);
+/* Paths are in UTF-8 (Windows: they go to the wide functions). */
+static FILE *plat_fopen(const char *path, const char *mode);
+/* 0, or -1 with errno set (ENOENT: there was none). */
+static int plat_remove_file(const char *path);
+/* Rename from to to, replacing to if it exists: 0, or -1 with errno set. */
+static int plat_replace_file(const char *from, const char *to);
+/* 1 when path is a directory (that can be looked at), else 0. */
+static TRACE_MAYBE_UNUSED int plat_is_dir(const char *path);
+/* 1 + the highest R of the files rank<R>.trace.json in dir (0: none); -1
+   (errno set) when dir cannot be listed. */
+static TRACE_MAYBE_UNUSED int plat_trace_ranks(const char *dir);
+
+/* R, when name is rank<R>.trace.json as trace_path writes it; else -1. */
+static TRACE_MAYBE_UNUSED int trace_file_rank(const char *name) {
+    int r = 0, digits = 0;
+    if (strncmp(name, "rank", 4) != 0) return -1;
+    for (name += 4; json_is_digit(*name); name++, digits++) {
+        if (digits == 9 || (digits == 1 && r == 0)) return -1;     /* (no leading zeros; < 1e9) */
+        r = r * 10 + (*name - '0');
+    }
+    return digits > 0 && strcmp(name, ".trace.json") == 0 ? r : -1;
+}
+
+#ifndef _WIN32
+static uint64_t plat_random64(void) {
+    unsigned char b[8] = { 0 };
+    unsigned long long x = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) { if (fread(b, 1, sizeof b, f) == sizeof b) memcpy(&x, b, sizeof x); fclose(f); }
+    return x;
+}
+
+static FILE *plat_fopen(const char *path, const char *mode) { return fopen(path, mode); }
+
+static int plat_remove_file(const char *path) { return unlink(path); }
+
+static int plat_replace_file(const char *from, const char *to) { return rename(from, to); }
+
+static int plat_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int plat_trace_ranks(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int last = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL) {
+        int r = trace_file_rank(e->d_name);
+        if (r >= last) last = r + 1;
+    }
+    closedir(d);
+    return last;
+}
+#else
+static uint64_t plat_random64(void) {
+    typedef BOOLEAN (WINAPI *gen_fn)(PVOID, ULONG);
+    LARGE_INTEGER q;
+    uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)GetCurrentProcessId() << 32), r;
+    HMODULE m = LoadLibraryA("advapi32.dll");
+    gen_fn gen = m ? (gen_fn)(void (*)(void))GetProcAddress(m, "SystemFunction036") : NULL;  /* RtlGenRandom */
+    QueryPerformanceCounter(&q);
+    x ^= (uint64_t)q.QuadPart * 0x9E3779B97F4A7C15ull;
+    if (gen && gen(&r, sizeof r)) x = r;
+    return x;
+}
+
+static FILE *plat_fopen(const char *path, const char *mode) {
+    wchar_t *w = utf8_to_wide(path), *m = utf8_to_wide(mode);
+    FILE *f = w && m ? _wfopen(w, m) : NULL;
+    free(w);
+    free(m);
+    return f;
+}
+
+static int plat_remove_file(const char *path) {
+    wchar_t *w = utf8_to_wide(path);
+    int rc = w ? _wremove(w) : -1;
+    free(w);
+    return rc;
+}
+
+/* (rename() will not replace a file on Windows) */
+static int plat_replace_file(const char *from, const char *to) {
+    wchar_t *wf = utf8_to_wide(from), *wt = utf8_to_wide(to);
+    int rc = -1;
+    if (wf && wt) {
+        if (MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING)) rc = 0;
+        else {
+            DWORD err = GetLastError();
+            errno = err == ERROR_FILE_NOT_FOUND || err == ERROR_PATH_NOT_FOUND ? ENOENT
+                  : err == ERROR_ACCESS_DENIED || err == ERROR_SHARING_VIOLATION ? EACCES : EIO;
+        }
+    }
+    free(wf);
+    free(wt);
+    return rc;
+}
+
+static int plat_is_dir(const char *path) {
+    wchar_t *w = utf8_to_wide(path);
+    DWORD attr = w ? GetFileAttributesW(w) : INVALID_FILE_ATTRIBUTES;
+    free(w);
+    return attr != INVALID_FILE_ATTRIBUTES && (attr & FILE_ATTRIBUTE_DIRECTORY);
+}
+
+static int plat_trace_ranks(const char *dir) {
+    size_t n = strlen(dir) + 3;
+    char *pattern = malloc(n), name[4 * MAX_PATH];
+    wchar_t *w;
+    WIN32_FIND_DATAW fd;
+    HANDLE h;
+    int last = 0;
+    if (!pattern) { errno = ENOMEM; return -1; }
+    snprintf(pattern, n, "%s/*", dir);
+    w = utf8_to_wide(pattern);
+    free(pattern);
+    if (!w) return -1;
+    h = FindFirstFileW(w, &fd);
+    free(w);
+    if (h == INVALID_HANDLE_VALUE) {
+        DWORD err = GetLastError();
+        if (err == ERROR_FILE_NOT_FOUND) return 0;
+        errno = err == ERROR_PATH_NOT_FOUND ? ENOENT : err == ERROR_ACCESS_DENIED ? EACCES : EIO;
+        return -1;
+    }
+    do {
+        if (WideCharToMultiByte(CP_UTF8, 0, fd.cFileName, -1, name, (int)sizeof name, NULL, NULL) > 0) {
+            int r = trace_file_rank(name);
+            if (r >= last) last = r + 1;
+        }
+    } while (FindNextFileW(h, &fd));
+    FindClose(h);
+    return last;
+}
+#endif
+
+/* ---- the merge itself ---------------------------------------------------------- */
+
+static const char *plural(int n) { return n == 1 ? "" : "s"; }
+
+/* DIR/rank<R>.trace.json, or DIR/trace.json for rank -1; NULL when out of memory. */
+static char *trace_path(const char *dir, int rank) {
+    size_t n = strlen(dir) + 40;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    if (rank < 0) snprintf(p, n, "%s/trace.json", dir);
+    else snprintf(p, n, "%s/rank%d.trace.json", dir, rank);
+    return p;
+}
+
+/* One event of the merge: its text in its file's, and what orders it. */
+typedef struct trace_piece {
+    const char *text;
+    size_t len;
+    double ts;
+    int meta;               /* metadata ("ph":"M") goes first, by file */
+    int file;
+    size_t index;           /* its place in its file */
+} trace_piece;
+
+typedef struct trace_merge {
+    trace_piece *pieces;
+    size_t n, cap;
+    int file;               /* the rank whose file is being read */
+    char **texts;           /* each rank's file, read whole: the pieces point into them */
+    int *merged, *missing;  /* ranks whose files are in, and those that are not */
+    int nmerged, nmissing;
+} trace_merge;
+
+static int add_piece(json_reader *r, const trace_event *ev, void *user) {
+    trace_merge *m = user;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 4096;
+        trace_piece *np = cap > ((size_t)-1) / sizeof *np ? NULL : realloc(m->pieces, cap * sizeof *np);
+        if (!np) return json_fail(r, ev->start, "out of memory after %llu events", (unsigned long long)m->n);
+        m->pieces = np;
+        m->cap = cap;
+    }
+    m->pieces[m->n++] = (trace_piece){ ev->start, (size_t)(ev->end - ev->start), ev->ts, trace_is_meta(ev), m->file, ev->index };
+    return 0;
+}
+
+static int compare_pieces(const void *pa, const void *pb) {
+    const trace_piece *a = pa, *b = pb;
+    if (a->meta != b->meta) return a->meta ? -1 : 1;
+    if (!a->meta && a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    if (a->file != b->file) return a->file < b->file ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Rank `rank`'s file at path read whole into *text and its events added to
+   m: 0; else 1 when there is no such file, -1 when it does not read as a
+   trace, with why in why (and m as it was). */
+static int read_rank_trace(const char *path, int rank, trace_merge *m, char **text, char *why, size_t why_n) {
+    size_t len, had = m->n;
+    const char *other;
+    double said;
+    json_reader r;
+    FILE *f = plat_fopen(path, "rb");
+    *text = NULL;
+    if (!f) {
+        int absent = errno == ENOENT;
+        snprintf(why, why_n, "%s: %s", path, strerror(errno));
+        return absent ? 1 : -1;
+    }
+    if (json_read_file(f, text, &len) != 0) {
+        snprintf(why, why_n, "%s: cannot read it: %s", path, strerror(errno));
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    json_init(&r, *text, len);
+    if (trace_walk(&r, add_piece, m, &other) == 0 && other && trace_object_number(&r, other, "rank", &said) == 1 && said != rank)
+        json_fail(&r, other, "its otherData says it is rank %g's trace", said);
+    if (!r.error[0]) return 0;
+    snprintf(why, why_n, "%s: %s", path, r.error);
+    m->n = had;
+    free(*text);
+    *text = NULL;
+    return -1;
+}
+
+static void put_rank_list(FILE *f, const int *ranks, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", ranks[i]);
+    fputc(']', f);
+}
+
+/* The merge, into a temporary file renamed to DIR/trace.json; NULL, or why not. */
+static const char *write_merged_trace(const char *dir, const trace_merge *m, int world, char *why, size_t why_n) {
+    char *final = trace_path(dir, -1), *tmp = final ? malloc(strlen(final) + 32) : NULL;
+    FILE *f = NULL;
+    int ok;
+    if (!tmp) { free(final); return "out of memory"; }
+    snprintf(tmp, strlen(final) + 32, "%s.%016llx.tmp", final, (unsigned long long)plat_random64());
+    if (!(f = plat_fopen(tmp, "wb"))) {
+        snprintf(why, why_n, "cannot create '%s': %s", tmp, strerror(errno));
+        free(final); free(tmp);
+        return why;
+    }
+    fputs("{\"traceEvents\":[\n", f);
+    for (size_t i = 0; i < m->n; i++) {
+        fwrite(m->pieces[i].text, 1, m->pieces[i].len, f);
+        fputs(i + 1 < m->n ? ",\n" : "\n", f);
+    }
+    fprintf(f, "],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"dist_trace\":1,\"world\":%d,\"ranks\":", world);
+    put_rank_list(f, m->merged, m->nmerged);
+    fputs(",\"missing\":", f);
+    put_rank_list(f, m->missing, m->nmissing);
+    fputs(",\"clock\":\"job\"}}\n", f);
+    ok = !ferror(f);
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) snprintf(why, why_n, "cannot write '%s': %s", tmp, strerror(errno));
+    else if (plat_replace_file(tmp, final) != 0) { snprintf(why, why_n, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno)); ok = 0; }
+    if (!ok) plat_remove_file(tmp);
+    free(final);
+    free(tmp);
+    return ok ? NULL : why;
+}
+
+/* The files of ranks 0..world-1 into m, and those of ranks past it (that
+   joined an elastic job) that exist; the trouble with each that is left out
+   into line (the first 8). */
+static void read_rank_traces(const char *dir, int world, int last, trace_merge *m, char *line, size_t line_n) {
+    char why[400];
+    size_t len;
+    int rc, listed = 0;
+    line[0] = '\0';
+    for (int rank = 0; rank < last; rank++) {
+        char *path = trace_path(dir, rank);
+        m->file = rank;
+        if (!path) snprintf(why, sizeof why, "out of memory");
+        rc = path ? read_rank_trace(path, rank, m, &m->texts[rank], why, sizeof why) : -1;
+        free(path);
+        if (rc == 0) m->merged[m->nmerged++] = rank;
+        if (rc == 0 || (rc > 0 && rank >= world)) continue;
+        m->missing[m->nmissing++] = rank;
+        len = strlen(line);
+        if (listed++ < 8) snprintf(line + len, line_n - len, "%srank %d (%s)", listed > 1 ? ", " : "", rank, why);
+    }
+    len = strlen(line);
+    if (listed > 8) snprintf(line + len, line_n - len, " and %d more", listed - 8);
+}
+
+/* The files of ranks 0..last-1 in dir merged into DIR/trace.json (world:
+   the ranks the job was to have; of those past it, a file that is not there
+   is not missing), and one line on stderr, "PROG: ...", says how it went: 0
+   when DIR/trace.json was written, else -1. */
+static int merge_rank_traces(const char *prog, const char *dir, int world, int last) {
+    const char *failed = "out of memory";
+    char line[2048], why[400];
+    trace_merge m;
+    memset(&m, 0, sizeof m);
+    m.texts = calloc((size_t)last, sizeof *m.texts);
+    m.merged = malloc((size_t)last * sizeof *m.merged);
+    m.missing = malloc((size_t)last * sizeof *m.missing);
+    if (m.texts && m.merged && m.missing) {
+        read_rank_traces(dir, world, last, &m, line, sizeof line);
+        if (m.n > 0) qsort(m.pieces, m.n, sizeof *m.pieces, compare_pieces);
+        failed = m.nmerged == 0 ? NULL : write_merged_trace(dir, &m, world, why, sizeof why);
+    }
+    if (failed)
+        fprintf(stderr, "%s: cannot merge the trace in %s: %s\n", prog, dir, failed);
+    else if (m.nmerged == 0)
+        fprintf(stderr, "%s: trace: no rank's file could be merged, so %s/trace.json is not written: %s\n", prog, dir, line);
+    else if (m.nmissing == 0)
+        fprintf(stderr, "%s: trace of %d rank%s merged into %s/trace.json\n", prog, m.nmerged, plural(m.nmerged), dir);
+    else
+        fprintf(stderr, "%s: trace of %d of %d ranks merged into %s/trace.json; missing: %s\n", prog, m.nmerged,
+                m.nmerged + m.nmissing, dir, line);
+    for (int rank = 0; m.texts && rank < last; rank++) free(m.texts[rank]);
+    free(m.texts);
+    free(m.merged);
+    free(m.missing);
+    free(m.pieces);
+    return failed || m.nmerged == 0 ? -1 : 0;
+}
+
 #ifndef DISTRUN_TRACE_READER_ONLY   /* (the rest is the launcher) */
 
 #define MAX_NPROC      4096
@@ -657,7 +1010,6 @@ typedef struct rank_env rank_env;
 
 /* Windows: argv again, as UTF-8, from the wide command line. */
 static void plat_args(int *argc, char ***argv);
-static uint64_t plat_random64(void);
 static int64_t plat_now_ms(void);                /* monotonic */
 static int64_t plat_now_ns(void);                /* monotonic, for stamping events */
 static int64_t plat_wall_ms(void);               /* the wall clock: ms since 1970 */
@@ -666,11 +1018,8 @@ static void plat_format_time(int64_t wall_ms, char *buf, size_t n);
 static void plat_hostname(char *buf, size_t n);
 /* Make the directory path and those above it; 0, or -1 (errno set). */
 static int plat_make_dirs(const char *path);
-static FILE *plat_fopen(const char *path, const char *mode);    /* path in UTF-8 */
-/* 0, or -1 with errno set (ENOENT: there was none). */
-static int plat_remove_file(const char *path);
-/* Rename from to to, replacing to if it exists: 0, or -1 with errno set. */
-static int plat_replace_file(const char *from, const char *to);
+/* (plat_random64, plat_fopen, plat_remove_file and plat_replace_file are
+   with the trace files, above: the merge needs them.) */
 /* Before ranks start: signals or the console handler, stdio, limits,
    j->stdin_tty.  -1 (message printed) when distrun cannot go on. */
 static int plat_init(job *j);
@@ -1185,8 +1534,6 @@ static void kill_all(job *j) {
     j->killed = 1;
 }
 
-static const char *plural(int n) { return n == 1 ? "" : "s"; }
-
 static int end_status(int code, int sig) { return sig ? 128 + sig : code; }
 
 static void describe_end(char *b, size_t n, int code, int sig) {
@@ -1458,24 +1805,11 @@ static void free_job(job *j) {
    gets DIST_TRACE=DIR, and dist.h writes its operations to
    DIR/rank<RANK>.trace.json, with timestamps on the job's clock (each rank's
    aligned to the launcher's at init).  When the job ends, however it ends,
-   distrun on node 0 merges the files of ranks 0..WORLD_SIZE-1 (and of ranks
-   that joined past it, when they left one) into DIR/trace.json: every
-   event of every file that reads as a trace, metadata first, then by ts,
-   written under a temporary name and renamed.  A file that is missing or
-   does not read (a rank killed while writing it) is named, with why, and
-   the others are merged all the same.  On several nodes, node 0 reads what
-   DIR holds when its own ranks end: a directory the nodes share, and the
-   other nodes' ranks done by then, or those are named missing. */
-
-/* DIR/rank<R>.trace.json, or DIR/trace.json for rank -1; NULL when out of memory. */
-static char *trace_path(const char *dir, int rank) {
-    size_t n = strlen(dir) + 40;
-    char *p = malloc(n);
-    if (!p) return NULL;
-    if (rank < 0) snprintf(p, n, "%s/trace.json", dir);
-    else snprintf(p, n, "%s/rank%d.trace.json", dir, rank);
-    return p;
-}
+   distrun on node 0 merges the files of ranks 0..WORLD_SIZE-1 into
+   DIR/trace.json (how: "trace files: the merge", above).  On several
+   nodes, node 0 reads what DIR holds when its own ranks end: a directory
+   the nodes share, and the other nodes' ranks done by then, or those are
+   named missing. */
 
 /* Before the ranks start: DIR is made, and the files that this node's ranks
    are to write (and node 0's merge) are removed, so that a file an earlier
@@ -1500,171 +1834,11 @@ static int prepare_trace(const job *j) {
     return 0;
 }
 
-/* One event of the merge: its text in its file's, and what orders it. */
-typedef struct trace_piece {
-    const char *text;
-    size_t len;
-    double ts;
-    int meta;               /* metadata ("ph":"M") goes first, by file */
-    int file;
-    size_t index;           /* its place in its file */
-} trace_piece;
-
-typedef struct trace_merge {
-    trace_piece *pieces;
-    size_t n, cap;
-    int file;               /* the rank whose file is being read */
-    char **texts;           /* each rank's file, read whole: the pieces point into them */
-    int *merged, *missing;  /* ranks whose files are in, and those that are not */
-    int nmerged, nmissing;
-} trace_merge;
-
-static int add_piece(json_reader *r, const trace_event *ev, void *user) {
-    trace_merge *m = user;
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 4096;
-        trace_piece *np = cap > ((size_t)-1) / sizeof *np ? NULL : realloc(m->pieces, cap * sizeof *np);
-        if (!np) return json_fail(r, ev->start, "out of memory after %llu events", (unsigned long long)m->n);
-        m->pieces = np;
-        m->cap = cap;
-    }
-    m->pieces[m->n++] = (trace_piece){ ev->start, (size_t)(ev->end - ev->start), ev->ts, trace_is_meta(ev), m->file, ev->index };
-    return 0;
-}
-
-static int compare_pieces(const void *pa, const void *pb) {
-    const trace_piece *a = pa, *b = pb;
-    if (a->meta != b->meta) return a->meta ? -1 : 1;
-    if (!a->meta && a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
-    if (a->file != b->file) return a->file < b->file ? -1 : 1;
-    return a->index < b->index ? -1 : a->index > b->index;
-}
-
-/* Rank `rank`'s file at path read whole into *text and its events added to
-   m: 0; else 1 when there is no such file, -1 when it does not read as a
-   trace, with why in why (and m as it was). */
-static int read_rank_trace(const char *path, int rank, trace_merge *m, char **text, char *why, size_t why_n) {
-    size_t len, had = m->n;
-    const char *other;
-    double said;
-    json_reader r;
-    FILE *f = plat_fopen(path, "rb");
-    *text = NULL;
-    if (!f) {
-        int absent = errno == ENOENT;
-        snprintf(why, why_n, "%s: %s", path, strerror(errno));
-        return absent ? 1 : -1;
-    }
-    if (json_read_file(f, text, &len) != 0) {
-        snprintf(why, why_n, "%s: cannot read it: %s", path, strerror(errno));
-        fclose(f);
-        return -1;
-    }
-    fclose(f);
-    json_init(&r, *text, len);
-    if (trace_walk(&r, add_piece, m, &other) == 0 && other && trace_object_number(&r, other, "rank", &said) == 1 && said != rank)
-        json_fail(&r, other, "its otherData says it is rank %g's trace", said);
-    if (!r.error[0]) return 0;
-    snprintf(why, why_n, "%s: %s", path, r.error);
-    m->n = had;
-    free(*text);
-    *text = NULL;
-    return -1;
-}
-
-static void put_rank_list(FILE *f, const int *ranks, int n) {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", ranks[i]);
-    fputc(']', f);
-}
-
-/* The merge, into a temporary file renamed to DIR/trace.json; NULL, or why not. */
-static const char *write_merged_trace(const char *dir, const trace_merge *m, int world, char *why, size_t why_n) {
-    char *final = trace_path(dir, -1), *tmp = final ? malloc(strlen(final) + 32) : NULL;
-    FILE *f = NULL;
-    int ok;
-    if (!tmp) { free(final); return "out of memory"; }
-    snprintf(tmp, strlen(final) + 32, "%s.%016llx.tmp", final, (unsigned long long)plat_random64());
-    if (!(f = plat_fopen(tmp, "wb"))) {
-        snprintf(why, why_n, "cannot create '%s': %s", tmp, strerror(errno));
-        free(final); free(tmp);
-        return why;
-    }
-    fputs("{\"traceEvents\":[\n", f);
-    for (size_t i = 0; i < m->n; i++) {
-        fwrite(m->pieces[i].text, 1, m->pieces[i].len, f);
-        fputs(i + 1 < m->n ? ",\n" : "\n", f);
-    }
-    fprintf(f, "],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"dist_trace\":1,\"world\":%d,\"ranks\":", world);
-    put_rank_list(f, m->merged, m->nmerged);
-    fputs(",\"missing\":", f);
-    put_rank_list(f, m->missing, m->nmissing);
-    fputs(",\"clock\":\"job\"}}\n", f);
-    ok = !ferror(f);
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) snprintf(why, why_n, "cannot write '%s': %s", tmp, strerror(errno));
-    else if (plat_replace_file(tmp, final) != 0) { snprintf(why, why_n, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno)); ok = 0; }
-    if (!ok) plat_remove_file(tmp);
-    free(final);
-    free(tmp);
-    return ok ? NULL : why;
-}
-
-/* The files of ranks 0..world-1 into m, and those of ranks past it (that
-   joined an elastic job) that exist; the trouble with each that is left out
-   into line (the first 8). */
-static void read_rank_traces(const char *dir, int world, int last, trace_merge *m, char *line, size_t line_n) {
-    char why[400];
-    size_t len;
-    int rc, listed = 0;
-    line[0] = '\0';
-    for (int rank = 0; rank < last; rank++) {
-        char *path = trace_path(dir, rank);
-        m->file = rank;
-        if (!path) snprintf(why, sizeof why, "out of memory");
-        rc = path ? read_rank_trace(path, rank, m, &m->texts[rank], why, sizeof why) : -1;
-        free(path);
-        if (rc == 0) m->merged[m->nmerged++] = rank;
-        if (rc == 0 || (rc > 0 && rank >= world)) continue;
-        m->missing[m->nmissing++] = rank;
-        len = strlen(line);
-        if (listed++ < 8) snprintf(line + len, line_n - len, "%srank %d (%s)", listed > 1 ? ", " : "", rank, why);
-    }
-    len = strlen(line);
-    if (listed > 8) snprintf(line + len, line_n - len, " and %d more", listed - 8);
-}
-
 /* Node 0, when the job has ended: the ranks' files merged into
-   DIR/trace.json; one line says how it went. */
+   DIR/trace.json ("trace files: the merge"); one line says how it went. */
 static void merge_trace(const job *j) {
-    const char *dir = j->opt.trace_dir, *failed = "out of memory";
-    int world = j->opt.nnodes_min * j->opt.nproc, last = j->opt.nnodes * j->opt.nproc;
-    char line[2048], why[400];
-    trace_merge m;
-    if (!dir || j->opt.node_rank != 0) return;
-    memset(&m, 0, sizeof m);
-    m.texts = calloc((size_t)last, sizeof *m.texts);
-    m.merged = malloc((size_t)last * sizeof *m.merged);
-    m.missing = malloc((size_t)last * sizeof *m.missing);
-    if (m.texts && m.merged && m.missing) {
-        read_rank_traces(dir, world, last, &m, line, sizeof line);
-        if (m.n > 0) qsort(m.pieces, m.n, sizeof *m.pieces, compare_pieces);
-        failed = m.nmerged == 0 ? NULL : write_merged_trace(dir, &m, world, why, sizeof why);
-    }
-    if (failed)
-        fprintf(stderr, "distrun: cannot merge the trace in %s: %s\n", dir, failed);
-    else if (m.nmerged == 0)
-        fprintf(stderr, "distrun: trace: no rank's file could be merged, so %s/trace.json is not written: %s\n", dir, line);
-    else if (m.nmissing == 0)
-        fprintf(stderr, "distrun: trace of %d rank%s merged into %s/trace.json\n", m.nmerged, plural(m.nmerged), dir);
-    else
-        fprintf(stderr, "distrun: trace of %d of %d ranks merged into %s/trace.json; missing: %s\n", m.nmerged,
-                m.nmerged + m.nmissing, dir, line);
-    for (int rank = 0; m.texts && rank < last; rank++) free(m.texts[rank]);
-    free(m.texts);
-    free(m.merged);
-    free(m.missing);
-    free(m.pieces);
+    if (!j->opt.trace_dir || j->opt.node_rank != 0) return;
+    merge_rank_traces("distrun", j->opt.trace_dir, j->opt.nnodes_min * j->opt.nproc, j->opt.nnodes * j->opt.nproc);
 }
 
 int main(int argc, char **argv) {
@@ -1708,14 +1882,6 @@ static struct rlimit orig_nofile;
 static int nofile_raised;
 
 static void plat_args(int *argc, char ***argv) { (void)argc; (void)argv; }
-
-static uint64_t plat_random64(void) {
-    unsigned char b[8] = { 0 };
-    unsigned long long x = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (f) { if (fread(b, 1, sizeof b, f) == sizeof b) memcpy(&x, b, sizeof x); fclose(f); }
-    return x;
-}
 
 static int64_t plat_now_ns(void) {
     struct timespec ts;
@@ -1768,12 +1934,6 @@ static int plat_make_dirs(const char *path) {
     errno = err ? err : ENOTDIR;
     return -1;
 }
-
-static FILE *plat_fopen(const char *path, const char *mode) { return fopen(path, mode); }
-
-static int plat_remove_file(const char *path) { return unlink(path); }
-
-static int plat_replace_file(const char *from, const char *to) { return rename(from, to); }
 
 static const char *plat_signal_name(int sig) { return strsignal(sig); }
 
@@ -2321,18 +2481,6 @@ static void plat_args(int *argc, char ***argv) {
     *argv = a;
 }
 
-static uint64_t plat_random64(void) {
-    typedef BOOLEAN (WINAPI *gen_fn)(PVOID, ULONG);
-    LARGE_INTEGER q;
-    uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)GetCurrentProcessId() << 32), r;
-    HMODULE m = LoadLibraryA("advapi32.dll");
-    gen_fn gen = m ? (gen_fn)(void (*)(void))GetProcAddress(m, "SystemFunction036") : NULL;  /* RtlGenRandom */
-    QueryPerformanceCounter(&q);
-    x ^= (uint64_t)q.QuadPart * 0x9E3779B97F4A7C15ull;
-    if (gen && gen(&r, sizeof r)) x = r;
-    return x;
-}
-
 static int64_t plat_now_ms(void) { return (int64_t)GetTickCount64(); }
 
 static int64_t plat_now_ns(void) {
@@ -2499,10 +2647,8 @@ static void wb_putc(wbuf *b, wchar_t ch, size_t times) {
 }
 
 static void wb_put_utf8(wbuf *b, const char *s) {
-    int n = MultiByteToWideChar(CP_UTF8, 0, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof *w) : NULL;
+    wchar_t *w = utf8_to_wide(s);
     if (!w) { b->failed = 1; return; }
-    MultiByteToWideChar(CP_UTF8, 0, s, -1, w, n);
     wb_put(b, w, wcslen(w));
     free(w);
 }
@@ -2850,13 +2996,7 @@ static void plat_wait(job *j, int timeout_ms) {
 }
 
 /* ---- files (--log-dir, --trace) ----------------------------------------- */
-
-static wchar_t *utf8_to_wide(const char *s) {
-    wbuf b = { 0 };
-    wb_put_utf8(&b, s);
-    if (b.failed || !b.p) { free(b.p); errno = ENOMEM; return NULL; }
-    return b.p;
-}
+/* (The rest, which the trace merge needs too, is with the trace files.) */
 
 /* As on POSIX: each directory on the way, then the last must be one. */
 static int plat_make_dirs(const char *path) {
@@ -2877,38 +3017,6 @@ static int plat_make_dirs(const char *path) {
     if (attr != INVALID_FILE_ATTRIBUTES && (attr & FILE_ATTRIBUTE_DIRECTORY)) return 0;
     errno = err ? err : ENOTDIR;
     return -1;
-}
-
-static FILE *plat_fopen(const char *path, const char *mode) {
-    wchar_t *w = utf8_to_wide(path), *m = utf8_to_wide(mode);
-    FILE *f = w && m ? _wfopen(w, m) : NULL;
-    free(w);
-    free(m);
-    return f;
-}
-
-static int plat_remove_file(const char *path) {
-    wchar_t *w = utf8_to_wide(path);
-    int rc = w ? _wremove(w) : -1;
-    free(w);
-    return rc;
-}
-
-/* (rename() will not replace a file on Windows) */
-static int plat_replace_file(const char *from, const char *to) {
-    wchar_t *wf = utf8_to_wide(from), *wt = utf8_to_wide(to);
-    int rc = -1;
-    if (wf && wt) {
-        if (MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING)) rc = 0;
-        else {
-            DWORD err = GetLastError();
-            errno = err == ERROR_FILE_NOT_FOUND || err == ERROR_PATH_NOT_FOUND ? ENOENT
-                  : err == ERROR_ACCESS_DENIED || err == ERROR_SHARING_VIOLATION ? EACCES : EIO;
-        }
-    }
-    free(wf);
-    free(wt);
-    return rc;
 }
 
 /* ---- setting up --------------------------------------------------------- */
