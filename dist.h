@@ -8767,11 +8767,13 @@ typedef struct dist__coll {
 } dist__coll;
 
 /* Collectives: by the thread running them (see "flight recorder").  The
-   stores a call makes: its two words and rec_cur as it begins, rec_cur as
-   it ends (a time more when it waited or is timed, a word when it was
-   queued or failed).  d->coll_seq is already c->seq: a reader that sees a
-   word of the entry written over sees the number that did it. */
-DIST__INLINE void dist__rec_coll_begin(dist__coll *c, uint64_t seq, int coll, int dtype, int op, int root, size_t count, int64_t t_enq) {
+   stores a call makes: its entry as it begins, then d->coll_seq (readers
+   take entries up to coll_seq: whole), and rec_cur as it ends (a time more
+   when it waited or is timed, a byte when it failed).  While rec_cur is of
+   an earlier one, collective #coll_seq is running.  An entry is written
+   over as collective #(its number + DIST__REC_N) begins, when coll_seq is
+   one less: a reader checks coll_seq after reading it. */
+DIST__INLINE void dist__rec_coll_begin(dist__coll *c, uint64_t seq, int coll, int dtype, int op, int root, size_t count) {
     dist_t *d = c->d;
     dist__crec *x;
     if (!DIST_RECORDER_OPS) return;
@@ -8783,17 +8785,13 @@ DIST__INLINE void dist__rec_coll_begin(dist__coll *c, uint64_t seq, int coll, in
     DIST__STORE_RELAXED(&x->op, (uint8_t)op);
     DIST__STORE_RELAXED(&x->failed, (uint8_t)0);
     DIST__STORE_RELAXED(&x->root, (int32_t)root);
-    if (t_enq | d->rec_timed) {      /* queued, or timed (then its timeout counts from here, and with stats its frames are stamped) */
-        if (t_enq) { DIST__STORE_RELAXED(&d->rec_t_enq, t_enq); DIST__STORE_REL(&d->rec_q_seq, seq); }
-        if (d->rec_timed) {
-            int64_t now = dist__now_ns();
-            DIST__STORE_RELAXED(&d->rec_t_start, now);
-            DIST__STORE_REL(&d->rec_t_seq, seq);
-            c->deadline_ns = now + (int64_t)d->timeout_ms * 1000000;
-            if (d->obs) { c->stamped = 1; c->st_last = c->st_first = now + d->top->clock_off; c->st_rank = c->e->rank; }
-        }
+    if (d->rec_timed) {              /* (its timeout counts from here then, and with stats its frames are stamped) */
+        int64_t now = dist__now_ns();
+        DIST__STORE_RELAXED(&d->rec_t_start, now);
+        DIST__STORE_REL(&d->rec_t_seq, seq);
+        c->deadline_ns = now + (int64_t)d->timeout_ms * 1000000;
+        if (d->obs) { c->stamped = 1; c->st_last = c->st_first = now + d->top->clock_off; c->st_rank = c->e->rank; }
     }
-    DIST__STORE_REL(&d->rec_cur, DIST__REC_CUR(seq, -1, DIST__RECW_NONE, DIST__REC_RUNNING));
 }
 
 DIST__INLINE void dist__rec_coll_waits(dist__coll *c, int member, int what) {
@@ -9027,7 +9025,7 @@ static void dist__coll_check_queued(dist__coll *c) {
    nothing is amiss: no failed connection, no collective of d failed, no
    frame of a collective waiting (its checks are then made at the end). */
 static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_t count, dist_dtype dtype, dist_op op, int root,
-                             const char *invalid, int64_t t_enq) {
+                             const char *invalid) {
     const dist__abort_note *a;
     c->d = d; c->e = d->eng;         /* every field, but no memset of the sentence */
     c->deadline_ns = 0; c->reqs = NULL; c->res = DIST_OK; c->why[0] = 0; c->fast = 0; c->now_told = 0;
@@ -9036,9 +9034,9 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     c->es = dist_dtype_size(dtype);
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     c->seq = d->coll_seq + 1;
-    DIST__STORE_RELAXED(&d->coll_seq, c->seq);      /* (the monitor reads it: see dist__rec_coll_begin) */
     c->stamped = 0;                  /* (dist__rec_coll_begin stamps it when the stats are on) */
-    dist__rec_coll_begin(c, c->seq, kind | algo << 4, dtype, op, root, count, t_enq);
+    dist__rec_coll_begin(c, c->seq, kind | algo << 4, dtype, op, root, count);
+    DIST__STORE_REL(&d->coll_seq, c->seq);          /* (the monitor reads it: see dist__rec_coll_begin) */
     d->active.coll = (uint8_t)(kind | algo << 4); d->active.dtype = (uint8_t)dtype; d->active.count = count;
     d->active.op = (uint8_t)op; d->active.root = root;
     if (algo == DIST__ALGO_SLOTS && c->res == DIST_OK && !DIST__LOAD_ACQ(&d->abort_gen) && !DIST__LOAD_ACQ(&c->e->failed_peers) &&
@@ -9647,7 +9645,7 @@ struct dist__job {
     dist_op op;
     int root;
     dist_req_t *req;              /* completed when the job is done */
-    int64_t t_enq;                /* when it was queued (0: it runs as it was called) */
+    int64_t t_enq;                /* when it was queued (set only then) */
     int done;                     /* a blocking caller's job, queued behind async ones */
     dist_result res;
     char invalid[200];            /* a bad call: fails on every rank, in its turn */
@@ -10051,7 +10049,7 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     int algo = dist__choose_algo(d, j->kind, bytes);
     uint8_t *out = (uint8_t *)j->recv;
     const uint8_t *in = (const uint8_t *)j->send;
-    dist__coll_begin(&c, d, j->kind, algo, j->count, j->dtype, j->op, j->root, j->invalid, j->t_enq);
+    dist__coll_begin(&c, d, j->kind, algo, j->count, j->dtype, j->op, j->root, j->invalid);
     if (c.res != DIST_OK) return dist__coll_end(&c);
     if (algo == DIST__ALGO_SLOTS) {
         if (dist__fast_run(&c, j->kind == DIST__COLL_ALL_GATHER ? in : out, out) == DIST_OK && j->kind == DIST__COLL_ALL_REDUCE &&
@@ -10156,6 +10154,10 @@ static DIST__THREAD_RETURN dist__worker_thread(void *arg) {
         if (!d->q_head) d->q_tail = NULL;
         DIST__STORE_RELAXED(&d->q_len, d->q_len - 1);
         DIST__STORE_RELAXED(&d->q_oldest, d->q_head ? d->q_head->t_enq : 0);
+        if (DIST_RECORDER_OPS) {         /* the recorder's "queued": it runs next, as collective #coll_seq + 1 */
+            DIST__STORE_RELAXED(&d->rec_t_enq, j->t_enq);
+            DIST__STORE_REL(&d->rec_q_seq, DIST__LOAD_RELAXED(&d->coll_seq) + 1);
+        }
         int pooled = j->req != NULL;     /* else a blocking caller owns it, and may leave once it is done */
         d->q_busy = 1;
         dist__mutex_unlock(&d->q_lock);
@@ -10291,7 +10293,7 @@ static void dist__worker_stop(dist_t *d) {
 static dist_result dist__collective(dist_t *d, int kind, const void *send, void *recv, size_t count, dist_dtype dtype, dist_op op,
                                     int root, int send_needed, int recv_needed, dist_req_t **req) {
     dist__job j;                  /* no memset: its two sentences are 500 bytes, a small call costs 200 ns */
-    j.next = NULL; j.req = NULL; j.t_enq = 0; j.done = 0; j.res = DIST_OK; j.invalid[0] = 0; j.err[0] = 0;
+    j.next = NULL; j.req = NULL; j.done = 0; j.res = DIST_OK; j.invalid[0] = 0; j.err[0] = 0;
     j.kind = kind; j.send = send; j.recv = recv; j.count = count; j.dtype = dtype; j.op = op; j.root = root;
     return dist__submit(d, &j, send_needed, recv_needed, req);
 }
@@ -12293,13 +12295,11 @@ static int dist__rec_read(dist__rec *x, dist__rec_view *o) {
     return 0;
 }
 
-/* The newest collective of d this rank's recorder holds whole: its
-   number (0: none yet); *cur its rec_cur.  (#coll_seq itself while it is
-   being written, until rec_cur says it, is not.) */
+/* The newest collective of d (its entry is whole once coll_seq says it):
+   its number (0: none yet); *cur its rec_cur. */
 static uint64_t dist__rec_coll_newest(dist_t *d, uint64_t *cur) {
-    uint64_t s = DIST__LOAD_ACQ(&d->coll_seq);
-    *cur = DIST__LOAD_ACQ(&d->rec_cur);
-    return (uint32_t)(*cur >> 32) == (uint32_t)s ? s : s - 1;
+    *cur = DIST__LOAD_ACQ(&d->rec_cur);       /* (first: a rec_cur of an older one says #coll_seq is running) */
+    return DIST__LOAD_ACQ(&d->coll_seq);
 }
 
 /* Collective #k of d (at most the newest, whose rec_cur is cur), read
@@ -12314,14 +12314,16 @@ static int dist__rec_coll_view(dist_t *d, uint64_t k, uint64_t newest, uint64_t 
     coll = DIST__LOAD_RELAXED(&x->coll); o->dtype = DIST__LOAD_RELAXED(&x->dtype); o->op = DIST__LOAD_RELAXED(&x->op);
     failed = DIST__LOAD_RELAXED(&x->failed); o->peer = DIST__LOAD_RELAXED(&x->root);
     DIST__FENCE_ACQ_REL();
-    if (DIST__LOAD_RELAXED(&d->coll_seq) - k >= DIST__REC_N) return 0;
+    if (DIST__LOAD_RELAXED(&d->coll_seq) - k + 1 >= DIST__REC_N) return 0;     /* (being written over, or already) */
     o->what = coll & 15; o->algo = coll >> 4;
     o->res = -failed;
     o->state = o->res ? DIST__REC_FAILED : DIST__REC_DONE;
     o->waiting_on = -1;
-    if (k == newest && (uint32_t)(cur >> 32) == (uint32_t)k) {
-        o->state = (int)(cur & 15);
-        o->wait_what = (int)(cur >> 4 & 15); o->waiting_on = (int)(cur >> 8 & 0xffffff) - 1;
+    if (k == newest) {
+        if ((uint32_t)(cur >> 32) == (uint32_t)k) {
+            o->state = (int)(cur & 15);
+            o->wait_what = (int)(cur >> 4 & 15); o->waiting_on = (int)(cur >> 8 & 0xffffff) - 1;
+        } else o->state = DIST__REC_RUNNING;          /* (begun: nothing said yet) */
         if (DIST__LOAD_ACQ(&d->rec_t_seq) == k) {
             o->t_start = DIST__LOAD_RELAXED(&d->rec_t_start);
             if (o->state != DIST__REC_RUNNING) o->t_end = DIST__LOAD_RELAXED(&d->rec_t_end);

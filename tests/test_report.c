@@ -14,8 +14,10 @@
      refused   q lines and c lines with impossible numbers (negative
                counts, a communicator id past 32 bits, queued < -1) make
                the dump unreadable: that rank "sent no report"
-     real      this process's own recorder (a world of one rank): an async all_reduce's line carries
-               when it was queued (>= 0 ms ago), a blocking one's -1
+     real      this process's own recorder (a world of one rank): an async
+               all_reduce's line carries when it was queued (>= 0 ms ago), a
+               blocking one's -1; after 200 more (three times round the
+               ring) the dump holds the 12 newest, each with its own count
    One line per check; exit 0 only if every check passed. */
 #define DIST_IMPLEMENTATION         /* (reads the library's own parser: never the linked build) */
 #include "dist.h"
@@ -147,6 +149,18 @@ int main(void) {
         const dist__dop *a = parsed ? dist__dump_find(&dp, 0, 1) : NULL, *b = parsed ? dist__dump_find(&dp, 0, 2) : NULL;
         check(a && b && a->queued == -1 && b->queued >= 0 && b->queued < 60000,
               "real: the dump reads back; the blocking call's <queued> is -1, the async one's how long ago it was queued", dump);
+        if (parsed) DIST_FREE(dp.ops);
+        /* around the ring (64 entries) three times: the dump's collectives are the 12 newest, whole */
+        for (int i = 0; ok && i < 200; i++) ok = dist_all_reduce(w, v, (size_t)1 + i % 8, DIST_FLOAT32, DIST_SUM) == DIST_OK;
+        n = dist_recorder_dump(w, dump, sizeof dump);
+        parsed = ok && dist__dump_parse(dump, n, &dp) == 0;
+        int whole = parsed && dp.nops == 12;
+        for (int k = 0; whole && k < 12; k++) {
+            const dist__dop *x = dist__dump_find(&dp, 0, 191 + (unsigned long long)k);
+            whole = x && x->count == (unsigned long long)(1 + (188 + k) % 8) && x->kind == DIST__COLL_ALL_REDUCE && x->dtype == DIST_FLOAT32 &&
+                    x->state == DIST__REC_DONE && x->queued == -1;      /* (#k + 3 is the loop's call k: count 1 + k % 8) */
+        }
+        check(whole, "real: after 202 collectives (the ring of 64 three times round) the dump holds #191-#202, each with its count", dump);
         if (parsed) DIST_FREE(dp.ops);
         dist_destroy(w);
     }
