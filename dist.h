@@ -12657,13 +12657,16 @@ static size_t dist__report_build(int world, char *const *texts, const size_t *le
                 }
                 (void)nb;
             }
-            /* async collectives queued behind the current one, ranks with as many together */
-            for (int r = 0; r < world; r++) {
+            /* async collectives queued behind the current one, ranks with as many together (4 lines at
+               most: each a pass over the ranks, so a large world costs a few passes, not world^2) */
+            int said[4], nsaid = 0;
+            for (int r = 0; r < world && nsaid < 4; r++) {
                 int k = dist__dump_queued(&dp[r], comm), n = 0, dup = 0;
                 long long longest = -1;
                 if (k <= 0) continue;
-                for (int q = 0; q < r && !dup; q++) dup = dist__dump_queued(&dp[q], comm) == k;
+                for (int i = 0; i < nsaid; i++) dup |= said[i] == k;
                 if (dup) continue;
+                said[nsaid++] = k;
                 for (int q = r; q < world; q++)
                     if (dist__dump_queued(&dp[q], comm) == k) {
                         list[n++] = q;
