@@ -613,7 +613,10 @@ static int trace_object_number(json_reader *r, const char *at, const char *key, 
    as a trace, metadata first, then by ts, written under a temporary name
    and renamed.  A file that is missing or does not read (a rank killed
    while writing it) is named, with why, and the others are merged all the
-   same.  distrun does it on node 0 when its ranks end (merge_trace, with
+   same.  Its otherData says "world", the "ranks" merged, those "missing",
+   and each merged rank's "clock_error_us" (as its file says it: how far its
+   clock may be from the job's; -1 when it does not say), so a reader knows
+   how much two ranks' times may disagree.  distrun does it on node 0 when its ranks end (merge_trace, with
    the job's world); dist_timeline given DIR does it for the ranks whose
    files DIR holds (0 to the highest one there), with the same functions
    and words. */
@@ -800,6 +803,7 @@ typedef struct trace_merge {
     int file;               /* the rank whose file is being read */
     char **texts;           /* each rank's file, read whole: the pieces point into them */
     int *merged, *missing;  /* ranks whose files are in, and those that are not */
+    double *clock_err;      /* each merged rank's clock uncertainty (us; -1 not said) */
     int nmerged, nmissing;
 } trace_merge;
 
@@ -830,7 +834,7 @@ static int compare_pieces(const void *pa, const void *pb) {
 static int read_rank_trace(const char *path, int rank, trace_merge *m, char **text, char *why, size_t why_n) {
     size_t len, had = m->n;
     const char *other;
-    double said;
+    double said, err;
     json_reader r;
     FILE *f = plat_fopen(path, "rb");
     *text = NULL;
@@ -848,7 +852,11 @@ static int read_rank_trace(const char *path, int rank, trace_merge *m, char **te
     json_init(&r, *text, len);
     if (trace_walk(&r, add_piece, m, &other) == 0 && other && trace_object_number(&r, other, "rank", &said) == 1 && said != rank)
         json_fail(&r, other, "its otherData says it is rank %g's trace", said);
-    if (!r.error[0]) return 0;
+    if (!r.error[0]) {
+        m->clock_err[m->nmerged] = other && trace_object_number(&r, other, "clock_error_us", &err) == 1 ? err : -1;
+        r.error[0] = '\0';                   /* (a bad value only leaves it unsaid) */
+        return 0;
+    }
     snprintf(why, why_n, "%s: %s", path, r.error);
     m->n = had;
     free(*text);
@@ -883,7 +891,9 @@ static const char *write_merged_trace(const char *dir, const trace_merge *m, int
     put_rank_list(f, m->merged, m->nmerged);
     fputs(",\"missing\":", f);
     put_rank_list(f, m->missing, m->nmissing);
-    fputs(",\"clock\":\"job\"}}\n", f);
+    fputs(",\"clock\":\"job\",\"clock_error_us\":[", f);
+    for (int i = 0; i < m->nmerged; i++) fprintf(f, "%s%.3f", i ? "," : "", m->clock_err[i]);
+    fputs("]}}\n", f);
     ok = !ferror(f);
     if (fclose(f) != 0) ok = 0;
     if (!ok) snprintf(why, why_n, "cannot write '%s': %s", tmp, strerror(errno));
@@ -930,7 +940,8 @@ static int merge_rank_traces(const char *prog, const char *dir, int world, int l
     m.texts = calloc((size_t)last, sizeof *m.texts);
     m.merged = malloc((size_t)last * sizeof *m.merged);
     m.missing = malloc((size_t)last * sizeof *m.missing);
-    if (m.texts && m.merged && m.missing) {
+    m.clock_err = malloc((size_t)last * sizeof *m.clock_err);
+    if (m.texts && m.merged && m.missing && m.clock_err) {
         read_rank_traces(dir, world, last, &m, line, sizeof line);
         if (m.n > 0) qsort(m.pieces, m.n, sizeof *m.pieces, compare_pieces);
         failed = m.nmerged == 0 ? NULL : write_merged_trace(dir, &m, world, why, sizeof why);
@@ -948,6 +959,7 @@ static int merge_rank_traces(const char *prog, const char *dir, int world, int l
     free(m.texts);
     free(m.merged);
     free(m.missing);
+    free(m.clock_err);
     free(m.pieces);
     return failed || m.nmerged == 0 ? -1 : 0;
 }

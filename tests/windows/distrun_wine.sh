@@ -39,7 +39,13 @@ TAG=$(basename "$T")           # in every rank's arguments, to find stray proces
 
 FAILS=0
 pass() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; FAILS=$((FAILS + 1)); }
+fail() {
+    echo "FAIL $1"; shift
+    for l in "$@"; do echo "     $l"; done
+    # what distrun said on the last run, whatever the check looked at
+    [ -n "${ERR-}" ] && printf '%s\n' "$ERR" | head -20 | sed 's/^/     stderr| /'
+    FAILS=$((FAILS + 1))
+}
 winpath() { local p=$1; printf 'Z:%s' "${p//\//\\}"; }
 now_ms() { date +%s%3N; }
 # live (not zombie) processes of this run: distrun.exe, or a rank given $TAG
@@ -344,10 +350,16 @@ assert len(ar) == 10 and all(len(v) == 2 for v in ar.values()), "all_reduces: %s
 p2p = sorted((e["pid"], e["name"]) for e in xs if e["name"] in ("send", "recv"))
 assert p2p == [(0, "send")] * 5 + [(1, "recv")] * 5, p2p
 worst = max(max(e["ts"] for e in v.values()) - min(e["ts"] + e["dur"] for e in v.values()) for v in ar.values())
-assert worst < 2000, "an all_reduce ended %.0f us before the other rank began it: clocks not aligned" % worst
+# Each rank's clock is the job's within its clock_error_us (half its best
+# round trip to the store at init): under Wine on a loaded machine that can
+# be milliseconds, and then so can an apparent overlap.
 assert t["otherData"]["world"] == 2 and t["otherData"]["missing"] == [], t["otherData"]
-print("ok: 20 all_reduce events, 10 point-to-point; the last rank in came %.1f us %s the first one out, at worst"
-      % (abs(worst), "before" if worst < 0 else "after"))
+errs = t["otherData"]["clock_error_us"]
+assert len(errs) == 2 and all(0 <= e < 1e6 for e in errs), "clock errors %s" % errs
+allowed = 2000 + sum(errs)
+assert worst < allowed, "an all_reduce ended %.0f us before the other rank began it, more than the ranks' clock errors allow (%s us): clocks not aligned" % (worst, errs)
+print("ok: 20 all_reduce events, 10 point-to-point; the last rank in came %.1f us %s the first one out, at worst; clock errors %s us"
+      % (abs(worst), "before" if worst < 0 else "after", errs))
 PY
     then
         pass "--trace DIR: 2 Windows ranks' traces merged into DIR/trace.json, in order, clocks aligned ($(cat "$T/tr.check"))"
