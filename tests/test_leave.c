@@ -27,7 +27,7 @@
                   of rank r being r + (i % 7), exact in float
      bcast        dist_broadcast of 64 KiB from the leaver
    then the leaver leaves: "abort" (dist_abort, dist_destroy, exit 0),
-   "exit" (_exit(0), no destroy; on Windows TerminateProcess with 0) or "kill" (SIGKILL itself; on Windows
+   "exit" (_exit(0), no destroy: testutil's end_self) or "kill" (SIGKILL itself; on Windows
    testutil's kill_self).  The leaver is rank 0 (which also hosts the
    store) or rank 3, and waiting ranks sleep (spin_us -1) in half the
    repetitions and poll (the default spin) in the other half.  Each
@@ -154,14 +154,10 @@ static int rank_main(int rank, int port, int lfd, void *p) {
         fflush(NULL);
         switch (j->how) {
         case HOW_ABORT: dist_abort(w); dist_destroy(w); return 0;
-#ifdef _WIN32
-        /* (_exit is ExitProcess there, which under Wine hung now and then in
-           CI, 40 s, with rank 0's store thread running: TerminateProcess ends
-           the process as abruptly, its sockets closed by the system) */
-        case HOW_EXIT: TerminateProcess(GetCurrentProcess(), 0); _exit(0);
-#else
-        case HOW_EXIT: _exit(0);
-#endif
+        /* (end_self: _exit; on Windows its threads parked and sockets shut
+           first, as ExitProcess, and TerminateProcess of itself too, hung
+           now and then under Wine with rank 0's store thread in WSAPoll) */
+        case HOW_EXIT: end_self(0); return 0;
         case HOW_KILL: __atomic_store_n(&sh->killed, 1, __ATOMIC_SEQ_CST); kill_self(); return 9;
         }
     }

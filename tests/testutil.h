@@ -68,7 +68,8 @@
                what outlives it (reaped[r]: 1 ended, 2 killed); kill_self():
                raise(SIGKILL) (Windows: its threads parked and its sockets
                shut down first, for Wine, which may keep a dead process's
-               sockets open)
+               sockets open); end_self(code): _exit(code), on Windows the
+               same way
    Spawn       spawn_job(n, fn, arg, cfg): dist_spawn, for a test that
                calls it once a case; on Windows each case in a process of
                its own (see there); spawn_job_error(): the last failed
@@ -1256,7 +1257,11 @@ static inline __attribute__((unused)) int first_value(const char *name, int v) {
 #endif
 
 /* kill_self(): this process ends at once, as killed by SIGKILL
-   (raise(SIGKILL)); it does not return.
+   (raise(SIGKILL)); it does not return.  end_self(code): it ends at once
+   with exit code `code`, nothing flushed or destroyed (_exit; on Windows
+   as kill_self does it, with that code: ExitProcess and a bare
+   TerminateProcess of itself hung now and then under Wine, for 40 s and
+   more, while a thread of the process waited in a socket call).
    Windows: Wine (8.0) at times leaves a socket open after its process has
    ended, when a thread of it was in a socket call then (WSAPoll, a send:
    the dead thread's request keeps the socket; seen in one such end of five
@@ -1277,7 +1282,7 @@ static inline __attribute__((unused)) void testutil_park(void) {
     InterlockedIncrement(&g_testutil_parked);
     for (;;) Sleep(INFINITE);
 }
-static inline __attribute__((unused)) void kill_self(void) {
+static inline __attribute__((unused)) void end_self(int code) {
     DWORD me = GetCurrentProcessId(), self = GetCurrentThreadId();
     HANDLE th[128], snap;
     SOCKET socks[512];
@@ -1316,10 +1321,14 @@ static inline __attribute__((unused)) void kill_self(void) {
     for (int i = 0; i < nsock; i++) shutdown(socks[i], SD_BOTH);
     t0 = now_ns();
     while (g_testutil_parked < moved && now_ns() - t0 < 50000000) Sleep(0);
-    TerminateProcess(GetCurrentProcess(), 128 + SIGKILL);
+    TerminateProcess(GetCurrentProcess(), (UINT)code);
     for (;;) Sleep(1000);
 }
+static inline __attribute__((unused)) void kill_self(void) { end_self(128 + SIGKILL); }
 #else
+static inline __attribute__((unused)) void end_self(int code) {
+    _exit(code);
+}
 static inline __attribute__((unused)) void kill_self(void) {
     raise(SIGKILL);
     for (;;) pause();
