@@ -283,9 +283,17 @@ ERRORS AND LOGGING
    destroy: a send, a receive or a collective that goes well logs nothing,
    and no line is formatted at a level that is off.  dist_log(comm, level, ...)
    writes a line of your own the same way (dist_rpc.h and dist_cuda.h
-   do).  The library never prints on its own, never calls exit() or
-   abort(): it ends no process but the children dist_spawn starts, with
-   _Exit() once their function has returned.
+   do).  The logger is called on the calling thread and on dist's own
+   (progress, monitor, store, async worker), one line a call (at most 511
+   bytes, no newline; a job report is a line each), and never with a lock
+   of dist's held: it may call dist to learn more (dist_recorder_dump,
+   dist_stats, dist_job_report, dist_error_message, the store), and a line
+   that such a call logs reaches it nested, inside that call.  It must
+   not wait for a collective or a send to finish: it may be running on
+   the thread that makes them progress.  The library never prints on its
+   own, never calls exit() or abort(): it ends no process but the
+   children dist_spawn starts, with _Exit() once their function has
+   returned.
 
 FLIGHT RECORDER
    Always on: every communicator keeps its last DIST_RECORDER_OPS (64)
@@ -319,7 +327,8 @@ FLIGHT RECORDER
      rank 0 called all_reduce #5 ..."), point-to-point operations waited
      on, and ranks in dist_destroy.
    - When a call of this rank times out, its monitor thread asks every
-     rank for a dump and logs the report at error level about 3 s later.
+     rank for a dump and logs the report at error level about 3 s later,
+     a log line for each of its lines ("a call timed out; job report: ...").
    Each world runs a monitor thread for this: it wakes once a second, and
    looks at the store ("dist/dump/req") only when no caller is using it.
 
@@ -1202,7 +1211,9 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
    (dist_rpc.h or dist_cuda.h may be implemented in a file that included
    system headers first):
      time         dist__now_ns/_ms, dist__ms_left
-     threads      dist__mutex_*, dist__cond_*, dist__thread_*, dist__yield
+     threads      dist__mutex_init/_destroy, dist__plat_mutex_lock/_unlock/
+                  _trylock (everything else locks with dist__mutex_lock etc.,
+                  at this part's end), dist__cond_*, dist__thread_*, dist__yield
      atomics      DIST__LOAD_ACQ and the others, DIST__FENCE, DIST__CPU_RELAX
      host         dist__getpid, dist__host_identity
      libraries    dist__lib_open/_sym (dist_cuda.h)
@@ -1268,9 +1279,9 @@ typedef DIST__THREAD_RETURN (*dist__thread_fn)(void *);
 
 DIST__PLATFORM void dist__mutex_init(dist__mutex *m) { InitializeSRWLock(m); }
 DIST__PLATFORM void dist__mutex_destroy(dist__mutex *m) { DIST__UNUSED(m); }
-DIST__PLATFORM void dist__mutex_lock(dist__mutex *m) { AcquireSRWLockExclusive(m); }
-DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { ReleaseSRWLockExclusive(m); }
-DIST__PLATFORM int dist__mutex_trylock(dist__mutex *m) { return TryAcquireSRWLockExclusive(m) ? 0 : -1; }
+DIST__PLATFORM void dist__plat_mutex_lock(dist__mutex *m) { AcquireSRWLockExclusive(m); }
+DIST__PLATFORM void dist__plat_mutex_unlock(dist__mutex *m) { ReleaseSRWLockExclusive(m); }
+DIST__PLATFORM int dist__plat_mutex_trylock(dist__mutex *m) { return TryAcquireSRWLockExclusive(m) ? 0 : -1; }
 DIST__PLATFORM void dist__cond_init(dist__cond *c) { InitializeConditionVariable(c); }
 DIST__PLATFORM void dist__cond_destroy(dist__cond *c) { DIST__UNUSED(c); }
 DIST__PLATFORM void dist__cond_signal(dist__cond *c) { WakeConditionVariable(c); }
@@ -1379,9 +1390,9 @@ typedef DIST__THREAD_RETURN (*dist__thread_fn)(void *);
 
 DIST__PLATFORM void dist__mutex_init(dist__mutex *m) { pthread_mutex_init(m, NULL); }
 DIST__PLATFORM void dist__mutex_destroy(dist__mutex *m) { pthread_mutex_destroy(m); }
-DIST__PLATFORM void dist__mutex_lock(dist__mutex *m) { pthread_mutex_lock(m); }
-DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) { pthread_mutex_unlock(m); }
-DIST__PLATFORM int dist__mutex_trylock(dist__mutex *m) { return pthread_mutex_trylock(m) == 0 ? 0 : -1; }
+DIST__PLATFORM void dist__plat_mutex_lock(dist__mutex *m) { pthread_mutex_lock(m); }
+DIST__PLATFORM void dist__plat_mutex_unlock(dist__mutex *m) { pthread_mutex_unlock(m); }
+DIST__PLATFORM int dist__plat_mutex_trylock(dist__mutex *m) { return pthread_mutex_trylock(m) == 0 ? 0 : -1; }
 
 DIST__PLATFORM void dist__cond_init(dist__cond *c) {
     pthread_condattr_t a;
@@ -1669,6 +1680,93 @@ DIST__PLATFORM void dist__stderr_logger(dist_log_level level, const char *msg, v
 DIST__PLATFORM void dist__stderr_logger_stamped(dist_log_level level, const char *msg, void *user) {
     (void)user;
     dist__stderr_line(level, msg, 1);
+}
+
+/* Locks, and the log lines written while one is held.  The logger is the
+   program's code: it may call dist (a dump, the stats, a job report) from
+   whatever thread its line comes on, and those calls take dist's locks.  So
+   dist never calls the logger with one of its own locks held: each thread
+   counts the locks it holds (dist__mutex_lock and the others below, over
+   the platform's), and a line logged while it holds one waits in the
+   thread's queue (DIST__LOG_HELD lines; past that they are counted, and
+   said in one line) until the thread lets go of its last lock, which
+   writes them, in order.  That holds inside the logger too: a line that
+   the logger's own call into dist logs reaches the logger, nested, while
+   that call runs (as it would with no lock in between), so a logger that
+   guards against its own nesting sees it as nested.  Not the platform's
+   own (nothing here calls the OS), but here because all three headers
+   lock through it. */
+#define DIST__LOG_HELD 8
+#define DIST__LOG_LINE 512
+typedef struct dist__held_line {
+    dist_logger to;
+    dist_log_level level;
+    char msg[DIST__LOG_LINE];
+} dist__held_line;
+typedef struct dist__lock_state {
+    int locks;                 /* dist's locks this thread holds */
+    unsigned head, tail;       /* the lines waiting: q[head % N], ..., q[(tail - 1) % N] */
+    long dropped;              /* lines that found the queue full, since it was last written */
+    dist__held_line last;      /* (where the dropped ones would have gone) */
+    dist__held_line q[DIST__LOG_HELD];
+} dist__lock_state;
+static DIST__TLS dist__lock_state dist__locks;
+
+/* The lines this thread holds, to their loggers (as it lets go of its
+   last lock).  A logger's call into dist that lets go of its last lock
+   writes the lines after this one from inside it: nested, in order. */
+DIST__PLATFORM void dist__log_write_held(void) {
+    dist__lock_state *t = &dist__locks;
+    dist__held_line line;
+    while (t->head != t->tail || t->dropped) {
+        if (t->head != t->tail) {
+            line = t->q[t->head % DIST__LOG_HELD];
+            t->head++;
+        } else {
+            line = t->last;
+            snprintf(line.msg, sizeof line.msg, "(and %ld more log line%s, logged while dist held a lock, dropped: at most %d wait)",
+                     t->dropped, t->dropped == 1 ? "" : "s", DIST__LOG_HELD);
+            t->dropped = 0;
+        }
+        line.to.func(line.level, line.msg, line.to.user);
+    }
+}
+
+/* A line for `to`: now, or once this thread holds none of dist's locks. */
+DIST__PLATFORM void dist__log_line(const dist_logger *to, dist_log_level level, const char *msg) {
+    dist__lock_state *t = &dist__locks;
+    if (t->locks == 0 && t->head == t->tail && !t->dropped) { to->func(level, msg, to->user); return; }
+    if (t->tail - t->head >= DIST__LOG_HELD) {
+        t->dropped++;
+        t->last.to = *to;
+        t->last.level = level;
+        return;
+    }
+    {
+        dist__held_line *h = &t->q[t->tail % DIST__LOG_HELD];
+        size_t n = strlen(msg);
+        if (n >= sizeof h->msg) n = sizeof h->msg - 1;
+        h->to = *to;
+        h->level = level;
+        memcpy(h->msg, msg, n);
+        h->msg[n] = 0;
+        t->tail++;
+    }
+    if (t->locks == 0) dist__log_write_held();    /* (lines held before it go first) */
+}
+
+DIST__PLATFORM void dist__mutex_lock(dist__mutex *m) {
+    dist__plat_mutex_lock(m);
+    dist__locks.locks++;
+}
+DIST__PLATFORM int dist__mutex_trylock(dist__mutex *m) {
+    if (dist__plat_mutex_trylock(m) != 0) return -1;
+    dist__locks.locks++;
+    return 0;
+}
+DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) {
+    dist__plat_mutex_unlock(m);
+    if (--dist__locks.locks == 0 && dist__locks.head != dist__locks.tail) dist__log_write_held();
 }
 
 #endif /* the platform layer */
@@ -3022,7 +3120,7 @@ static int dist__log_on(const dist__log *lg, dist_log_level level) {
 }
 
 static void dist__logf(const dist__log *lg, dist_log_level level, const char *fmt, ...) {
-    char msg[512];
+    char msg[DIST__LOG_LINE];
     size_t off = 0;
     va_list ap;
     if (!lg || !lg->logger.func || level > lg->level) return;
@@ -3033,7 +3131,7 @@ static void dist__logf(const dist__log *lg, dist_log_level level, const char *fm
     va_start(ap, fmt);
     dist__vformat(msg + off, sizeof msg - off, fmt, ap);
     va_end(ap);
-    lg->logger.func(level, msg, lg->logger.user);
+    dist__log_line(&lg->logger, level, msg);   /* (not under a lock of dist's: see dist__log_line) */
 }
 
 /* Lines about strangers (refused, dropped): at most DIST__STRANGER_LINES a
@@ -12260,6 +12358,7 @@ fail:
    (it looks again a second later) and never write a communicator's
    sentence (dist__quiet). */
 #define DIST__REPORT_WAIT_MS 2500
+#define DIST__DUMP_CAP (64 * 1024)           /* a rank's dump, at most (bytes) */
 #define DIST__DUMP_COLLS 12          /* collectives per communicator in a dump */
 #define DIST__DUMP_P2P 8             /* ...finished point-to-point operations (unfinished ones: all) */
 
@@ -12745,44 +12844,60 @@ static size_t dist__report_collect(dist_t *top, long long gen, int wait_ms, char
     char **texts = (char **)DIST_MALLOC(sizeof(char *) * (size_t)world);
     size_t *lens = (size_t *)DIST_MALLOC(sizeof(size_t) * (size_t)world), n;
     int64_t until = dist__now_ms() + wait_ms;
-    int missing = world;
-    char key[64];
-    if (!texts || !lens) { DIST_FREE(texts); DIST_FREE(lens); dist__format(out, cap, "job report: out of memory"); return strlen(out); }
+    int missing = world, store_lost = 0;
+    char key[64], *got = (char *)DIST_MALLOC(DIST__DUMP_CAP);   /* (each dump read here, then kept at its size) */
+    char lost[DIST__ERRLEN];
+    if (!texts || !lens || !got) {
+        DIST_FREE(texts); DIST_FREE(lens); DIST_FREE(got);
+        dist__format(out, cap, "job report: out of memory");
+        return strlen(out);
+    }
     memset(texts, 0, sizeof(char *) * (size_t)world);
     memset(lens, 0, sizeof(size_t) * (size_t)world);
     for (;;) {
         for (int r = 0; r < world; r++) {
             size_t len = 0;
-            char probe;
             if (texts[r]) continue;
             dist__format(key, sizeof key, "dist/dump/%d", r);
             /* a check first: a get would wait for the key */
             {
                 const char *keys[1];
                 int exists = 0;
+                dist_result cr;
                 keys[0] = key;
-                if (dist_store_check(top, keys, 1, &exists) != DIST_OK || !exists) continue;
+                /* (TIMEOUT: the store was busy, for the monitor, which does not wait for it) */
+                if ((cr = dist_store_check(top, keys, 1, &exists)) != DIST_OK && cr != DIST_ERR_TIMEOUT) {
+                    dist__format(lost, sizeof lost, "%s", dist__thread_error);
+                    store_lost = 1;
+                    break;
+                }
+                if (cr != DIST_OK || !exists) continue;
             }
-            if (dist_store_get(top, key, &probe, 0, &len) != DIST_ERR_TRUNCATED) continue;   /* (its size) */
+            /* (no larger than a dump can be: one that is fails, and is not read) */
+            if (dist_store_get(top, key, got, DIST__DUMP_CAP, &len) != DIST_OK || len >= DIST__DUMP_CAP) continue;
             if ((texts[r] = (char *)DIST_MALLOC(len + 1)) == NULL) continue;
-            if (dist_store_get(top, key, texts[r], len, &lens[r]) != DIST_OK) { DIST_FREE(texts[r]); texts[r] = NULL; continue; }
-            texts[r][lens[r]] = 0;
+            memcpy(texts[r], got, len);
+            texts[r][lens[r] = len] = 0;
             if (!dist__dump_answers(texts[r], lens[r], gen)) { DIST_FREE(texts[r]); texts[r] = NULL; continue; }   /* (not yet) */
             missing--;
         }
-        if (!missing || dist__now_ms() >= until) break;
+        if (!missing || store_lost || dist__now_ms() >= until) break;
         dist__dump_answer(top);        /* (another rank may ask meanwhile: it waits for this one too) */
         dist__sleep_ms(50);
     }
     n = dist__report_build(world, texts, lens, out, cap);
+    if (store_lost && n + 1 < cap) {
+        dist__format(out + n, cap - n, "  (the store stopped answering, so the others' reports could not be read: %s)\n", lost);
+        n += strlen(out + n);
+    }
     for (int r = 0; r < world; r++) DIST_FREE(texts[r]);
-    DIST_FREE(texts); DIST_FREE(lens);
+    DIST_FREE(texts); DIST_FREE(lens); DIST_FREE(got);
     return n;
 }
 
 /* Publishes this rank's dump, answering request `gen`. */
 static dist_result dist__dump_publish(dist_t *top, long long gen) {
-    size_t cap = 64 * 1024, len;
+    size_t cap = DIST__DUMP_CAP, len;
     char *buf = (char *)DIST_MALLOC(cap), key[64];
     dist_result r;
     if (!buf) return DIST_ERR_NOMEM;
@@ -12885,7 +13000,11 @@ static void dist__monitor_sweep(dist_t *top) {
             DIST_FREE(top->mon_report);
             top->mon_report = rep;
             dist__mutex_unlock(&top->mon_lock);
-            dist__logf(&e->log, DIST_LOG_ERROR, "a call timed out; %s", rep);
+            /* a line each (a logger's sink is lines; a line is at most DIST__LOG_LINE) */
+            for (char *line = rep, *nl; *line; line = nl ? nl + 1 : line + strlen(line)) {
+                if ((nl = strchr(line, '\n')) != NULL) *nl = 0;
+                if (*line) dist__logf(&e->log, DIST_LOG_ERROR, "%s%s", line == rep ? "a call timed out; " : "", line);
+            }
         }
     }
 }

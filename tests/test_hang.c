@@ -76,7 +76,8 @@ typedef struct {
     char fail[N][300];
     char report[REPORT_CAP];
     char logged[N][REPORT_CAP];
-    atomic_int logged_set[N];        /* logged[r] is written (by the logger, a thread of the library) */
+    atomic_int logged_set[N];        /* logged[r] is begun (by the logger, a thread of the library) */
+    atomic_int logged_lines[N];      /* ...and has this many lines (a log line each) */
     char noted[N][400];
     char dump[REPORT_CAP];
     int results[N];
@@ -109,9 +110,15 @@ static void log_capture(dist_log_level level, const char *msg, void *user) {
     if (p) rank = atoi(p + 6) % N;
     if (level == DIST_LOG_INFO && strstr(msg, "has waited") && !sh->noted[rank][0])
         snprintf(sh->noted[rank], sizeof sh->noted[rank], "%s", msg);
+    /* the report the monitor logs: its first line, then one log line per line ("[rank 0]   ...") */
     if (level == DIST_LOG_ERROR && strstr(msg, "job report") && !atomic_load(&sh->logged_set[rank])) {
-        snprintf(sh->logged[rank], sizeof sh->logged[rank], "%s", msg);
+        snprintf(sh->logged[rank], sizeof sh->logged[rank], "%s\n", msg);
         atomic_store(&sh->logged_set[rank], 1);
+        atomic_store(&sh->logged_lines[rank], 1);
+    } else if (level == DIST_LOG_ERROR && atomic_load(&sh->logged_set[rank]) && p && strncmp(strchr(p, ']') + 1, "   ", 3) == 0) {
+        size_t len = strlen(sh->logged[rank]);
+        snprintf(sh->logged[rank] + len, sizeof sh->logged[rank] - len, "%s\n", msg);
+        atomic_fetch_add(&sh->logged_lines[rank], 1);
     }
 }
 
@@ -225,6 +232,11 @@ static int rank_main(dist_t *w, void *arg) {
         EXPECT_R(rank, r == DIST_ERR_TIMEOUT, "all_reduce #5 with rank 3 stopped returned %s", dist_result_name(r));
         /* the monitor logs its report within ~1 s + 2.5 s */
         for (int i = 0; i < 80 && !atomic_load(&sh->logged_set[rank]); i++) sleep_ms(100);
+        /* (its lines come back to back: until none came for 300 ms) */
+        for (int i = 0, n = -1; i < 30 && atomic_load(&sh->logged_lines[rank]) != n; i++) {
+            n = atomic_load(&sh->logged_lines[rank]);
+            sleep_ms(300);
+        }
         if (rank == 0) { kill(atomic_load(&sh->pid[3]), SIGKILL); }
         return 0;
     }
