@@ -1271,8 +1271,8 @@ static inline __attribute__((unused)) int first_value(const char *name, int v) {
    function that parks them for good (SetThreadContext: a thread inside a
    system call finishes it first, and runs nothing of its own after);
    then every socket of the process (handles found by trying each value in
-   turn, until 64 in a row are none) is shut down (SD_BOTH), which ends
-   the calls they wait in; once they are parked (or after 50 ms) the
+   turn, until 256 in a row are none) is shut down (SD_BOTH), which ends
+   the calls they wait in; once they are parked (or after 0.5 s) the
    process ends itself with exit code 128 + SIGKILL (waitpid reads that as
    SIGKILL).  Peers see what they see of a process killed on Linux: its
    connections end without a goodbye, and nothing more comes from it. */
@@ -1310,7 +1310,7 @@ static inline __attribute__((unused)) void end_self(int code) {
         if (SetThreadContext(th[i], &ctx)) moved++;
     }
     /* (no heap here on: a stopped thread may hold its lock) */
-    for (uintptr_t h = 4; misses < 64 && h < ((uintptr_t)1 << 24); h += 4) {
+    for (uintptr_t h = 4; misses < 256 && h < ((uintptr_t)1 << 24); h += 4) {
         DWORD flags;
         int type, len = sizeof type;
         if (!GetHandleInformation((HANDLE)h, &flags)) { misses++; continue; }
@@ -1320,7 +1320,10 @@ static inline __attribute__((unused)) void end_self(int code) {
     for (int i = 0; i < nth; i++) ResumeThread(th[i]);
     for (int i = 0; i < nsock; i++) shutdown(socks[i], SD_BOTH);
     t0 = now_ns();
-    while (g_testutil_parked < moved && now_ns() - t0 < 50000000) Sleep(0);
+    /* (a thread inside a socket call when the process ends can leave that
+       socket open under Wine: wait for all to be parked, up to 0.5 s on a
+       loaded machine; 50 ms was not always enough in CI) */
+    while (g_testutil_parked < moved && now_ns() - t0 < 500000000) Sleep(1);
     TerminateProcess(GetCurrentProcess(), (UINT)code);
     for (;;) Sleep(1000);
 }
