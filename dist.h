@@ -1688,15 +1688,18 @@ DIST__PLATFORM void dist__stderr_logger_stamped(dist_log_level level, const char
    dist never calls the logger with one of its own locks held: each thread
    counts the locks it holds (dist__mutex_lock and the others below, over
    the platform's), and a line logged while it holds one waits in the
-   thread's queue (DIST__LOG_HELD lines; past that they are counted, and
-   said in one line) until the thread lets go of its last lock, which
-   writes them, in order.  That holds inside the logger too: a line that
-   the logger's own call into dist logs reaches the logger, nested, while
-   that call runs (as it would with no lock in between), so a logger that
-   guards against its own nesting sees it as nested.  Not the platform's
-   own (nothing here calls the OS), but here because all three headers
-   lock through it. */
+   thread's queue until the thread lets go of its last lock, which writes
+   them, in order.  The queue holds DIST__LOG_HELD lines in place, then up
+   to DIST__LOG_HELD_MAX more on the heap (a failure that fails many peers
+   at once: given back once written); past that, lines are counted and
+   said in one line.  That holds inside the logger too: a line that the
+   logger's own call into dist logs reaches it, nested, while that call
+   runs (as it would with no lock in between), so a logger that guards
+   against its own nesting sees it as nested.  Not the platform's own
+   (nothing here calls the OS), but here because all three headers lock
+   through it. */
 #define DIST__LOG_HELD 8
+#define DIST__LOG_HELD_MAX 4096
 #define DIST__LOG_LINE 512
 typedef struct dist__held_line {
     dist_logger to;
@@ -1705,12 +1708,18 @@ typedef struct dist__held_line {
 } dist__held_line;
 typedef struct dist__lock_state {
     int locks;                 /* dist's locks this thread holds */
-    unsigned head, tail;       /* the lines waiting: q[head % N], ..., q[(tail - 1) % N] */
-    long dropped;              /* lines that found the queue full, since it was last written */
+    unsigned head, tail;       /* the lines waiting: line head .. tail-1 (dist__held_at) */
+    unsigned more_cap;         /* lines `more` has room for */
+    long dropped;              /* lines that found no room, since the queue was last written */
     dist__held_line last;      /* (where the dropped ones would have gone) */
+    dist__held_line *more;     /* lines DIST__LOG_HELD and on */
     dist__held_line q[DIST__LOG_HELD];
 } dist__lock_state;
 static DIST__TLS dist__lock_state dist__locks;
+
+DIST__PLATFORM dist__held_line *dist__held_at(dist__lock_state *t, unsigned i) {
+    return i < DIST__LOG_HELD ? &t->q[i] : &t->more[i - DIST__LOG_HELD];
+}
 
 /* The lines this thread holds, to their loggers (as it lets go of its
    last lock).  A logger's call into dist that lets go of its last lock
@@ -1720,38 +1729,49 @@ DIST__PLATFORM void dist__log_write_held(void) {
     dist__held_line line;
     while (t->head != t->tail || t->dropped) {
         if (t->head != t->tail) {
-            line = t->q[t->head % DIST__LOG_HELD];
-            t->head++;
+            line = *dist__held_at(t, t->head);
+            if (++t->head == t->tail) t->head = t->tail = 0;     /* all out: the queue starts again */
         } else {
             line = t->last;
             snprintf(line.msg, sizeof line.msg, "(and %ld more log line%s, logged while dist held a lock, dropped: at most %d wait)",
-                     t->dropped, t->dropped == 1 ? "" : "s", DIST__LOG_HELD);
+                     t->dropped, t->dropped == 1 ? "" : "s", DIST__LOG_HELD + DIST__LOG_HELD_MAX);
             t->dropped = 0;
         }
         line.to.func(line.level, line.msg, line.to.user);
+    }
+    if (t->more && t->locks == 0) {            /* (a flood's room, given back) */
+        DIST_FREE(t->more);
+        t->more = NULL;
+        t->more_cap = 0;
     }
 }
 
 /* A line for `to`: now, or once this thread holds none of dist's locks. */
 DIST__PLATFORM void dist__log_line(const dist_logger *to, dist_log_level level, const char *msg) {
     dist__lock_state *t = &dist__locks;
-    if (t->locks == 0 && t->head == t->tail && !t->dropped) { to->func(level, msg, to->user); return; }
-    if (t->tail - t->head >= DIST__LOG_HELD) {
-        t->dropped++;
-        t->last.to = *to;
-        t->last.level = level;
-        return;
+    dist__held_line *h;
+    size_t n;
+    if (t->locks == 0 && t->tail == 0) { to->func(level, msg, to->user); return; }
+    if (t->tail >= DIST__LOG_HELD + t->more_cap) {
+        unsigned cap = t->more_cap ? t->more_cap * 2 : 64;
+        dist__held_line *m = cap <= DIST__LOG_HELD_MAX ? (dist__held_line *)DIST_REALLOC(t->more, sizeof *m * cap) : NULL;
+        if (!m) {
+            t->dropped++;
+            t->last.to = *to;
+            t->last.level = level;
+            return;
+        }
+        t->more = m;
+        t->more_cap = cap;
     }
-    {
-        dist__held_line *h = &t->q[t->tail % DIST__LOG_HELD];
-        size_t n = strlen(msg);
-        if (n >= sizeof h->msg) n = sizeof h->msg - 1;
-        h->to = *to;
-        h->level = level;
-        memcpy(h->msg, msg, n);
-        h->msg[n] = 0;
-        t->tail++;
-    }
+    h = dist__held_at(t, t->tail);
+    n = strlen(msg);
+    if (n >= sizeof h->msg) n = sizeof h->msg - 1;
+    h->to = *to;
+    h->level = level;
+    memcpy(h->msg, msg, n);
+    h->msg[n] = 0;
+    t->tail++;
     if (t->locks == 0) dist__log_write_held();    /* (lines held before it go first) */
 }
 
@@ -1766,7 +1786,8 @@ DIST__PLATFORM int dist__mutex_trylock(dist__mutex *m) {
 }
 DIST__PLATFORM void dist__mutex_unlock(dist__mutex *m) {
     dist__plat_mutex_unlock(m);
-    if (--dist__locks.locks == 0 && dist__locks.head != dist__locks.tail) dist__log_write_held();
+    /* (tail is 0 whenever nothing is held: lines are dropped only past a full queue) */
+    if (--dist__locks.locks == 0 && dist__locks.tail) dist__log_write_held();
 }
 
 #endif /* the platform layer */
@@ -6957,7 +6978,7 @@ static void dist__peer_vfail(dist__engine *e, dist__peer *p, dist_result code, c
     DIST__STORE_RELAXED(&e->failed_peers, e->failed_peers + 1);
     if (p->peer_blocked) { p->peer_blocked = 0; e->blocked_peers--; }
     p->t->close(e, p);
-    dist__logf(&e->log, code == DIST_ERR_ABORTED ? DIST_LOG_INFO : DIST_LOG_ERROR, "%s", p->why);
+    if (code != DIST_ERR_ABORTED) dist__logf(&e->log, DIST_LOG_ERROR, "%s", p->why);   /* (dist_abort says it once) */
     dist__peer_fail_requests(e, p, code);
     /* A collective it was in goes on where it needs nothing more from it:
        it may have finished its part and left.  Whoever still waits for it
@@ -13883,6 +13904,7 @@ DIST_API dist_result dist_abort(dist_t *d) {
         for (int i = 0; i < e->world; i++)
             if (i != e->rank) dist__peer_fail_code(e, &e->peers[i], DIST_ERR_ABORTED, "%s", e->abort_why);
         dist__fail_receives(e, DIST_ERR_ABORTED, e->abort_why);   /* from itself, or from no one in particular */
+        dist__logf(&e->log, DIST_LOG_INFO, "%s", e->abort_why);
         dist__cond_broadcast(&e->cond);
         dist__cond_broadcast(&e->bg_cond);
         if (e->polling) dist__wakeup_signal(&e->wake);

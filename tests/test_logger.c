@@ -39,14 +39,20 @@
    comes from inside the logger's own calls (a nested line) is counted, not
    acted on.
 
+   First, in this process, the held lines themselves (dist__log_line under
+   dist__mutex_lock): 100 lines logged under a lock reach the logger only
+   as it is let go, in order, none while any lock is held (two nested);
+   8 + DIST__LOG_HELD_MAX lines all arrive and 5 past that are said in one
+   line; the heap's room is given back; a line logged by the logger's own
+   call under a lock reaches it nested, inside that call (after the lines
+   held before it).
+
    Checks: every rank ends within its time (no deadlock), results exact,
    every logger check held, debug and info lines seen on every rank, every
    dump non-empty, and on ranks 0-2 the timeout's error, the logger's own
    job report and the monitor's report line.  LOGGER_SHOW=1 prints every
    line the logger gets on stderr. */
-#ifndef DIST_TEST_LINKED   /* make links the tests with one build of the library (tests/impl_dist.c) */
-#define DIST_IMPLEMENTATION
-#endif
+#define DIST_IMPLEMENTATION         /* (the first case looks at the held lines: never the linked build) */
 #include "dist.h"
 
 #include <errno.h>
@@ -166,6 +172,81 @@ static void logger(dist_log_level level, const char *msg, void *user) {
 
 static log_ctx *g_ctx;
 
+/* ---- the held lines, in this process ---- */
+static struct {
+    int n, bad, depth, max_depth, nested_inner;
+    char first_bad[200];
+    char last[DIST__LOG_LINE];
+    char order[64];                 /* the named lines, as they began to arrive */
+    dist__mutex *m;
+} hl;
+
+static void held_logger(dist_log_level level, const char *msg, void *user) {
+    (void)level; (void)user;
+    if (dist__locks.locks != 0 && !hl.bad++) snprintf(hl.first_bad, sizeof hl.first_bad, "line \"%.80s\" came with %d lock(s) held", msg, dist__locks.locks);
+    hl.depth++;
+    if (hl.depth > hl.max_depth) hl.max_depth = hl.depth;
+    if (strncmp(msg, "line ", 5) != 0 && strlen(hl.order) + strlen(msg) + 2 < sizeof hl.order)
+        strcat(strcat(hl.order, hl.order[0] ? " " : ""), msg);
+    if (strcmp(msg, "nest") == 0) {             /* the logger's own call logs under a lock */
+        dist_logger to = { held_logger, NULL };
+        dist__mutex_lock(hl.m);
+        dist__log_line(&to, DIST_LOG_INFO, "inner");
+        dist__mutex_unlock(hl.m);
+    }
+    if (strcmp(msg, "inner") == 0) hl.nested_inner = hl.depth;
+    snprintf(hl.last, sizeof hl.last, "%s", msg);
+    if (strncmp(msg, "line ", 5) == 0 && atoi(msg + 5) != hl.n && !hl.bad++)
+        snprintf(hl.first_bad, sizeof hl.first_bad, "line %d came as number %d", atoi(msg + 5), hl.n);
+    if (strncmp(msg, "line ", 5) == 0) hl.n++;
+    hl.depth--;
+}
+
+static void held_lines_case(void) {
+    dist__mutex m, m2;
+    dist_logger to = { held_logger, NULL };
+    char line[64];
+    int64_t t0 = now_ns();
+    case_begin("lines logged under dist's locks wait until the last is let go, in order; a flood past the room is counted");
+    dist__mutex_init(&m);
+    dist__mutex_init(&m2);
+    hl.m = &m;
+    /* 100 lines under two nested locks */
+    dist__mutex_lock(&m);
+    dist__mutex_lock(&m2);
+    for (int i = 0; i < 100; i++) { snprintf(line, sizeof line, "line %d", i); dist__log_line(&to, DIST_LOG_INFO, line); }
+    dist__mutex_unlock(&m2);
+    if (hl.n != 0) case_bad("%d lines reached the logger while a lock was still held", hl.n);
+    dist__mutex_unlock(&m);
+    if (hl.n != 100) case_bad("%d of 100 lines reached the logger once the locks were let go", hl.n);
+    if (dist__locks.more != NULL) case_bad("the heap's room for held lines was not given back");
+    /* a flood: DIST__LOG_HELD + DIST__LOG_HELD_MAX, and 5 more */
+    hl.n = 0;
+    dist__mutex_lock(&m);
+    for (int i = 0; i < DIST__LOG_HELD + DIST__LOG_HELD_MAX + 5; i++) {
+        snprintf(line, sizeof line, "line %d", i);
+        dist__log_line(&to, DIST_LOG_INFO, line);
+    }
+    dist__mutex_unlock(&m);
+    if (hl.n != DIST__LOG_HELD + DIST__LOG_HELD_MAX) case_bad("%d lines of a flood arrived, not %d", hl.n, DIST__LOG_HELD + DIST__LOG_HELD_MAX);
+    if (!strstr(hl.last, "and 5 more log lines") || !strstr(hl.last, "dropped")) case_bad("the flood's last line is \"%.120s\"", hl.last);
+    if (dist__locks.more != NULL) case_bad("the heap's room for held lines was not given back after the flood");
+    /* a line the logger's own call logs under a lock: nested, inside that call */
+    hl.max_depth = 0;
+    dist__mutex_lock(&m);
+    dist__log_line(&to, DIST_LOG_INFO, "nest");
+    dist__log_line(&to, DIST_LOG_INFO, "after");
+    dist__mutex_unlock(&m);
+    /* (in the order logged: "after" was held before "inner" was logged) */
+    if (hl.nested_inner != 2) case_bad("the logger's own line came at depth %d, not 2 (inside its call)", hl.nested_inner);
+    if (strcmp(hl.order, "nest after inner") != 0) case_bad("the lines came as \"%s\", not \"nest after inner\"", hl.order);
+    if (hl.bad) case_bad("%s", hl.first_bad);
+    if (dist__locks.locks != 0) case_bad("%d locks counted after all were let go", dist__locks.locks);
+    dist__mutex_destroy(&m);
+    dist__mutex_destroy(&m2);
+    case_end(secs_since(t0), NULL);
+}
+
 static int rank_main(int rank, int port, int lfd, void *arg) {
     char url[64];
     dist_t *w = NULL, *g = NULL;
@@ -277,6 +358,7 @@ int main(void) {
     g_ctx = (log_ctx *)calloc(1, sizeof *g_ctx);
     if (!g_ctx) return 1;
     printf("logger: %d ranks, transport %s, a logger that calls dist on every line\n", N, getenv("DIST_TRANSPORT") ? getenv("DIST_TRANSPORT") : "auto");
+    if (first_process()) held_lines_case();
     case_begin("a logger calling dist_recorder_dump, dist_stats, dist_error_message and dist_job_report from every thread");
     if (first_process()) memset(sh, 0, sizeof *sh);
     if (run_workers(N, rank_main, NULL, 60, -1, NULL) == 0 && first_process())
