@@ -1739,7 +1739,7 @@ DIST__PLATFORM void dist__log_write_held(void) {
         }
         line.to.func(line.level, line.msg, line.to.user);
     }
-    if (t->more && t->locks == 0) {            /* (a flood's room, given back) */
+    if (t->more) {                             /* (a flood's room, given back) */
         DIST_FREE(t->more);
         t->more = NULL;
         t->more_cap = 0;
@@ -13022,9 +13022,9 @@ static void dist__monitor_sweep(dist_t *top) {
             top->mon_report = rep;
             dist__mutex_unlock(&top->mon_lock);
             /* a line each (a logger's sink is lines; a line is at most DIST__LOG_LINE) */
-            for (char *line = rep, *nl; *line; line = nl ? nl + 1 : line + strlen(line)) {
-                if ((nl = strchr(line, '\n')) != NULL) *nl = 0;
-                if (*line) dist__logf(&e->log, DIST_LOG_ERROR, "%s%s", line == rep ? "a call timed out; " : "", line);
+            for (const char *line = rep, *nl; *line; line = nl ? nl + 1 : line + strlen(line)) {
+                int len = (int)((nl = strchr(line, '\n')) != NULL ? (size_t)(nl - line) : strlen(line));
+                if (len) dist__logf(&e->log, DIST_LOG_ERROR, "%s%.*s", line == rep ? "a call timed out; " : "", len, line);
             }
         }
     }

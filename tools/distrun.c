@@ -616,10 +616,10 @@ static int trace_object_number(json_reader *r, const char *at, const char *key, 
    same.  Its otherData says "world", the "ranks" merged, those "missing",
    and each merged rank's "clock_error_us" (as its file says it: how far its
    clock may be from the job's; -1 when it does not say), so a reader knows
-   how much two ranks' times may disagree.  distrun does it on node 0 when its ranks end (merge_trace, with
-   the job's world); dist_timeline given DIR does it for the ranks whose
-   files DIR holds (0 to the highest one there), with the same functions
-   and words. */
+   how much two ranks' times may disagree.  distrun does it on node 0 when
+   its ranks end (merge_trace, with the job's world); dist_timeline given
+   DIR does it for the ranks whose files DIR holds (0 to the highest one
+   there), with the same functions and words. */
 
 /* ---- the platform's part of it: files (the rest is at the end) ------------ */
 
