@@ -48,6 +48,10 @@ COMPILE-TIME OPTIONS
    DIST_STATIC               where: the implementation file (and any file
                              that includes the declarations in the same TU).
                              Make every function static: private to one TU.
+   DIST_API                  where: every file that includes dist.h.  The
+                             decoration of every public function (default
+                             extern; static with DIST_STATIC): e.g.
+                             __declspec(dllexport) to build a DLL.
    DIST_MALLOC(sz)/DIST_FREE(p)/DIST_REALLOC(p,sz)
                              where: the implementation file.  Your allocator.
                              Define all three or none.
@@ -107,6 +111,11 @@ COMPILE-TIME OPTIONS
                              attach), no membarrier, no TCP_CONGESTION, the
                              host known by name, user and host id.  For
                              testing that path on Linux.
+   DIST_TEST_HOOKS           where: the implementation file.  For dist's
+                             own tests only (tests/test_shrink.c,
+                             tests/test_revoke.c): kill points inside the
+                             fault-tolerance protocol and a revoke that
+                             reaches one member.  Never set it in a program.
 
 RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    MASTER_ADDR, MASTER_PORT  where the store is (env://): rank 0's, or
