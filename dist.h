@@ -1508,22 +1508,29 @@ DIST__PLATFORM int dist__ms_left(int64_t deadline_ms, int cap) {
 /* MSVC, x64 only: an aligned load or store of up to 8 bytes is atomic, and
    the CPU orders a load as an acquire and a store as a release, so only
    the compiler needs holding back (_ReadWriteBarrier); read-modify-writes
-   are Interlocked*.  C11's _Generic picks the function by the type of *p
-   (its qualifiers dropped).  (DIST__MSC_ATOMICS takes this branch with
-   another compiler and stand-ins for the intrinsics, for the compile
-   checks: tests/compile/msc_atomics.h.) */
+   are Interlocked*.  In C, C11's _Generic picks the function by the type
+   of *p (its qualifiers dropped); C++ has no _Generic, and picks among
+   overloads of one name instead.  (DIST__MSC_ATOMICS takes this branch
+   with another compiler and stand-ins for the intrinsics, for the compile
+   checks: tests/compile/msc_atomics.h, in C and in C++.) */
 #ifndef DIST__MSC_ATOMICS
 #  include <intrin.h>
 #endif
-#define DIST__MSC_ATOMIC(T, N, W)                                                                              \
-    static __inline T dist__ld_##N(const volatile T *p) { T v = *p; _ReadWriteBarrier(); return v; }          \
-    static __inline void dist__st_##N(volatile T *p, T v) { _ReadWriteBarrier(); *p = v; _ReadWriteBarrier(); } \
-    static __inline T dist__add_##N(volatile T *p, T v) { return (T)W##Add((volatile W##_t *)p, (W##_t)v); }  \
-    static __inline int dist__cas_##N(volatile T *p, T *expected, T v) {                                      \
-        T old = *expected, seen = (T)W##Cas((volatile W##_t *)p, (W##_t)v, (W##_t)old);                        \
-        if (seen == old) return 1;                                                                            \
-        *expected = seen;                                                                                     \
-        return 0;                                                                                             \
+#ifdef __cplusplus
+#  define DIST__MSC_FN(op, N) dist__msc_##op          /* overloads, by the type of p */
+#  define DIST__MSC_PICK(x, op) dist__msc_##op
+#else
+#  define DIST__MSC_FN(op, N) dist__##op##_##N
+#endif
+#define DIST__MSC_ATOMIC(T, N, W)                                                                                      \
+    static __inline T DIST__MSC_FN(ld, N)(const volatile T *p) { T v = *p; _ReadWriteBarrier(); return v; }            \
+    static __inline void DIST__MSC_FN(st, N)(volatile T *p, T v) { _ReadWriteBarrier(); *p = v; _ReadWriteBarrier(); } \
+    static __inline T DIST__MSC_FN(add, N)(volatile T *p, T v) { return (T)W##Add((volatile W##_t *)p, (W##_t)v); }    \
+    static __inline int DIST__MSC_FN(cas, N)(volatile T *p, T *expected, T v) {                                        \
+        T old = *expected, seen = (T)W##Cas((volatile W##_t *)p, (W##_t)v, (W##_t)old);                                \
+        if (seen == old) return 1;                                                                                     \
+        *expected = seen;                                                                                              \
+        return 0;                                                                                                      \
     }
 #ifdef DIST__MSC_LONG64          /* (the compile checks' stand-ins, where long has 64 bits) */
 typedef int dist__msc32_t;
@@ -1555,9 +1562,11 @@ DIST__MSC_ATOMIC_X(long, l, DIST__MSC_LONG)
 DIST__MSC_ATOMIC_X(unsigned long, ul, DIST__MSC_LONG)
 DIST__MSC_ATOMIC(long long, ll, dist__msc64)
 DIST__MSC_ATOMIC(unsigned long long, ull, dist__msc64)
+#ifndef __cplusplus
 #define DIST__MSC_PICK(x, op) _Generic((x), signed char: dist__##op##_c, unsigned char: dist__##op##_uc, char: dist__##op##_ch, \
     short: dist__##op##_s, unsigned short: dist__##op##_us, int: dist__##op##_i, unsigned: dist__##op##_u, long: dist__##op##_l, \
     unsigned long: dist__##op##_ul, long long: dist__##op##_ll, unsigned long long: dist__##op##_ull)
+#endif
 #define DIST__LOAD_ACQ(p)         DIST__MSC_PICK(*(p), ld)(p)
 #define DIST__STORE_REL(p, v)     DIST__MSC_PICK(*(p), st)((p), (v))
 #define DIST__LOAD_RELAXED(p)     DIST__MSC_PICK(*(p), ld)(p)
@@ -3506,7 +3515,7 @@ static void dist__random_bytes(uint8_t *out, size_t n) {
     static uint64_t counter;
     size_t got = dist__random_fill(out, n);
     while (got < n) {
-        uint64_t seed[4] = { (uint64_t)dist__now_ns(), (uint64_t)dist__getpid(), (uint64_t)(uintptr_t)out, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) };
+        uint64_t seed[4] = { (uint64_t)dist__now_ns(), (uint64_t)dist__getpid(), (uint64_t)(uintptr_t)out, (uint64_t)DIST__FETCH_ADD(&counter, 1) };
         uint8_t h[32];
         dist__sha256(seed, sizeof seed, h);
         for (size_t i = 0; i < 32 && got < n; i++) out[got++] = h[i];

@@ -222,8 +222,22 @@ start_test() {
     ) &
 }
 
+# Each test's times, a line as it ends, to BUILD_DIR/logs/times.tsv: name,
+# result, wall seconds, CPU seconds, and whether it mostly waited (CPU
+# under half its wall time: sleeps, timeouts, peers) or mostly computed.
+# tests/times.sh turns one or more of these into the table in
+# tests/TIMES.md.
+times_tsv=$log_dir/times.tsv
+printf 'test\tresult\twall_s\tcpu_s\tkind\n' >"$times_tsv"
+record_times() {   # NAME RESULT SECS CPU
+    local kind
+    kind=$(awk -v w="$3" -v c="$4" 'BEGIN { print (c < 0.5 * w) ? "waits" : "computes" }')
+    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$kind" >>"$times_tsv"
+}
+
 report() {   # NAME LIMIT RC SECS CPU
     local name=$1 limit=$2 rc=$3 secs=$4 cpu=$5 log=$log_dir/$1.log why reason
+    record_times "$name" "$(case $rc in 0) echo pass ;; 77) echo skip ;; *) echo fail ;; esac)" "$secs" "$cpu"
     if [ "$rc" = 0 ]; then
         echo "PASS $name ($secs s, CPU $cpu s)"
         passed=$((passed + 1))

@@ -13,7 +13,18 @@
 #     and clang build them with stand-ins for the intrinsics
 #     (tests/compile/msc_atomics.h, -DDIST__MSC_ATOMICS), so every atomic
 #     the headers use must have a _Generic case, and examples/demo.c built
-#     so runs its four ranks over shared memory.
+#     so runs its four ranks over shared memory.  The same as C++17
+#     (tests/compile/cpp.cpp, g++ -Wpedantic -Wvla: C++ has no _Generic,
+#     and -Wpedantic refuses what MSVC's C++ refuses before C++20:
+#     designated initialisers, compound literals, statement expressions,
+#     zero-length arrays), every header built and run.
+#   - MSVC's view of the headers: each header's implementation, in C and
+#     in C++, preprocessed as MSVC would (no __GNUC__ nor __clang__;
+#     _MSC_VER, _WIN32, _WIN64, _M_X64; system headers empty), holds none
+#     of gcc's extensions (__attribute__, __typeof__, __builtin_*,
+#     __atomic_*, __sync_*, statement expressions, __extension__, asm,
+#     __thread).  MSVC itself cannot run here: this and the C++ build
+#     stand in for it.
 # Exit 0 pass, 77 skip (no mingw-w64: `make deps` installs it), else fail.
 # TIMEOUT: 300
 set -euo pipefail
@@ -68,6 +79,40 @@ if [ $st = 0 ]; then
     [ $st != 0 ] || grep -q "^all 4 ranks finished" "$out/msc-demo.log" || st=1
 fi
 report "MSVC atomics with gcc's stand-ins: examples/demo.c runs its 4 ranks" $st "$out/msc-demo.log"
+
+for h in dist dist_rpc dist_cuda; do
+    [ -f $h.h ] || continue
+    st=0
+    g++ -include tests/compile/msc_atomics.h -DDIST__MSC_ATOMICS -std=c++17 -O1 -Wall -Wextra -Wpedantic -Wvla -Werror -I. \
+        -isystem /usr/local/cuda/include -DDIST_CHECK_HEADER="\"$h.h\"" \
+        $( [ $h = dist ] || echo -D"$(echo $h | tr a-z A-Z)"_IMPLEMENTATION ) -x c++ tests/compile/cpp.cpp \
+        -o "$out/msc-cxx-$h" -pthread -ldl -lm >"$out/msc-cxx-$h.log" 2>&1 || st=$?
+    [ $st != 0 ] || "$out/msc-cxx-$h" >>"$out/msc-cxx-$h.log" 2>&1 || st=$?
+    report "MSVC atomics in C++17 (g++ -Wpedantic -Wvla, stand-ins): $h.h builds and answers" $st "$out/msc-cxx-$h.log"
+done
+
+# MSVC's view: empty stand-ins for every system header the headers name,
+# nothing predefined but what MSVC on x64 defines.
+view=$out/msvc-view
+rm -rf "$view"; mkdir -p "$view/inc"
+grep -ohE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<[^>]+>' dist.h dist_rpc.h dist_cuda.h 2>/dev/null \
+    | sed -E 's/.*<([^>]+)>.*/\1/' | sort -u | while read -r f; do mkdir -p "$view/inc/$(dirname "$f")"; : >"$view/inc/$f"; done
+gnu='__attribute__|__typeof__|(^|[^A-Za-z0-9_])typeof[[:space:]]*\(|__builtin_|__atomic_|__sync_|\([[:space:]]*\{|__extension__|(^|[^A-Za-z0-9_])(__)?asm(__)?([^A-Za-z0-9_]|$)|(^|[^A-Za-z0-9_])__thread([^A-Za-z0-9_]|$)'
+for h in dist dist_rpc dist_cuda; do
+    [ -f $h.h ] || continue
+    for lang in c c++; do
+        st=0 name=msvc-view-$h-$lang
+        printf '#define DIST_IMPLEMENTATION\n#define %s_IMPLEMENTATION\n#include "%s.h"\n' \
+            "$(echo $h | tr a-z A-Z)" $h >"$view/$h.c"
+        gcc -E -P -undef -nostdinc -I"$view/inc" -I. -x $lang -D_MSC_VER=1930 -D_WIN32=1 -D_WIN64=1 -D_M_X64=100 -D_M_AMD64=100 \
+            -D__STDC__=1 $( [ $lang = c++ ] && echo -D__cplusplus=201703L || echo -D__STDC_VERSION__=201112L ) \
+            "$view/$h.c" -o "$view/$name.i" >"$out/$name.log" 2>&1 || st=$?
+        if [ $st = 0 ] && grep -nE "$gnu" "$view/$name.i" >>"$out/$name.log"; then
+            echo "gcc's extensions where MSVC compiles (lines of $view/$name.i above)" >>"$out/$name.log"; st=1
+        fi
+        report "MSVC's view of $h.h ($lang): no gcc extension" $st "$out/$name.log"
+    done
+done
 
 [ "$fails" = 0 ] || { echo "$fails of the Windows checks failed"; exit 1; }
 echo "every Windows build links, and the MSVC atomics build and run"
