@@ -334,7 +334,12 @@ FLIGHT RECORDER
      have 2 collectives queued behind their current one (async; the
      first for up to 3.5 s)"), calls that differ ("MISMATCH: rank 5 called broadcast #5 ... where
      rank 0 called all_reduce #5 ..."), point-to-point operations waited
-     on, and ranks in dist_destroy.
+     on, and ranks in dist_destroy.  The likely cause is one silent rank,
+     else a mismatch, else the rank furthest behind; of several silent
+     ranks the dumps cannot tell which went first, and it says "one of
+     ranks 1-4, which sent no report".  A launcher knows better
+     (dist_store_host_note_failure): distrun's reports give the rank it
+     saw fail first, as its summary does.
    - When a call of this rank times out, its monitor thread asks every
      rank for a dump and logs the report at error level about 3 s later,
      a log line for each of its lines ("a call timed out; job report: ...").
@@ -845,6 +850,12 @@ DIST_API void dist_store_host_stop(dist_store_host *host);
    answers (from the ranks still connected to it), and writes what the job
    is doing into buf; DIST_ERR_NOT_FOUND when no rank answered. */
 DIST_API dist_result dist_store_host_report(dist_store_host *host, char *buf, size_t cap, int wait_ms);
+/* What the launcher saw, for its reports: `rank` failed first, `what`
+   says how ("was killed by signal 9 (Killed)"; NULL: "failed").  The
+   host's later reports give that as the likely cause, and nothing that
+   contradicts it (rank -1 forgets it).  Call it from the thread that
+   takes the reports. */
+DIST_API void dist_store_host_note_failure(dist_store_host *host, int rank, const char *what);
 
 /* ---- collectives ----
    Every rank of the communicator calls the same collectives in the same
@@ -11258,6 +11269,8 @@ struct dist_store_host {
     dist__log log;
     uint64_t run_id;
     char run_from[96];
+    int ended_rank;             /* dist_store_host_note_failure: the rank the launcher saw fail first (-1: none) */
+    char ended_what[160];       /* ... and how ("was killed by signal 9 (Killed)") */
 };
 
 /* Binds and listens; nothing runs yet. */
@@ -11276,6 +11289,7 @@ static dist_result dist__store_host_open(dist_store_host **host, const dist_conf
     memset(&s, 0, sizeof s);
     if ((h = (dist_store_host *)DIST_MALLOC(sizeof *h)) == NULL) return dist__fail(NULL, DIST_ERR_NOMEM, "store host: out of memory");
     memset(h, 0, sizeof *h);
+    h->ended_rank = -1;
     secret = cfg->secret ? cfg->secret : dist__getenv("DIST_SECRET");
     dist__key_from(secret, &h->key);
     if (dist__timeout_from(cfg, &h->timeout_ms) != 0) {
@@ -12677,8 +12691,14 @@ static void dist__dop_wait_text(const dist__dop *x, char *out, size_t cap) {
 }
 
 /* The job's state in a few lines from every rank's dump (texts[r] NULL:
-   none came).  Returns the report's length. */
-static size_t dist__report_build(int world, char *const *texts, const size_t *lens, char *out, size_t cap) {
+   none came).  ended_rank >= 0: the launcher saw that rank fail first, as
+   ended_what says; that is then the likely cause, whatever the dumps
+   suggest (it saw the end, they only show the waiting).  Without it, ranks
+   that sent nothing are the likely cause when there is one of them; of
+   several, the dumps cannot tell which went first, and the report does
+   not guess.  Returns the report's length. */
+static size_t dist__report_build(int world, char *const *texts, const size_t *lens, int ended_rank, const char *ended_what,
+                                 char *out, size_t cap) {
     dist__dump *dp = (dist__dump *)DIST_MALLOC(sizeof *dp * (size_t)world);
     int *list = (int *)DIST_MALLOC(sizeof(int) * (size_t)world * 2), *list2 = list ? list + world : NULL;
     char ranks[256], what[160], wait[96];
@@ -12703,7 +12723,8 @@ static size_t dist__report_build(int world, char *const *texts, const size_t *le
             dist__ranks_text(list, n, ranks, sizeof ranks);
             DIST__REP_PUT("  rank%s %s sent no report (stopped, dead, or cut off from the store)\n", DIST__PLURAL(n), ranks);
             cause = list[0];
-            dist__format(cause_why, sizeof cause_why, "rank %d sent no report", list[0]);
+            if (n == 1) dist__format(cause_why, sizeof cause_why, "rank %d sent no report", list[0]);
+            else dist__format(cause_why, sizeof cause_why, "one of ranks %s, which sent no report", ranks);
         }
     }
     /* each communicator the ranks are in: where every member is */
@@ -12836,7 +12857,9 @@ static size_t dist__report_build(int world, char *const *texts, const size_t *le
         }
         if (dp[r].in_destroy) DIST__REP_PUT("  rank %d is in dist_destroy\n", r);
     }
-    if (cause >= 0) DIST__REP_PUT("  likely cause: %s\n", cause_why);
+    if (ended_rank >= 0 && ended_rank < world)
+        DIST__REP_PUT("  likely cause: rank %d %.200s (the launcher saw it fail first)\n", ended_rank, ended_what && ended_what[0] ? ended_what : "failed");
+    else if (cause >= 0) DIST__REP_PUT("  likely cause: %s\n", cause_why);
 #undef DIST__REP_PUT
     for (int r = 0; r < world; r++) DIST_FREE(dp[r].ops);
     DIST_FREE(dp); DIST_FREE(list);
@@ -12924,7 +12947,7 @@ static size_t dist__report_collect(dist_t *top, long long gen, int wait_ms, char
         dist__dump_answer(top);        /* (another rank may ask meanwhile: it waits for this one too) */
         dist__sleep_ms(50);
     }
-    n = dist__report_build(world, texts, lens, out, cap);
+    n = dist__report_build(world, texts, lens, -1, NULL, out, cap);
     if (store_lost && n + 1 < cap) {
         dist__format(out + n, cap - n, "  (the store stopped answering, so the others' reports could not be read: %s)\n", lost);
         n += strlen(out + n);
@@ -13173,13 +13196,19 @@ DIST_API dist_result dist_store_host_report(dist_store_host *host, char *buf, si
         }
         dist__mutex_unlock(&sv->kv_lock);
         if (!missing || dist__now_ms() >= until) {
-            dist__report_build(world, texts, lens, buf, cap);
+            dist__report_build(world, texts, lens, host->ended_rank, host->ended_what, buf, cap);
             for (int r = 0; r < world; r++) DIST_FREE(texts[r]);
             DIST_FREE(texts); DIST_FREE(lens);
             return answered ? DIST_OK : DIST_ERR_NOT_FOUND;
         }
         dist__sleep_ms(50);
     }
+}
+
+DIST_API void dist_store_host_note_failure(dist_store_host *host, int rank, const char *what) {
+    if (!host) return;
+    host->ended_rank = rank >= 0 && rank < host->world ? rank : -1;
+    dist__format(host->ended_what, sizeof host->ended_what, "%s", what && what[0] ? what : "failed");
 }
 
 /* [SECTION] stats and traces

@@ -1441,6 +1441,20 @@ int main(int argc, char **argv) {
     int rank, n, rc, ok, joined;
     int64_t t_start = dist_time_ns();
     if ((rc = parse_args(argc, argv, &opt)) != 0) return rc < 0 ? 0 : rc;
+    /* --elastic kills a rank and waits for it to come back: without a
+       restart the job would stop at the kill, so say so now.  (distrun
+       --max-restarts says how many in DIST_MAX_RESTARTS, torchrun in
+       TORCHELASTIC_MAX_RESTARTS.) */
+    if (opt.elastic && opt.kill_rank >= 0) {
+        const char *v = getenv("DIST_MAX_RESTARTS"), *r = getenv("RANK");
+        if (!v || !*v) v = getenv("TORCHELASTIC_MAX_RESTARTS");
+        if (!v || strtol(v, NULL, 10) < 1) {
+            if (!r || !strcmp(r, "0"))
+                fprintf(stderr, "dist_sgd: --elastic kills rank %d and needs it restarted: run it under distrun --max-restarts 1, "
+                                "e.g. distrun -n 4 --max-restarts 1 %s --elastic (--kill-rank -1 kills none)\n", opt.kill_rank, argv[0]);
+            return 2;
+        }
+    }
     memset(&data, 0, sizeof data);
     memset(&s, 0, sizeof s);
     /* The data first: a rank that joins a running job (--elastic) is then

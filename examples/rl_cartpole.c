@@ -759,8 +759,28 @@ usage:
     return -1;
 }
 
+/* How many times the launcher restarts a rank that fails: distrun
+   --max-restarts says so in DIST_MAX_RESTARTS (torchrun in
+   TORCHELASTIC_MAX_RESTARTS); 0 when neither is set. */
+static long launcher_restarts(void) {
+    const char *v = getenv("DIST_MAX_RESTARTS");
+    if (!v || !*v) v = getenv("TORCHELASTIC_MAX_RESTARTS");
+    return v && *v ? strtol(v, NULL, 10) : 0;
+}
+
 int main(int argc, char **argv) {
     if (parse_args(argc, argv)) return 2;
+    /* --chaos kills observers and needs each brought back: without enough
+       restarts the job would stop at the first kill, so say so now */
+    if (opt.chaos && launcher_restarts() < (opt.smoke ? 10 : CHAOS_MAX_KILLS)) {
+        const char *r = getenv("RANK");
+        if (!r || !strcmp(r, "0"))
+            fprintf(stderr, "rl_cartpole: --chaos kills up to %d observers and needs each restarted: run it under distrun --max-restarts %d "
+                            "(or more), e.g. distrun -n 4 --max-restarts %d %s --chaos%s (this launch allows %ld)\n",
+                    opt.smoke ? 10 : CHAOS_MAX_KILLS, opt.smoke ? 10 : CHAOS_MAX_KILLS, opt.smoke ? 20 : 50, argv[0],
+                    opt.smoke ? " --smoke" : "", launcher_restarts());
+        return 2;
+    }
     dist_rpc_register("run_episode", h_run_episode);
     dist_rpc_register("die", h_die);
     dist_rpc_register("select_action", h_select_action);

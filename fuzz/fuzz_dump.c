@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         off = (size_t)(end - data) + 1;
     }
     memset(out, 0x5a, sizeof out);
-    n = dist__report_build(FUZZ_DUMP_WORLD, texts, lens, out, cap);
+    n = dist__report_build(FUZZ_DUMP_WORLD, texts, lens, -1, NULL, out, cap);
     FUZZ_CHECK(n < cap && out[n] == 0 && strlen(out) == n);
     for (int i = 0; i < FUZZ_DUMP_WORLD; i++) free(texts[i]);
     return 0;

@@ -581,13 +581,21 @@ fi
 cat > "$T/hang.c" <<'EOF2'
 #define DIST_IMPLEMENTATION
 #include "dist.h"
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
     dist_t *w;
     double x = 1;
     if (dist_init(&w, NULL) != DIST_OK) { fprintf(stderr, "%s\n", dist_error_message(NULL)); return 1; }
     for (int i = 0; i < 3; i++) dist_all_reduce(w, &x, 1, DIST_FLOAT64, DIST_SUM);
+    if (argc > 1 && !strcmp(argv[1], "die")) {       /* rank 2 is killed; then 1, 3, 4 end without a word */
+        if (dist_rank(w) == 2) raise(SIGKILL);
+        if (dist_rank(w) % 2 || dist_rank(w) == 4) { usleep(300000); _exit(5); }
+        sleep(5);                                   /* rank 0 answers, idle */
+        return 0;
+    }
     if (dist_rank(w) == 1) sleep(argc > 1 ? 100 : 3);
     if (dist_all_reduce(w, &x, 1, DIST_FLOAT64, DIST_SUM) != DIST_OK) { fprintf(stderr, "%s\n", dist_error_message(w)); return 1; }
     printf("sum %g\n", x);
@@ -618,6 +626,17 @@ if ${CC:-cc} -std=c11 -O1 -I"$ROOT" -o "$T/hang" "$T/hang.c" -pthread -lm 2> "$T
     else
         fail "SIGUSR1 job report" "rc=$RC" "$ERR" "$(cat "$T/out")"
     fi
+    # rank 2 is killed, then ranks 1, 3 and 4 end while distrun waits for the
+    # report: none of them answers, and the report's likely cause is the
+    # rank the summary names (it guessed rank 1, the lowest silent one)
+    run 30 -n 5 "$T/hang" die
+    if [ "$RC" = 137 ] && printf '%s\n' "$ERR" | grep -Eq "^distrun: rank 2 \\(pid [0-9]+\\) was killed by signal 9 \\(Killed\\)$WHEN_RE, the first to fail" &&
+       printf '%s\n' "$ERR" | grep -q '^distrun:   likely cause: rank 2 was killed by signal 9 (Killed) (the launcher saw it fail first)$' &&
+       [ "$(printf '%s\n' "$ERR" | grep -c 'likely cause')" = 1 ]; then
+        pass "rank 2 killed, then ranks 1, 3, 4 gone: the report's likely cause is rank 2, as the summary says ($MS ms)"
+    else
+        fail "the report's likely cause agrees with the summary" "rc=$RC" "$ERR"
+    fi
     # a job of programs that are not dist's: no report, and no wait for one
     run 20 -n 2 --timeout 1 sleep 10
     if [ "$RC" = 124 ] && [ "$MS" -lt 6000 ] && ! printf '%s\n' "$ERR" | grep -q 'job report'; then
@@ -627,6 +646,27 @@ if ${CC:-cc} -std=c11 -O1 -I"$ROOT" -o "$T/hang" "$T/hang.c" -pthread -lm 2> "$T
     fi
 else
     fail "could not compile the job-report program" "$(cat "$T/cc.err")"
+fi
+
+# ---- the examples that need restarts say so at the start ------------------
+ex=${BUILD_DIR:-$ROOT/build}/examples
+if [ -x "$ex/rl_cartpole" ] && [ -x "$ex/dist_sgd" ]; then
+    run 30 -n 5 "$ex/rl_cartpole" --chaos --smoke
+    if [ "$RC" = 2 ] && [ "$MS" -lt 10000 ] &&
+       printf '%s\n' "$ERR" | grep -q 'rl_cartpole: --chaos kills up to 10 observers and needs each restarted: run it under distrun --max-restarts 10'; then
+        pass "rl_cartpole --chaos without --max-restarts: says it needs them at the start, exit 2 ($MS ms)"
+    else
+        fail "rl_cartpole --chaos without --max-restarts" "rc=$RC ms=$MS" "$ERR"
+    fi
+    run 30 -n 4 "$ex/dist_sgd" --elastic --smoke
+    if [ "$RC" = 2 ] && [ "$MS" -lt 10000 ] &&
+       printf '%s\n' "$ERR" | grep -q 'dist_sgd: --elastic kills rank 2 and needs it restarted: run it under distrun --max-restarts 1'; then
+        pass "dist_sgd --elastic without --max-restarts: says it needs one at the start, exit 2 ($MS ms)"
+    else
+        fail "dist_sgd --elastic without --max-restarts" "rc=$RC ms=$MS" "$ERR"
+    fi
+else
+    fail "the examples are not built in $ex"
 fi
 
 # ---- arguments --------------------------------------------------------------

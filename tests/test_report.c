@@ -14,6 +14,13 @@
      refused   q lines and c lines with impossible numbers (negative
                counts, a communicator id past 32 bits, queued < -1) make
                the dump unreadable: that rank "sent no report"
+     silent    two ranks send nothing: the report lists both and does not
+               pick one as the cause (the dumps cannot tell which went
+               first); one alone is the likely cause
+     launcher  the launcher saw rank 2 fail first (dist_store_host_note_
+               failure's fact): the likely cause says so, and no other
+               rank, whatever the dumps show (rank 1 silent, rank 3
+               behind)
      real      this process's own recorder (a world of one rank): an async
                all_reduce's line carries when it was queued (>= 0 ms ago), a
                blocking one's -1; after 200 more (three times round the
@@ -65,10 +72,18 @@ static char *dump_of(int r, const char *qline, const char *queued) {
     return t;
 }
 
-static void report_of(char **texts, char *out, size_t cap) {
+static void report_ended(char **texts, int ended_rank, const char *ended_what, char *out, size_t cap) {
     size_t lens[4];
     for (int r = 0; r < 4; r++) lens[r] = texts[r] ? strlen(texts[r]) : 0;
-    dist__report_build(4, texts, lens, out, cap);
+    dist__report_build(4, texts, lens, ended_rank, ended_what, out, cap);
+}
+static void report_of(char **texts, char *out, size_t cap) { report_ended(texts, -1, NULL, out, cap); }
+
+/* The report's likely-cause lines (0, or 1 when it gives one). */
+static int causes_in(const char *out) {
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "likely cause:")) != NULL; p++) n++;
+    return n;
 }
 
 static void free_all(char **texts) { for (int r = 0; r < 4; r++) { free(texts[r]); texts[r] = NULL; } }
@@ -126,6 +141,32 @@ int main(void) {
               "refused: a c line queued -7 ms ago", out);
         free_all(texts);
     }
+
+    /* silent: ranks 1 and 3 send nothing */
+    for (int r = 0; r < 4; r += 2) texts[r] = dump_of(r, NULL, NULL);
+    report_of(texts, out, sizeof out);
+    check(strstr(out, "job report: 2 of 4 ranks answered\n") && strstr(out, "  ranks 1, 3 sent no report") &&
+          strstr(out, "  likely cause: one of ranks 1, 3, which sent no report\n") && causes_in(out) == 1,
+          "silent: two ranks silent, neither picked as the cause", out);
+    free_all(texts);
+    for (int r = 0; r < 3; r++) texts[r] = dump_of(r, NULL, NULL);
+    report_of(texts, out, sizeof out);
+    check(strstr(out, "  likely cause: rank 3 sent no report\n") && causes_in(out) == 1, "silent: one rank silent is the likely cause", out);
+    free_all(texts);
+
+    /* launcher: rank 2 failed first, as the launcher saw; rank 1 is silent
+       too and rank 3 behind in the dumps */
+    texts[0] = dump_of(0, NULL, NULL); texts[3] = dump_of(3, NULL, NULL);
+    report_ended(texts, 2, "was killed by signal 9 (Killed)", out, sizeof out);
+    check(strstr(out, "  ranks 1-2 sent no report") &&
+          strstr(out, "  likely cause: rank 2 was killed by signal 9 (Killed) (the launcher saw it fail first)\n") && causes_in(out) == 1,
+          "launcher: the likely cause is the rank the launcher saw fail first, and only that", out);
+    free_all(texts);
+    for (int r = 0; r < 4; r++) texts[r] = dump_of(r, NULL, NULL);
+    report_ended(texts, 1, NULL, out, sizeof out);
+    check(strstr(out, "  likely cause: rank 1 failed (the launcher saw it fail first)\n") && causes_in(out) == 1 &&
+          strstr(out, "  rank 3 is still in all_reduce #4"), "launcher: its fact wins over a rank behind in the dumps", out);
+    free_all(texts);
 
     /* real: this process's recorder, a world of one rank */
     {

@@ -5,7 +5,9 @@
    distrun starts --nproc-per-node (-n, -np) copies of PROG on this node.
    Each gets the torchrun environment: RANK, WORLD_SIZE, LOCAL_RANK,
    LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR and
-   MASTER_PORT, and OMP_NUM_THREADS=1 when several ranks share the node and
+   MASTER_PORT, DIST_MAX_RESTARTS (--max-restarts, 0 by default: a
+   program that needs restarts can say so at its start), and
+   OMP_NUM_THREADS=1 when several ranks share the node and
    the user did not set it (as torchrun does; a notice says so).  Every line
    a rank writes is relayed with a "[RANK] " prefix (stdout to stdout, stderr
    to stderr), or Open MPI's "[1,RANK]<stdout>:" with --tag-output; with
@@ -1361,12 +1363,13 @@ struct job {
     char summary[320];      /* the one line printed at the end, if any (but a failure's) */
     dist_store_host *store; /* node 0: the job's store (dist.h) */
     char report[8192];      /* the job report taken when the job began to fail or timed out ("": none) */
+    const child *report_cause; /* the rank that report names as the cause (NULL: none) */
     plat_job p;
 };
 
 /* A rank's variables, in the order they are set; value NULL: unset. */
 typedef struct env_var { const char *name, *value; } env_var;
-struct rank_env { env_var v[16]; int n; char num[10][24]; };
+struct rank_env { env_var v[20]; int n; char num[12][24]; };
 
 static int64_t seconds_to_ms(double s) { return (int64_t)(s * 1000.0 + 0.5); }
 
@@ -1470,7 +1473,7 @@ static int open_logs(job *j) {
 /* ---- starting ranks ----------------------------------------------------- */
 
 static const char *env_num(rank_env *e, long v) {
-    char *b = e->num[e->n < 10 ? e->n : 9];
+    char *b = e->num[e->n < 12 ? e->n : 11];
     snprintf(b, sizeof e->num[0], "%ld", v);
     return b;
 }
@@ -1496,6 +1499,7 @@ static void make_rank_env(const job *j, int local, int port, rank_env *e) {
     env_add(e, "WORLD_SIZE", env_num(e, (long)o->nnodes_min * o->nproc));
     env_add(e, "DIST_JOINING", o->node_rank >= o->nnodes_min || c->restarts > 0 ? "1" : NULL);
     env_add(e, "DIST_RESTART_COUNT", env_num(e, c->restarts));
+    env_add(e, "DIST_MAX_RESTARTS", env_num(e, o->max_restarts));
     env_add(e, "LOCAL_RANK", env_num(e, local));
     env_add(e, "LOCAL_WORLD_SIZE", env_num(e, o->nproc));
     env_add(e, "GROUP_RANK", env_num(e, o->node_rank));
@@ -1567,12 +1571,23 @@ static void take_report(job *j, char *buf, size_t cap) {
     if (!j->store || dist_store_host_report(j->store, buf, cap, 2500) != DIST_OK) buf[0] = '\0';
 }
 
-/* Each line of a report, as distrun's. */
-static void print_report(const char *rep) {
+/* The rank that failed first, as distrun saw it: the store host's reports
+   give it as the likely cause (so a report never blames another rank than
+   the summary does). */
+static void note_cause(job *j) {
+    char how[96];
+    if (!j->store || !j->cause) return;
+    describe_end(how, sizeof how, j->cause->end_code, j->cause->end_sig);
+    dist_store_host_note_failure(j->store, j->cause->rank, how);
+}
+
+/* Each line of a report, as distrun's; without its likely cause when
+   that is no longer the rank the summary names (skip_cause). */
+static void print_report(const char *rep, int skip_cause) {
     for (const char *p = rep; *p; ) {
         const char *nl = strchr(p, '\n');
         int len = nl ? (int)(nl - p) : (int)strlen(p);
-        fprintf(stderr, "distrun: %.*s\n", len, p);
+        if (!skip_cause || strncmp(p, "  likely cause:", 15) != 0) fprintf(stderr, "distrun: %.*s\n", len, p);
         p += len + (nl != NULL);
     }
 }
@@ -1598,6 +1613,7 @@ static void rank_ended(job *j, child *c, int code, int sig, int64_t ended_ns) {
         if (j->cause && ended_ns < j->cause->ended_ns) {
             j->cause = c;
             j->exit_code = end_status(code, sig);
+            note_cause(j);
         }
         return;
     }
@@ -1619,7 +1635,9 @@ static void rank_ended(job *j, child *c, int code, int sig, int64_t ended_ns) {
         c->failed = 1;
     }
     j->cause = c;
+    note_cause(j);
     take_report(j, j->report, sizeof j->report);     /* (before the others are stopped) */
+    j->report_cause = c;
     begin_stop(j, end_status(code, sig), DR_SIGTERM);
 }
 
@@ -1695,7 +1713,7 @@ static void handle_signals(job *j) {
         if (sig == DR_SIGREPORT) {     /* a report now; the job goes on */
             char rep[8192];
             take_report(j, rep, sizeof rep);
-            if (rep[0]) print_report(rep);
+            if (rep[0]) print_report(rep, 0);
             else fputs("distrun: job report: no rank answered (they are not dist programs, or not running)\n", stderr);
             continue;
         }
@@ -1874,7 +1892,7 @@ int main(int argc, char **argv) {
     merge_trace(&j);
     if (j.cause) print_failure_summary(&j);
     else if (j.summary[0]) fprintf(stderr, "%s\n", j.summary);
-    if (j.report[0]) print_report(j.report);
+    if (j.report[0]) print_report(j.report, j.report_cause != NULL && j.report_cause != j.cause);
     free_job(&j);
     return j.exit_code;
 }
