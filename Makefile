@@ -1,6 +1,13 @@
 # dist - build, tests, demo, sanitizers and benchmarks (GNU make).
 #
-#   make test       build the tests and run them all (tests/run.sh)
+#   make test       build the tests and run the quick set (tests/run.sh,
+#                   DIST_TEST_SET=quick): every test once, on the default
+#                   transport, the compile checks, one Windows test under
+#                   Wine; about 7 minutes on 2 cores
+#   make check      the full matrix: every test on every transport it
+#                   declares (shared memory, TCP), every compile check,
+#                   every Windows test, the floods at full size; about 15
+#                   minutes on 2 cores (.ci/run runs it)
 #   make demo       build and run examples/demo.c (4 ranks passing messages),
 #                   then under build/distrun examples/dist_sgd.c (4 ranks)
 #                   and examples/rl_cartpole.c (1 agent, 3 observers)
@@ -176,15 +183,19 @@ define RUN_SUITE
 @$(3) tests/run.sh -b '$(1)' $(if $(T),'$(T)')
 endef
 
-# Tests run here on shared memory and TCP; their mixed jobs (shared memory
-# and TCP side by side) run in the sanitizer and valgrind passes, which run
-# every test mixed.
-TEST_ENV := DIST_TEST_TRANSPORTS="auto tcp"
+# make check runs every test here on shared memory and TCP; their mixed
+# jobs (shared memory and TCP side by side) run in the sanitizer and
+# valgrind passes, which run every test mixed.  make test runs each once,
+# on its first transport (shared memory where it declares one), with the
+# floods at a tenth of their calls.
+TEST_ENV  := DIST_TEST_SET=quick FLOOD_SCALE=10
+CHECK_ENV := DIST_TEST_SET=full DIST_TEST_TRANSPORTS="auto tcp"
 
 test: deps
 	$(call RUN_SUITE,$(BUILD),$(SANFLAGS),$(TEST_ENV))
 
-check: test
+check: deps
+	$(call RUN_SUITE,$(BUILD),$(SANFLAGS),$(CHECK_ENV))
 
 # Runs whatever is built, without building (handy while editing a test).
 run-tests:

@@ -23,8 +23,9 @@
 #                    (WINEPREFIX: BUILD_DIR/wine unless set)
 # FILTER keeps the tests whose name contains it.
 #
-# Tests run DIST_TEST_JOBS at a time (default: one per CPU), compile checks
-# first; a test whose source has a line `// ALONE: why` (or `# ALONE: why`)
+# Tests run several at a time, the longest first, as many as their CPU
+# shares allow (see "What each test cost" below: tests/times/PASS.tsv);
+# a test whose source has a line `// ALONE: why` (or `# ALONE: why`)
 # runs after the others, with nothing beside it (time bounds, memory peaks,
 # system-wide views that another test would disturb).  A result is printed
 # when its test ends, with its wall time and the CPU time of the test and
@@ -37,11 +38,22 @@
 #
 # Environment:
 #   BUILD_DIR             as -b (default: build)
+#   DIST_TEST_SET         full (default: `make check`): every test on every
+#                         transport it declares, every compile check, every
+#                         Windows test; quick (`make test`): each test on
+#                         its first transport, one compiler of each pair in
+#                         the compile checks and one macOS target, and of
+#                         the Windows tests those in DIST_TEST_WINDOWS_QUICK
+#                         (default: test_collectives)
 #   DIST_COMPILE_CHECKS   0 leaves the compile checks out
 #   DIST_WINDOWS_TESTS    0 leaves the Windows programs out (they do not
 #                         depend on this pass's build: sanitizers, portable)
-#   DIST_TEST_JOBS        tests at a time (default: the number of CPUs; 1
-#                         runs them one by one, ALONE or not)
+#   DIST_TEST_JOBS        tests at a time at most (default: three per CPU;
+#                         1 runs them one by one, ALONE or not)
+#   DIST_TEST_CPUS        the cores the running tests' CPU shares may add up
+#                         to (default: the number of CPUs)
+#   DIST_TEST_TIMES       the table of expected times (default
+#                         tests/times/BUILD_DIR's name.tsv, else build.tsv)
 #   DIST_TEST_TIMEOUT     default limit in seconds (120)
 #   DIST_TIMEOUT_SCALE    multiplies every limit (sanitizer passes)
 #   DIST_TEST_WRAPPER     command put in front of each test (e.g. setarch)
@@ -89,6 +101,7 @@ default_limit=${DIST_TEST_TIMEOUT:-120}
 scale=${DIST_TIMEOUT_SCALE:-1}
 wrapper=${DIST_TEST_WRAPPER:-}
 compile_checks=${DIST_COMPILE_CHECKS:-1}
+test_set=${DIST_TEST_SET:-full}
 windows_tests=${DIST_WINDOWS_TESTS:-1}
 
 export BUILD_DIR=$build_dir
@@ -116,17 +129,22 @@ if [ "$compile_checks" != 0 ]; then
     # Keep this list in step with tests/compile/check.sh.  (c11-gcc and
     # c11-clang are left out: multi-tu-gcc and multi-tu-clang compile the
     # same implementation file with the same flags, and more besides.)
+    # The quick set keeps one compiler of each pair (both compilers still
+    # build every header: gcc as C++, with DIST_STATIC, after a system
+    # header and in its own file; clang across translation units).
     variants="c++11-g++ static-gcc static-clang multi-tu-gcc multi-tu-clang multi-tu-c++ sys-first-gcc sys-first-clang"
+    [ "$test_set" = full ] || variants="c++11-g++ static-gcc multi-tu-clang sys-first-gcc"
     for h in dist.h dist_rpc.h dist_cuda.h; do
         [ -f "$h" ] || continue
         more=""
         [ "$h" = dist.h ] || more="own-file-gcc own-file-clang"
+        [ "$h" = dist.h ] || [ "$test_set" = full ] || more="own-file-gcc"
         for v in $variants $more; do
             add "compile/$h/$v" "" "bash tests/compile/check.sh $h $v $build_dir/compile/$h/$v"
         done
     done
     add "compile/cmake-package" "" "bash tests/compile/cmake.sh $build_dir/compile/cmake"
-    for t in aarch64-macos x86_64-macos; do
+    for t in aarch64-macos $([ "$test_set" = full ] && echo x86_64-macos); do
         add "compile/$t" "tests/compile/macos.sh" "bash tests/compile/macos.sh $t $build_dir/compile/$t"
     done
     add "compile/windows" "tests/compile/windows.sh" "bash tests/compile/windows.sh $build_dir/compile/windows"
@@ -139,7 +157,7 @@ for src in tests/test_*.c tests/test_*.sh; do
              if [ -z "$declared" ]; then
                  add "$name" "$src" "$build_dir/tests/$name"
              else
-                 picked=0 wanted=${DIST_TEST_TRANSPORTS:-$declared}
+                 picked=0 wanted=${DIST_TEST_TRANSPORTS:-$([ "$test_set" = full ] && echo "$declared" || echo "${declared%% *}")}
                  for o in ${DIST_TEST_TRANSPORTS_OF:-}; do
                      [ "${o%%=*}" = "$name" ] && wanted=${o#*=} && wanted=${wanted//,/ }
                  done
@@ -161,15 +179,19 @@ done
 # prefix per build directory: its first start takes ~20 s): the scripts in
 # tests/windows, then each test program (tests/windows/wine_test.sh: those
 # whose source does not say "// WINDOWS: yes" are skips that say why)
+# (The quick set runs those named in DIST_TEST_WINDOWS_QUICK alone.)
+windows_quick=${DIST_TEST_WINDOWS_QUICK:-test_collectives}
 for src in tests/windows/*.sh; do
     [ -f "$src" ] && [ "$windows_tests" != 0 ] || continue
     case $src in */wine_test.sh) continue ;; esac
     name=windows/$(basename "$src" .sh)
+    [ "$test_set" = full ] || case " $windows_quick " in *" ${name#windows/} "*) ;; *) continue ;; esac
     add "$name" "$src" "bash $src $build_dir/windows"
 done
 for src in tests/test_*.c; do
     [ -f "$src" ] && [ "$windows_tests" != 0 ] || continue
     name=$(basename "$src" .c)
+    [ "$test_set" = full ] || case " $windows_quick " in *" $name "*) ;; *) continue ;; esac
     add "windows/$name" "$src" "bash tests/windows/wine_test.sh $name $build_dir/windows/tests"
 done
 export WINEPREFIX=${WINEPREFIX:-$build_dir/wine} WINEDEBUG=${WINEDEBUG:--all}
@@ -177,8 +199,30 @@ export WINEPREFIX=${WINEPREFIX:-$build_dir/wine} WINEDEBUG=${WINEDEBUG:--all}
 # ---- run ------------------------------------------------------------------
 passed=0 failed=0 skipped=0 interrupted=0
 ncpu=$(nproc 2>/dev/null || echo 2)
-max_jobs=${DIST_TEST_JOBS:-$ncpu}
+max_jobs=${DIST_TEST_JOBS:-$((3 * ncpu))}
 [ "$max_jobs" -ge 1 ] 2>/dev/null || max_jobs=1
+cpu_budget=${DIST_TEST_CPUS:-$ncpu}
+
+# What each test cost when last measured on this kind of machine (a
+# times.tsv as this runner writes it, committed as tests/times/PASS.tsv,
+# PASS the build directory's name: build, asan, tsan, portable; or
+# DIST_TEST_TIMES): its wall time orders the tests, longest first, so the
+# long ones do not end the pass alone; its CPU share (CPU / wall) says how
+# much of a core it keeps busy.  Tests start while the shares of those
+# running fit in the CPUs (DIST_TEST_CPUS, default the number of cores), up
+# to DIST_TEST_JOBS at a time (default three per core): tests that mostly
+# wait (sleeps, timeouts, a peer's silence) run several to a core, tests
+# that compute one.  A test not in the table counts as 60 s at one core.
+declare -A exp_wall=() exp_share=()
+times_file=${DIST_TEST_TIMES:-tests/times/$(basename "$build_dir").tsv}
+[ -f "$times_file" ] || times_file=tests/times/build.tsv
+if [ -f "$times_file" ]; then
+    while IFS=$'\t' read -r t _ w c _; do
+        [ "$t" = test ] && continue
+        exp_wall[$t]=$w
+        exp_share[$t]=$(awk -v w="$w" -v c="$c" -v n="$cpu_budget" 'BEGIN { s = (w > 0) ? c / w : 1; if (s < 0.1) s = 0.1; if (s > n) s = n; printf "%.2f", s }')
+    done <"$times_file"
+fi
 state=$log_dir/.run
 rm -rf "$state" "$log_dir/.done"; mkdir -p "$state" || exit 2
 
@@ -261,14 +305,15 @@ report() {   # NAME LIMIT RC SECS CPU
     fi
 }
 
-declare -A running=()        # key -> name<sep>limit
+declare -A running=()        # key -> name<sep>limit<sep>share
 collect() {                  # reports the tests that ended
     local key name limit rc secs cpu
     for key in "${!running[@]}"; do
         [ -f "$state/$key.done" ] || continue
         read -r rc secs cpu <"$state/$key.done"
-        IFS=$sep read -r name limit <<<"${running[$key]}"
+        IFS=$sep read -r name limit share <<<"${running[$key]}"
         unset 'running[$key]'
+        load=$(awk -v l="$load" -v s="$share" 'BEGIN { l -= s; printf "%.2f", (l < 0.005) ? 0 : l }')
         if [ "$interrupted" = 1 ]; then
             echo "INTERRUPTED $name"
             failed=$((failed + 1))
@@ -277,12 +322,22 @@ collect() {                  # reports the tests that ended
         fi
     done
 }
-wait_below() {               # until fewer than $1 tests run
-    while [ "${#running[@]}" -ge "$1" ]; do
+load=0                       # the CPU shares of the tests running
+wait_one() {                 # until a test ends
+    local before=${#running[@]}
+    while [ "${#running[@]}" -ge "$before" ] && [ "$before" -gt 0 ]; do
         wait -n 2>/dev/null
         [ $? != 127 ] || sleep 0.1
         collect
     done
+}
+wait_below() {               # until fewer than $1 tests run
+    while [ "${#running[@]}" -ge "$1" ]; do wait_one; done
+}
+fits() {                     # SHARE: may a test of that share start now?
+    [ "${#running[@]}" -eq 0 ] && return 0
+    [ "${#running[@]}" -lt "$max_jobs" ] &&
+        awk -v l="$load" -v s="$1" -v n="$cpu_budget" 'BEGIN { exit !(l + s <= n + 0.05) }'
 }
 stop_all() {
     interrupted=1
@@ -333,16 +388,52 @@ case " ${shared[*]+"${shared[*]}"} ${alone[*]+"${alone[*]}"}" in *" windows/"*)
     fi ;;
 esac
 
-n=0
-for entry in "${shared[@]+"${shared[@]}"}" "${alone[@]+"${alone[@]}"}"; do
-    IFS=$sep read -r name src cmd <<<"$entry"
-    if [ $n -lt ${#shared[@]} ]; then wait_below "$max_jobs"; else wait_below 1; fi
-    n=$((n + 1))
-    [ "$interrupted" = 0 ] || break
+# The shared tests, longest first (by the table; the unknown count as 60 s).
+order_shared() {
+    local entry name
+    for entry in "${shared[@]+"${shared[@]}"}"; do
+        IFS=$sep read -r name _ <<<"$entry"
+        printf '%s\t%s\n' "${exp_wall[$name]:-60}" "$entry"
+    done | sort -t$'\t' -k1,1 -rn -s | cut -f2-
+}
+launch() {                   # ENTRY SHARE
+    local name src cmd limit key
+    IFS=$sep read -r name src cmd <<<"$1"
     limit=$(limit_of "$src")
     key=${name//[\/\[\]]/_}
-    running[$key]="$name$sep$limit"
+    running[$key]="$name$sep$limit$sep$2"
+    load=$(awk -v l="$load" -v s="$2" 'BEGIN { printf "%.2f", l + s }')
     start_test "$key" "$name" "$limit" "$cmd"
+}
+queue=()
+while IFS= read -r entry; do queue+=("$entry"); done < <(order_shared)
+if [ "$max_jobs" -le 1 ]; then
+    for entry in "${queue[@]+"${queue[@]}"}"; do
+        [ "$interrupted" = 0 ] || break
+        launch "$entry" 1; wait_below 1
+    done
+else
+    # Start the longest test that fits; when none does, wait for one to end.
+    while [ "${#queue[@]}" -gt 0 ] && [ "$interrupted" = 0 ]; do
+        started=0
+        for i in "${!queue[@]}"; do
+            IFS=$sep read -r name _ <<<"${queue[$i]}"
+            share=${exp_share[$name]:-1}
+            if fits "$share"; then
+                launch "${queue[$i]}" "$share"
+                unset 'queue[i]'; queue=("${queue[@]+"${queue[@]}"}")
+                started=1
+                break
+            fi
+        done
+        [ $started = 1 ] || wait_one
+    done
+fi
+# Then the ALONE tests, one by one with nothing beside them.
+for entry in "${alone[@]+"${alone[@]}"}"; do
+    wait_below 1
+    [ "$interrupted" = 0 ] || break
+    launch "$entry" 1
 done
 wait_below 1
 [ "$wine_started" = 0 ] || wineserver -k >/dev/null 2>&1
