@@ -206,15 +206,21 @@ run-tests:
 # shared-memory and the TCP paths side by side).  Disabling ASLR (setarch -R) avoids
 # ThreadSanitizer's "unexpected memory mapping" on kernels with large
 # mmap randomisation.
-# Under a sanitizer a test uses about half a CPU (its ranks wait on each
-# other more than they compute: in CI, CPU 275 s over 545 s of tests under
-# ASan, 582 over 952 under TSan, 142 over 268 in the portable pass), so
-# these passes run one test more than there are CPUs (DIST_SAN_JOBS); the
-# tests whose times are bounded run alone after the others either way.
-DIST_SAN_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+# Each pass runs as many tests at a time as their CPU shares fit in the
+# cores (tests/run.sh, from tests/times/asan.tsv, tsan.tsv, portable.tsv).
+# A sanitizer pass runs the tests where its sanitizer finds something:
+# AddressSanitizer + UBSan every test that decodes bytes from the network
+# or a file, or owns memory across threads and processes, which is nearly
+# all; it leaves out those whose checks are of time or of text, not of
+# memory (which rank is blamed and when, a stopped rank noticed in time, a
+# waiter's wake-up latency: test_blame, test_stall, test_probe, whose code
+# paths test_faults, test_kill and test_p2p run under it), and the
+# scripts about documentation and benchmarks (test_docs, test_readme,
+# test_bench).
+ASAN_SKIP := test_blame test_stall test_probe test_docs.sh test_readme.sh test_bench.sh
 
 sanitize:
-	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=2 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=1 DIST_TEST_JOBS=$(DIST_SAN_JOBS))
+	$(call RUN_SUITE,$(BUILD)/asan,$(ASAN_FLAGS),DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=2 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=1 DIST_TEST_SKIP="$(ASAN_SKIP)")
 
 # The POSIX path without Linux's extensions (macOS and the BSDs take it):
 # the suite built with DIST_PORTABLE_POSIX, on shared memory (where the
@@ -225,8 +231,11 @@ sanitize:
 # a host by its name and user only, rightly sees its ranks as one host and
 # connects them over shared memory, where a namespace's link going down
 # cannot reach them.
-PORTABLE_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TEST_TRANSPORTS=auto FLOOD_SCALE=10 TEST_COLL_QUICK=1 DIST_TEST_SKIP="test_netns" \
-    DIST_TEST_JOBS=$(DIST_SAN_JOBS)
+# The scripts about documentation and benchmarks, the tensor math and the
+# report parser do not depend on the platform layer and run in the other
+# passes.
+PORTABLE_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TEST_TRANSPORTS=auto FLOOD_SCALE=10 TEST_COLL_QUICK=1 \
+    DIST_TEST_SKIP="test_netns test_docs.sh test_readme.sh test_bench.sh test_tensor test_report" 
 
 portable:
 	$(call RUN_SUITE,$(BUILD)/portable,-DDIST_PORTABLE_POSIX $(SANFLAGS),$(PORTABLE_ENV))
@@ -234,7 +243,13 @@ portable:
 # ThreadSanitizer looks for races between threads of one process: the
 # tests of network faults (test_netns), of 1 GiB messages (test_p2p_big)
 # and of two launches colliding (test_launches: 41 s there, 2 s of it CPU)
-# add none of those and a minute of time, so they run in the other passes.
+# add none of those and a minute of time, so they run in the other passes;
+# nor do the tests of one thread's work (the tensor math, the report
+# parser, the handshake's refusals of strangers and bad secrets, a
+# jammed rendezvous, the init methods' parsing, the log's text), the
+# timing tests the ASan pass leaves out too, and the scripts about
+# documentation, benchmarks and the launcher (test_distrun: distrun is
+# one thread; its ranks' threads run in test_examples here).
 # test_flood makes a fortieth of its calls here (1,000 small ones a loop
 # over mixed transports, 2,500 over shared memory; with a tenth it took
 # 280 s).  Mixed jobs keep the world's collectives off shared memory, so the
@@ -243,9 +258,9 @@ portable:
 TSAN_SHM_TESTS := test_coll_errors test_flood test_faults
 TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
     DIST_TEST_TRANSPORTS_OF="$(foreach t,$(TSAN_SHM_TESTS),$(t)=mixed,auto)" \
-    DIST_TEST_SKIP="test_netns test_p2p_big test_launches" \
-    DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")" \
-    DIST_TEST_JOBS=$(DIST_SAN_JOBS)
+    DIST_TEST_SKIP="test_netns test_p2p_big test_launches test_tensor test_report test_strangers test_auth test_jam test_init test_log test_debug \
+        test_blame test_stall test_probe test_docs.sh test_readme.sh test_bench.sh test_distrun.sh" \
+    DIST_TEST_WRAPPER="$$(command -v setarch >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")" 
 
 tsan:
 	$(call RUN_SUITE,$(BUILD)/tsan,$(TSAN_FLAGS),$(TSAN_ENV))

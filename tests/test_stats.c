@@ -16,7 +16,8 @@
              independent clock); ranks 0, 1, 3 see the late arrivals (p99
              and max >= 80% of the delay, p50 < 40% of it), rank 2 does
              not (p50 < 40%; on a loaded machine its own p90 is not);
-             every rank names rank 2 first among the slowest (it came
+             every rank names rank 2 among the slowest, in order of
+             lateness (first on an idle machine; it came
              last 10 times or more, 80% of the delay at most, 8 delays in
              all), then
              the others, in order;
@@ -185,16 +186,28 @@ static int rank_stats(dist_t *w, int rank) {
     if (rank != 2 && (ar->p99_us < SLOW_MS * 800 || ar->max_us < SLOW_MS * 800 || ar->p50_us > SLOW_MS * 400))
         return FAIL("all_reduce: p50 %.1f, p99 %.1f, max %.1f us: rank 2 was %d ms late 10 times in 200", ar->p50_us, ar->p99_us, ar->max_us, SLOW_MS);
     if (rank == 2 && ar->p50_us > SLOW_MS * 400) return FAIL("all_reduce on the late rank: p50 %.1f us (it waits for no one)", ar->p50_us);
-    /* who came last, as every rank learns it from the stamps the frames and slots carry */
-    if (s.measured < ITERS || s.nslowest < 1 || s.slowest[0].rank != 2 || s.slowest[0].times_last < ITERS / SLOW_EVERY ||
-        s.slowest[0].max_late_us < SLOW_MS * 800 || s.slowest[0].late_s < ITERS / SLOW_EVERY * SLOW_MS * 0.8e-3)
-        return FAIL("slowest: %llu collectives measured; first rank %d, last %llu times, %.4f s late in all, %.1f us at most "
-                    "(want rank 2, >= 10 times, >= 8 delays' worth, >= 80%% of one delay)", (unsigned long long)s.measured, s.nslowest ? s.slowest[0].rank : -1,
-                    s.nslowest ? (unsigned long long)s.slowest[0].times_last : 0ULL, s.nslowest ? s.slowest[0].late_s : 0,
-                    s.nslowest ? s.slowest[0].max_late_us : 0);
-    for (int i = 1; i < s.nslowest; i++)
-        if (s.slowest[i].late_s > s.slowest[i - 1].late_s || s.slowest[i].rank == 2)
-            return FAIL("slowest[%d]: rank %d, %.4f s late in all: out of order, or named twice", i, s.slowest[i].rank, s.slowest[i].late_s);
+    /* who came last, as every rank learns it from the stamps the frames and
+       slots carry: rank 2, with at least its planted lateness.  On an idle
+       machine it comes first; on a loaded one the scheduler can make another
+       rank later still (one 780 ms stall of rank 1 was seen beside other
+       tests), and then that rank comes before it, later in all. */
+    {
+        int at = -1;
+        for (int i = 0; i < s.nslowest; i++) {
+            if (s.slowest[i].rank == 2) at = i;
+            if (i > 0 && s.slowest[i].late_s > s.slowest[i - 1].late_s)
+                return FAIL("slowest[%d]: rank %d, %.4f s late in all, after rank %d's %.4f s: out of order", i, s.slowest[i].rank, s.slowest[i].late_s,
+                            s.slowest[i - 1].rank, s.slowest[i - 1].late_s);
+            for (int k = 0; k < i; k++)
+                if (s.slowest[k].rank == s.slowest[i].rank) return FAIL("slowest: rank %d named twice", s.slowest[i].rank);
+        }
+        if (s.measured < ITERS || at < 0 || s.slowest[at].times_last < ITERS / SLOW_EVERY || s.slowest[at].max_late_us < SLOW_MS * 800 ||
+            s.slowest[at].late_s < ITERS / SLOW_EVERY * SLOW_MS * 0.8e-3)
+            return FAIL("slowest: %llu collectives measured; rank 2 %s, last %llu times, %.4f s late in all, %.1f us at most "
+                        "(want >= 10 times, >= 8 delays' worth, >= 80%% of one delay)", (unsigned long long)s.measured, at < 0 ? "not listed" : "listed",
+                        at >= 0 ? (unsigned long long)s.slowest[at].times_last : 0ULL, at >= 0 ? s.slowest[at].late_s : 0,
+                        at >= 0 ? s.slowest[at].max_late_us : 0);
+    }
     if (g) {
         if (dist_stats(g, &s) != DIST_OK) return FAIL("dist_stats on the group: %s", dist_error_message(g));
         if (s.nops != 1 || check_op(rank, &s, "barrier", 30, 0)) return s.nops != 1 ? FAIL("the group's stats list %d operations, want 1", s.nops) : 1;
