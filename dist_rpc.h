@@ -347,8 +347,13 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg);
    lasts as long as calls keep reaching this worker, and up to the default
    timeout after the last one (a worker that shuts down first and serves
    meanwhile stays as long as it is used); each later step is bounded by
-   the default timeout.  Not graceful: fails what is outstanding and leaves
-   at once.  In a dynamic job a worker leaves alone: see DYNAMIC WORKERS. */
+   the default timeout.  A worker that died (or shut down not gracefully)
+   is not waited for: the live ones wait for each other all the same,
+   serving meanwhile, and then return DIST_ERR_PEER_LOST naming it (at
+   once when it was rank 0 and hosted the store: the launcher can host it,
+   dist_store_host_start).  Not graceful: fails what is outstanding and
+   leaves at once.  In a dynamic job a worker leaves alone: see DYNAMIC
+   WORKERS. */
 DIST_API dist_result dist_rpc_shutdown(int graceful);
 DIST_API dist_result dist_rpc_register(const char *name, dist_rpc_fn fn);
 /* name NULL: this worker.  In a dynamic job, the worker of that name now;
@@ -3309,20 +3314,19 @@ DIST_API dist_result dist_rpc_init(const dist_rpc_config *cfg) {
     return DIST_OK;
 }
 
-/* Graceful: no new calls from here; our calls finish; every worker says it
-   is done (through the store) while this one still serves; then our
-   handlers finish; then everything stops. */
 /* A worker whose connection is gone (it died, or left without waiting for
    the others), its sentence in dist_rpc__error; -1 if none.  One that
    closed without a goodbye (died) comes before one that shut down: the
    first is the cause, the second (rank 0 and its store too) may only
-   have given up because of it. */
-static int dist_rpc__gone_worker(void) {
+   have given up because of it.  With `step`, one that came to that
+   meeting point of the shutdown (below) did its part: not the cause. */
+static int dist_rpc__came(const char *step, int r);
+static int dist_rpc__gone_worker(const char *step) {
     int left = -1;
     char left_why[DIST_RPC__ERRLEN] = "";
     for (int r = 0; r < dist_rpc__g.size; r++) {
         char why[DIST_RPC__ERRLEN];
-        if (dist_rpc__alive(r, why, sizeof why)) continue;
+        if (dist_rpc__alive(r, why, sizeof why) || (step && dist_rpc__came(step, r))) continue;
         if (!strstr(why, "has shut down")) {
             dist_rpc__fail(DIST_ERR_PEER_LOST, "%s", why);
             return r;
@@ -3331,6 +3335,124 @@ static int dist_rpc__gone_worker(void) {
     }
     if (left >= 0) dist_rpc__fail(DIST_ERR_PEER_LOST, "%s", left_why);
     return left;
+}
+
+/* Graceful shutdown of a static job: no new calls from here; our calls
+   finish; the workers meet (through the store) while each still serves;
+   then our handlers finish and our references are let go of; the workers
+   meet again; then everything stops.
+   At a meeting point `step` each worker adds one to
+   "dist_rpc/shutdown/<step>/count" and writes its key,
+   "dist_rpc/shutdown/<step>/<rank>"; the one whose add made the count the
+   world's size writes "dist_rpc/shutdown/<step>", the one key the others
+   wait on.
+   A worker that died never comes: once one is gone, the meeting is whole
+   when every worker alive has written its key (a dead one's may be there
+   or not).  Survivors may see a death at different times: the one that
+   sees it first goes on to the next meeting point and waits there,
+   serving, for one that has not seen it yet (which comes only after it
+   passed this one); only the last point lets a worker go. */
+#define DIST_RPC__MEET_KEYS 64           /* keys a store call takes at most (dist.h's) */
+
+static void dist_rpc__meet_key(char *key, size_t cap, const char *step, int r) {
+    if (r < 0) snprintf(key, cap, "dist_rpc/shutdown/%s", step);
+    else snprintf(key, cap, "dist_rpc/shutdown/%s/%d", step, r);
+}
+
+/* Whether worker r wrote its key at `step` (a store failure: not). */
+static int dist_rpc__came(const char *step, int r) {
+    char key[64];
+    const char *k = key;
+    int exists = 0;
+    dist_rpc__meet_key(key, sizeof key, step, r);
+    return dist_store_check(dist_rpc__g.world, &k, 1, &exists) == DIST_OK && exists;
+}
+
+/* With a worker gone: 1 when every worker alive came to `step`; 0 when
+   nobody is gone, or not all alive came (kp[0..*nkeys) then holds keys of
+   those to wait for, some of them; none: wait for the meeting's own key);
+   -1 when the store failed. */
+static int dist_rpc__meet_rest(const char *step, char (*keys)[48], const char **kp, int *nkeys) {
+    int n = dist_rpc__g.size, gone = 0, k = 0, all = 0;
+    *nkeys = 0;
+    for (int r = 0; r < n && !gone; r++) gone = !dist_rpc__alive(r, NULL, 0);
+    if (!gone) return 0;
+    for (int r = 0; r < n; r++) {
+        if (dist_rpc__alive(r, NULL, 0)) {
+            dist_rpc__meet_key(keys[k], sizeof keys[k], step, r);
+            kp[k] = keys[k];
+            k++;
+        }
+        if (k == DIST_RPC__MEET_KEYS || (k > 0 && r == n - 1)) {
+            if (dist_store_check(dist_rpc__g.world, kp, k, &all) != DIST_OK) return -1;
+            if (!all) { *nkeys = k; return 0; }
+            k = 0;
+        }
+    }
+    return 1;
+}
+
+/* Comes to meeting point `step` and waits until every worker is there or
+   gone, up to `deadline`; with `extend`, up to `bound_ms` after the last
+   message this worker heard if that is later (a worker that serves while
+   it waits stays as long as it is used).  Returns 1 when the meeting took
+   place (every worker came, or every one alive did: then the sentence
+   names one that is gone without coming, DIST_ERR_PEER_LOST), 0 when not
+   (the time ran out, the store failed: a sentence).  `what` is what the
+   workers do to come ("call dist_rpc_shutdown").  A sentence already in
+   why stays, and so does *code then. */
+static int dist_rpc__meet(const char *step, const char *what, int64_t deadline, int bound_ms, int extend, char *why, size_t cap,
+                          dist_result *code) {
+    char all_key[64], count_key[80], keys[DIST_RPC__MEET_KEYS][48], store_why[150];
+    const char *kp[DIST_RPC__MEET_KEYS], *ak = all_key;
+    int n = dist_rpc__g.size, gone;
+    int64_t arrived = 0;
+    dist_rpc__meet_key(all_key, sizeof all_key, step, -1);
+    snprintf(count_key, sizeof count_key, "%s/count", all_key);
+    dist_rpc__meet_key(keys[0], sizeof keys[0], step, dist_rpc__g.rank);
+    /* (counted first: the count is never below the keys there, and says
+       how many came) */
+    if (dist_store_add(dist_rpc__g.world, count_key, 1, &arrived) != DIST_OK || dist_store_set(dist_rpc__g.world, keys[0], "1", 1) != DIST_OK)
+        goto store;
+    if (arrived == n) dist_store_set(dist_rpc__g.world, all_key, "1", 1);
+    for (;;) {
+        int64_t now = dist_rpc__now_ns(), heard = DIST__LOAD_RELAXED(&dist_rpc__g.heard_ns);
+        int64_t until = extend && heard + (int64_t)bound_ms * 1000000 > deadline ? heard + (int64_t)bound_ms * 1000000 : deadline;
+        int all = 0, nk = 0, rest;
+        dist_result w;
+        if (dist_store_check(dist_rpc__g.world, &ak, 1, &all) != DIST_OK) goto store;
+        if (all) return 1;
+        if ((rest = dist_rpc__meet_rest(step, keys, kp, &nk)) < 0) goto store;
+        if (rest > 0 || now >= until) {
+            int64_t cur = arrived;
+            dist_store_add(dist_rpc__g.world, count_key, 0, &cur);   /* how many did by now */
+            if (rest > 0 && (cur >= n || (gone = dist_rpc__gone_worker(step)) < 0)) return 1;   /* (those gone came first) */
+            if (why[0]) return rest > 0;
+            if (rest > 0) {          /* it will never come: no use waiting for it */
+                *code = DIST_ERR_PEER_LOST;
+                snprintf(why, cap, "waiting for every worker to %s (%lld of %d did): worker '%s' (rank %d) is gone without doing so: %.250s", what,
+                         (long long)cur, n, dist_rpc__name_of(gone), gone, dist_rpc__error);
+                return 1;
+            }
+            *code = DIST_ERR_TIMEOUT;
+            snprintf(why, cap, "waiting for every worker to %s: %lld of %d did within %.1f s%s", what, (long long)cur, n, bound_ms / 1000.0,
+                     extend ? " of the last call here" : "");
+            return 0;
+        }
+        w = dist_store_wait(dist_rpc__g.world, nk ? kp : &ak, nk ? nk : 1, until - now > 200000000 ? 200 : (int)((until - now) / 1000000) + 1);
+        if (w != DIST_OK && w != DIST_ERR_TIMEOUT) goto store;
+    }
+store:
+    snprintf(store_why, sizeof store_why, "%.140s", dist_error_message(NULL));
+    if (!why[0] && (gone = dist_rpc__gone_worker(NULL)) >= 0) {   /* the store went with a worker that gave up on one: the cause */
+        size_t l;
+        *code = DIST_ERR_PEER_LOST;
+        snprintf(why, cap, "worker '%s' (rank %d) is gone: %.250s", dist_rpc__name_of(gone), gone, dist_rpc__error);
+        l = strlen(why);
+        if (l + 40 < cap) snprintf(why + l, cap - l, " (and then the store: %s)", store_why);
+    }
+    if (!why[0]) snprintf(why, cap, "waiting for every worker to %s: %s", what, store_why);
+    return 0;
 }
 
 DIST_API dist_result dist_rpc_shutdown(int graceful) {
@@ -3356,8 +3478,7 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
            nested calls until everyone is done. */
         int bound = dist_rpc__g.timeout_ms > 0 ? dist_rpc__g.timeout_ms : 60000;
         int64_t deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
-        int64_t arrived = 0;
-        const char *key = "dist_rpc/shutdown/all";
+        int together;                    /* every worker alive met here: the shutdown goes on with them */
         dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__g.leaving = 1;
         while (dist_rpc__g.npending > 0 && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
@@ -3365,61 +3486,18 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
             snprintf(why, sizeof why, "%d call%s of this worker still outstanding after %.1f s", dist_rpc__g.npending,
                      DIST__PLURAL(dist_rpc__g.npending), bound / 1000.0);
         dist__mutex_unlock(&dist_rpc__lock);
-        if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 1, &arrived) != DIST_OK) {
-            char store_why[150];
-            int gone;
-            snprintf(store_why, sizeof store_why, "%.140s", dist_error_message(NULL));
-            if (!why[0] && (gone = dist_rpc__gone_worker()) >= 0) {   /* the store went with a worker that gave up on one: the cause */
-                why_code = DIST_ERR_PEER_LOST;
-                size_t l;
-                snprintf(why, sizeof why, "worker '%s' (rank %d) is gone: %.250s", dist_rpc__name_of(gone), gone, dist_rpc__error);
-                l = strlen(why);
-                if (l + 40 < sizeof why) snprintf(why + l, sizeof why - l, " (and then the store: %s)", store_why);
-            }
-            if (!why[0]) snprintf(why, sizeof why, "%s", store_why);
-        } else {
-            if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, key, "1", 1);
-            /* A worker that shuts down first and serves the others meanwhile
-               (observers, trainers' servers) waits as long as calls keep
-               coming: the bound runs from the last message heard. */
-            for (;;) {
-                int64_t now = dist_rpc__now_ns(), heard = DIST__LOAD_RELAXED(&dist_rpc__g.heard_ns);
-                int64_t until = heard + (int64_t)bound * 1000000 > deadline ? heard + (int64_t)bound * 1000000 : deadline;
-                dist_result w;
-                int gone = -1, all = 0;
-                /* the others cannot leave before all are here (the second
-                   count below waits for this worker too): one that is gone
-                   before then died, or gave up, or did not wait */
-                if (dist_store_check(dist_rpc__g.world, &key, 1, &all) == DIST_OK && all) break;
-                if (now < until) gone = dist_rpc__gone_worker();
-                if (now >= until || gone >= 0) {
-                    int64_t cur = arrived;
-                    dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/count", 0, &cur);   /* how many did by now */
-                    if (why[0]) break;
-                    if (gone >= 0) {   /* it will never come: no use waiting for it */
-                        why_code = DIST_ERR_PEER_LOST;
-                        snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown (%lld of %d did): worker '%s' (rank %d) "
-                                 "is gone without doing so: %.250s", (long long)cur, dist_rpc__g.size, dist_rpc__name_of(gone), gone, dist_rpc__error);
-                    } else
-                        snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %lld of %d did within %.1f s of the last call here",
-                                 (long long)cur, dist_rpc__g.size, bound / 1000.0);
-                    break;
-                }
-                w = dist_store_wait(dist_rpc__g.world, &key, 1, until - now > 200000000 ? 200 : (int)((until - now) / 1000000) + 1);
-                if (w == DIST_OK) break;
-                if (w != DIST_ERR_TIMEOUT) {
-                    if (!why[0]) snprintf(why, sizeof why, "waiting for every worker to call dist_rpc_shutdown: %.300s", dist_error_message(NULL));
-                    break;
-                }
-            }
-            /* the rest is bounded afresh from here (once all are here) */
-            if (!why[0] && dist_rpc__now_ns() + (int64_t)bound * 1000000 > deadline) deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
-        }
-        {   /* every worker is here: a remote() that has not come will not */
+        /* A worker that shuts down first and serves the others meanwhile
+           (observers, trainers' servers) waits as long as calls keep
+           coming: the bound runs from the last message heard. */
+        together = dist_rpc__meet("arrived", "call dist_rpc_shutdown", deadline, bound, 1, why, sizeof why, &why_code) &&
+                   (!why[0] || why_code == DIST_ERR_PEER_LOST);
+        /* the rest is bounded afresh from here (once all are here) */
+        if (together && dist_rpc__now_ns() + (int64_t)bound * 1000000 > deadline) deadline = dist_rpc__now_ns() + (int64_t)bound * 1000000;
+        if (together) {   /* every worker is here: a remote() that has not come will not */
             char ewhy[DIST_RPC__ERRLEN];
             snprintf(ewhy, sizeof ewhy, "no remote() made this rref on worker '%s' before it shut down (an rref freed or never made)",
                      dist_rpc__name_of(dist_rpc__g.rank));
-            if (!why[0]) dist_rpc__expire_fetches(INT64_MAX, ewhy);
+            dist_rpc__expire_fetches(INT64_MAX, ewhy);
         }
         dist__mutex_lock(&dist_rpc__lock);
         dist_rpc__g.draining = 1;
@@ -3428,25 +3506,19 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
         dist__mutex_unlock(&dist_rpc__lock);
         /* References: the application's user forks are let go of here (its
            handles stay valid, detached); once every worker's owners have
-           heard (a second count in the store), no entry has a user left. */
+           heard (the second meeting), no entry has a user left. */
         dist_rpc__release_users();
         dist__mutex_lock(&dist_rpc__lock);
         while ((dist_rpc__g.nusers > 0 || dist_rpc__g.npending > 0) && dist_rpc__now_ns() < deadline) dist_rpc__cond_wait(deadline);
-        if (dist_rpc__g.nusers > 0 && !why[0])
-            snprintf(why, sizeof why, "%d reference%s held here still unknown to their owners after %.1f s", dist_rpc__g.nusers,
-                     DIST__PLURAL(dist_rpc__g.nusers), bound / 1000.0);
-        dist__mutex_unlock(&dist_rpc__lock);
-        if (!why[0]) {                    /* (not all here: nobody to wait for) */
-            const char *rkey = "dist_rpc/shutdown/released";
-            int64_t left_ms = (deadline - dist_rpc__now_ns()) / 1000000;
-            if (dist_store_add(dist_rpc__g.world, "dist_rpc/shutdown/released/count", 1, &arrived) != DIST_OK) {
-                if (!why[0]) snprintf(why, sizeof why, "%s", dist_error_message(NULL));
-            } else {
-                if (arrived == dist_rpc__g.size) dist_store_set(dist_rpc__g.world, rkey, "1", 1);
-                if (dist_store_wait(dist_rpc__g.world, &rkey, 1, left_ms > 0 ? (int)left_ms : 1) != DIST_OK && !why[0])
-                    snprintf(why, sizeof why, "waiting for every worker to let go of its references: %.300s", dist_error_message(NULL));
-            }
+        if (dist_rpc__g.nusers > 0) {
+            if (!why[0])
+                snprintf(why, sizeof why, "%d reference%s held here still unknown to their owners after %.1f s", dist_rpc__g.nusers,
+                         DIST__PLURAL(dist_rpc__g.nusers), bound / 1000.0);
+            together = 0;
         }
+        dist__mutex_unlock(&dist_rpc__lock);
+        if (together)                    /* (not all here: nobody to wait for) */
+            dist_rpc__meet("released", "let go of its references", deadline, bound, 0, why, sizeof why, &why_code);
         dist__mutex_lock(&dist_rpc__lock);
         while ((dist_rpc__g.nforks > 0 || dist_rpc__g.q_head || dist_rpc__g.active || dist_rpc__g.npending) && dist_rpc__now_ns() < deadline)
             dist_rpc__cond_wait(deadline);
@@ -3458,9 +3530,9 @@ DIST_API dist_result dist_rpc_shutdown(int graceful) {
     }
     /* after a failed graceful wait, the others are not leaving with us:
        waiting for their goodbyes would only last until they do */
-    /* A worker that is gone: the others leave too, at once, and their
-       goodbyes tell them apart from it (a worker that closes without one
-       is taken for the cause, dist_rpc__gone_worker). */
+    /* A worker that is gone: the others leave together without it, and
+       their goodbyes tell them apart from it (a worker that closes without
+       one is taken for the cause, dist_rpc__gone_worker). */
     dist_rpc__log(why[0] ? DIST_LOG_WARN : DIST_LOG_INFO, "worker '%s' (rank %d) shut down%s in %.2f s%s%.300s",
                   dist_rpc__name_of(dist_rpc__g.rank), dist_rpc__g.rank, graceful ? "" : " at once", (double)(dist_rpc__now_ns() - t0) / 1e9,
                   why[0] ? ": " : "", why);
