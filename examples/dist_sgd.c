@@ -1446,12 +1446,12 @@ int main(int argc, char **argv) {
        --max-restarts says how many in DIST_MAX_RESTARTS, torchrun in
        TORCHELASTIC_MAX_RESTARTS.) */
     if (opt.elastic && opt.kill_rank >= 0) {
-        const char *v = getenv("DIST_MAX_RESTARTS"), *r = getenv("RANK");
+        const char *v = getenv("DIST_MAX_RESTARTS");
         if (!v || !*v) v = getenv("TORCHELASTIC_MAX_RESTARTS");
         if (!v || strtol(v, NULL, 10) < 1) {
-            if (!r || !strcmp(r, "0"))
-                fprintf(stderr, "dist_sgd: --elastic kills rank %d and needs it restarted: run it under distrun --max-restarts 1, "
-                                "e.g. distrun -n 4 --max-restarts 1 %s --elastic (--kill-rank -1 kills none)\n", opt.kill_rank, argv[0]);
+            /* (every rank says it: the launcher names whichever ends first) */
+            fprintf(stderr, "dist_sgd: --elastic kills rank %d and needs it restarted: run it under distrun --max-restarts 1, "
+                            "e.g. distrun -n 4 --max-restarts 1 %s --elastic (--kill-rank -1 kills none)\n", opt.kill_rank, argv[0]);
             return 2;
         }
     }

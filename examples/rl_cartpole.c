@@ -773,12 +773,11 @@ int main(int argc, char **argv) {
     /* --chaos kills observers and needs each brought back: without enough
        restarts the job would stop at the first kill, so say so now */
     if (opt.chaos && launcher_restarts() < (opt.smoke ? 10 : CHAOS_MAX_KILLS)) {
-        const char *r = getenv("RANK");
-        if (!r || !strcmp(r, "0"))
-            fprintf(stderr, "rl_cartpole: --chaos kills up to %d observers and needs each restarted: run it under distrun --max-restarts %d "
-                            "(or more), e.g. distrun -n 4 --max-restarts %d %s --chaos%s (this launch allows %ld)\n",
-                    opt.smoke ? 10 : CHAOS_MAX_KILLS, opt.smoke ? 10 : CHAOS_MAX_KILLS, opt.smoke ? 20 : 50, argv[0],
-                    opt.smoke ? " --smoke" : "", launcher_restarts());
+        /* (every rank says it: the launcher names whichever ends first) */
+        fprintf(stderr, "rl_cartpole: --chaos kills up to %d observers and needs each restarted: run it under distrun --max-restarts %d "
+                        "(or more), e.g. distrun -n 4 --max-restarts %d %s --chaos%s (this launch allows %ld)\n",
+                opt.smoke ? 10 : CHAOS_MAX_KILLS, opt.smoke ? 10 : CHAOS_MAX_KILLS, opt.smoke ? 20 : 50, argv[0],
+                opt.smoke ? " --smoke" : "", launcher_restarts());
         return 2;
     }
     dist_rpc_register("run_episode", h_run_episode);
