@@ -650,21 +650,22 @@ fi
 
 # ---- the examples that need restarts say so at the start ------------------
 ex=${BUILD_DIR:-$ROOT/build}/examples
+# needs_restarts WHAT MESSAGE DISTRUN-ARGS...: exit 2 at once, saying MESSAGE
+needs_restarts() {
+    local what=$1 msg=$2
+    shift 2
+    run 30 "$@"
+    if [ "$RC" = 2 ] && printf '%s\n' "$ERR" | grep -qF "$msg"; then
+        pass "$what without --max-restarts: says it needs them at the start, exit 2 ($MS ms)"
+    else
+        fail "$what without --max-restarts" "rc=$RC ms=$MS" "$ERR"
+    fi
+}
 if [ -x "$ex/rl_cartpole" ] && [ -x "$ex/dist_sgd" ]; then
-    run 30 -n 5 "$ex/rl_cartpole" --chaos --smoke
-    if [ "$RC" = 2 ] && [ "$MS" -lt 10000 ] &&
-       printf '%s\n' "$ERR" | grep -q 'rl_cartpole: --chaos kills up to 10 observers and needs each restarted: run it under distrun --max-restarts 10'; then
-        pass "rl_cartpole --chaos without --max-restarts: says it needs them at the start, exit 2 ($MS ms)"
-    else
-        fail "rl_cartpole --chaos without --max-restarts" "rc=$RC ms=$MS" "$ERR"
-    fi
-    run 30 -n 4 "$ex/dist_sgd" --elastic --smoke
-    if [ "$RC" = 2 ] && [ "$MS" -lt 10000 ] &&
-       printf '%s\n' "$ERR" | grep -q 'dist_sgd: --elastic kills rank 2 and needs it restarted: run it under distrun --max-restarts 1'; then
-        pass "dist_sgd --elastic without --max-restarts: says it needs one at the start, exit 2 ($MS ms)"
-    else
-        fail "dist_sgd --elastic without --max-restarts" "rc=$RC ms=$MS" "$ERR"
-    fi
+    needs_restarts "rl_cartpole --chaos" "rl_cartpole: --chaos kills up to 10 observers and needs each restarted: run it under distrun --max-restarts 10" \
+        -n 5 "$ex/rl_cartpole" --chaos --smoke
+    needs_restarts "dist_sgd --elastic" "dist_sgd: --elastic kills rank 2 and needs it restarted: run it under distrun --max-restarts 1" \
+        -n 4 "$ex/dist_sgd" --elastic --smoke
 else
     fail "the examples are not built in $ex"
 fi
