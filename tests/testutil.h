@@ -1275,17 +1275,22 @@ static inline __attribute__((unused)) int first_value(const char *name, int v) {
    the calls they wait in; once they are parked (or after 0.5 s) the
    process ends itself with exit code 128 + SIGKILL (waitpid reads that as
    SIGKILL).  Peers see what they see of a process killed on Linux: its
-   connections end without a goodbye, and nothing more comes from it. */
+   connections end without a goodbye, and nothing more comes from it.
+   kill_self_after(before, arg): the same, calling before(arg) once the
+   process's other threads are stopped (on Windows: its end takes a while,
+   and a victim that said "dead" first took part in a shrink meanwhile);
+   before must not allocate nor print (a stopped thread may hold a lock). */
 #ifdef _WIN32
 static volatile LONG g_testutil_parked __attribute__((unused));
 static inline __attribute__((unused)) void testutil_park(void) {
     InterlockedIncrement(&g_testutil_parked);
     for (;;) Sleep(INFINITE);
 }
-static inline __attribute__((unused)) void end_self(int code) {
+static inline __attribute__((unused)) void end_self_after(int code, void (*before)(void *), void *arg) {
     DWORD me = GetCurrentProcessId(), self = GetCurrentThreadId();
     HANDLE th[128], snap;
     SOCKET socks[512];
+    unsigned char is_moved[128] = { 0 };
     int nth = 0, moved = 0, nsock = 0, misses = 0;
     int64_t t0;
     fflush(NULL);
@@ -1300,6 +1305,10 @@ static inline __attribute__((unused)) void end_self(int code) {
         CloseHandle(snap);
     }
     for (int i = 0; i < nth; i++) SuspendThread(th[i]);
+    /* nothing of the process runs now but this thread: what the caller
+       marks here (a victim's "I am dead") is never seen while the process
+       still takes part in anything */
+    if (before) before(arg);
     for (int i = 0; i < nth; i++) {
         CONTEXT ctx;
         memset(&ctx, 0, sizeof ctx);
@@ -1307,7 +1316,7 @@ static inline __attribute__((unused)) void end_self(int code) {
         if (!GetThreadContext(th[i], &ctx)) continue;
         ctx.Rsp = ((ctx.Rsp - 128) & ~(DWORD64)15) - 8;       /* (as just after a call) */
         ctx.Rip = (DWORD64)(uintptr_t)testutil_park;
-        if (SetThreadContext(th[i], &ctx)) moved++;
+        if (SetThreadContext(th[i], &ctx)) { moved++; is_moved[i] = 1; }
     }
     /* (no heap here on: a stopped thread may hold its lock) */
     for (uintptr_t h = 4; misses < 256 && h < ((uintptr_t)1 << 24); h += 4) {
@@ -1317,7 +1326,9 @@ static inline __attribute__((unused)) void end_self(int code) {
         misses = 0;
         if (nsock < 512 && getsockopt((SOCKET)h, SOL_SOCKET, SO_TYPE, (char *)&type, &len) == 0) socks[nsock++] = (SOCKET)h;
     }
-    for (int i = 0; i < nth; i++) ResumeThread(th[i]);
+    /* (only those sent to park: one whose context could not be set stays
+       stopped, or it would run on, a victim still alive, until the end) */
+    for (int i = 0; i < nth; i++) if (is_moved[i]) ResumeThread(th[i]);
     for (int i = 0; i < nsock; i++) shutdown(socks[i], SD_BOTH);
     t0 = now_ns();
     /* (a thread inside a socket call when the process ends can leave that
@@ -1327,16 +1338,19 @@ static inline __attribute__((unused)) void end_self(int code) {
     TerminateProcess(GetCurrentProcess(), (UINT)code);
     for (;;) Sleep(1000);
 }
-static inline __attribute__((unused)) void kill_self(void) { end_self(128 + SIGKILL); }
+static inline __attribute__((unused)) void end_self(int code) { end_self_after(code, NULL, NULL); }
+static inline __attribute__((unused)) void kill_self_after(void (*before)(void *), void *arg) { end_self_after(128 + SIGKILL, before, arg); }
 #else
 static inline __attribute__((unused)) void end_self(int code) {
     _exit(code);
 }
-static inline __attribute__((unused)) void kill_self(void) {
+static inline __attribute__((unused)) void kill_self_after(void (*before)(void *), void *arg) {
+    if (before) before(arg);            /* (the signal follows within microseconds) */
     raise(SIGKILL);
     for (;;) pause();
 }
 #endif
+static inline __attribute__((unused)) void kill_self(void) { kill_self_after(NULL, NULL); }
 
 #ifdef DIST_H
 #ifdef _WIN32
