@@ -38,13 +38,15 @@
 #
 # Environment:
 #   BUILD_DIR             as -b (default: build)
-#   DIST_TEST_SET         full (default: `make check`): every test on every
-#                         transport it declares, every compile check, every
-#                         Windows test; quick (`make test`): each test on
-#                         its first transport, one compiler of each pair in
-#                         the compile checks and one macOS target, and of
-#                         the Windows tests those in DIST_TEST_WINDOWS_QUICK
-#                         (default: test_collectives)
+#   DIST_TEST_SET         full (default): every test on every transport it
+#                         declares, every compile check, every Windows
+#                         test; quick (`make test`): each test on its first
+#                         transport, one compiler of each pair in the
+#                         compile checks and one macOS target, and of the
+#                         Windows tests those in DIST_TEST_WINDOWS_QUICK
+#                         (default: test_collectives); rest (`make
+#                         check-rest`): the full set but the quick one.
+#                         `make check` is quick, then rest: nothing twice
 #   DIST_COMPILE_CHECKS   0 leaves the compile checks out
 #   DIST_WINDOWS_TESTS    0 leaves the Windows programs out (they do not
 #                         depend on this pass's build: sanitizers, portable)
@@ -123,7 +125,10 @@ limit_of() {
 # ---- collect the tests: name, source (may be empty), command ------------
 sep=$'\x1f'
 tests=()
-add() { tests+=("$1$sep$2$sep$3"); }
+# add NAME SRC CMD [QUICK]: QUICK 0 when the test is not in the quick set
+# (DIST_TEST_SET below picks the entries).
+add() { tests+=("$1$sep$2$sep$3$sep${4:-1}"); }
+in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if [ "$compile_checks" != 0 ]; then
     # Keep this list in step with tests/compile/check.sh.  (c11-gcc and
@@ -133,19 +138,18 @@ if [ "$compile_checks" != 0 ]; then
     # build every header: gcc as C++, with DIST_STATIC, after a system
     # header and in its own file; clang across translation units).
     variants="c++11-g++ static-gcc static-clang multi-tu-gcc multi-tu-clang multi-tu-c++ sys-first-gcc sys-first-clang"
-    [ "$test_set" = full ] || variants="c++11-g++ static-gcc multi-tu-clang sys-first-gcc"
+    quick_variants="c++11-g++ static-gcc multi-tu-clang sys-first-gcc own-file-gcc"
     for h in dist.h dist_rpc.h dist_cuda.h; do
         [ -f "$h" ] || continue
         more=""
         [ "$h" = dist.h ] || more="own-file-gcc own-file-clang"
-        [ "$h" = dist.h ] || [ "$test_set" = full ] || more="own-file-gcc"
         for v in $variants $more; do
-            add "compile/$h/$v" "" "bash tests/compile/check.sh $h $v $build_dir/compile/$h/$v"
+            add "compile/$h/$v" "" "bash tests/compile/check.sh $h $v $build_dir/compile/$h/$v" "$(in_list "$v" "$quick_variants" && echo 1 || echo 0)"
         done
     done
     add "compile/cmake-package" "" "bash tests/compile/cmake.sh $build_dir/compile/cmake"
-    for t in aarch64-macos $([ "$test_set" = full ] && echo x86_64-macos); do
-        add "compile/$t" "tests/compile/macos.sh" "bash tests/compile/macos.sh $t $build_dir/compile/$t"
+    for t in aarch64-macos x86_64-macos; do
+        add "compile/$t" "tests/compile/macos.sh" "bash tests/compile/macos.sh $t $build_dir/compile/$t" "$([ $t = aarch64-macos ] && echo 1 || echo 0)"
     done
     add "compile/windows" "tests/compile/windows.sh" "bash tests/compile/windows.sh $build_dir/compile/windows"
 fi
@@ -157,13 +161,13 @@ for src in tests/test_*.c tests/test_*.sh; do
              if [ -z "$declared" ]; then
                  add "$name" "$src" "$build_dir/tests/$name"
              else
-                 picked=0 wanted=${DIST_TEST_TRANSPORTS:-$([ "$test_set" = full ] && echo "$declared" || echo "${declared%% *}")}
+                 picked=0 wanted=${DIST_TEST_TRANSPORTS:-$declared}
                  for o in ${DIST_TEST_TRANSPORTS_OF:-}; do
                      [ "${o%%=*}" = "$name" ] && wanted=${o#*=} && wanted=${wanted//,/ }
                  done
                  for t in $declared; do
                      case " $wanted " in *" $t "*) ;; *) continue ;; esac
-                     add "$name[$t]" "$src" "env DIST_TRANSPORT=$t $build_dir/tests/$name"
+                     add "$name[$t]" "$src" "env DIST_TRANSPORT=$t $build_dir/tests/$name" "$([ "$t" = "${declared%% *}" ] && echo 1 || echo 0)"
                      picked=1
                  done
                  # none of its transports asked for: it still runs, on its first
@@ -185,14 +189,12 @@ for src in tests/windows/*.sh; do
     [ -f "$src" ] && [ "$windows_tests" != 0 ] || continue
     case $src in */wine_test.sh) continue ;; esac
     name=windows/$(basename "$src" .sh)
-    [ "$test_set" = full ] || case " $windows_quick " in *" ${name#windows/} "*) ;; *) continue ;; esac
-    add "$name" "$src" "bash $src $build_dir/windows"
+    add "$name" "$src" "bash $src $build_dir/windows" "$(in_list "${name#windows/}" "$windows_quick" && echo 1 || echo 0)"
 done
 for src in tests/test_*.c; do
     [ -f "$src" ] && [ "$windows_tests" != 0 ] || continue
     name=$(basename "$src" .c)
-    [ "$test_set" = full ] || case " $windows_quick " in *" $name "*) ;; *) continue ;; esac
-    add "windows/$name" "$src" "bash tests/windows/wine_test.sh $name $build_dir/windows/tests"
+    add "windows/$name" "$src" "bash tests/windows/wine_test.sh $name $build_dir/windows/tests" "$(in_list "$name" "$windows_quick" && echo 1 || echo 0)"
 done
 export WINEPREFIX=${WINEPREFIX:-$build_dir/wine} WINEDEBUG=${WINEDEBUG:--all}
 
@@ -354,7 +356,9 @@ trap stop_all INT TERM
 
 shared=() alone=()
 for entry in "${tests[@]+"${tests[@]}"}"; do
-    IFS=$sep read -r name src cmd <<<"$entry"
+    IFS=$sep read -r name src cmd quick <<<"$entry"
+    case $test_set:$quick in quick:0|rest:1) continue ;; esac
+    entry=$name$sep$src$sep$cmd
     case $name in *"$filter"*) ;; *) continue ;; esac
     base=${name%%\[*}
     case " ${DIST_TEST_SKIP:-} " in *" $base "*)
@@ -411,28 +415,21 @@ launch() {                   # ENTRY SHARE
 }
 queue=()
 while IFS= read -r entry; do queue+=("$entry"); done < <(order_shared)
-if [ "$max_jobs" -le 1 ]; then
-    for entry in "${queue[@]+"${queue[@]}"}"; do
-        [ "$interrupted" = 0 ] || break
-        launch "$entry" 1; wait_below 1
+# Start the longest test that fits; when none does, wait for one to end.
+while [ "${#queue[@]}" -gt 0 ] && [ "$interrupted" = 0 ]; do
+    started=0
+    for i in "${!queue[@]}"; do
+        IFS=$sep read -r name _ <<<"${queue[$i]}"
+        share=${exp_share[$name]:-1}
+        if fits "$share"; then
+            launch "${queue[$i]}" "$share"
+            unset 'queue[i]'; queue=("${queue[@]+"${queue[@]}"}")
+            started=1
+            break
+        fi
     done
-else
-    # Start the longest test that fits; when none does, wait for one to end.
-    while [ "${#queue[@]}" -gt 0 ] && [ "$interrupted" = 0 ]; do
-        started=0
-        for i in "${!queue[@]}"; do
-            IFS=$sep read -r name _ <<<"${queue[$i]}"
-            share=${exp_share[$name]:-1}
-            if fits "$share"; then
-                launch "${queue[$i]}" "$share"
-                unset 'queue[i]'; queue=("${queue[@]+"${queue[@]}"}")
-                started=1
-                break
-            fi
-        done
-        [ $started = 1 ] || wait_one
-    done
-fi
+    [ $started = 1 ] || wait_one
+done
 # Then the ALONE tests, one by one with nothing beside them.
 for entry in "${alone[@]+"${alone[@]}"}"; do
     wait_below 1
