@@ -121,7 +121,6 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
    MASTER_ADDR, MASTER_PORT  where the store is (env://): rank 0's, or
                              the launcher's (DIST_STORE_HOSTED)
    RANK, WORLD_SIZE          this process's rank and the job's size
-   LOCAL_RANK                rank on this host (informational)
    OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS
                              fallbacks for RANK/WORLD_SIZE, so a program
                              runs unchanged under mpirun or srun
@@ -136,9 +135,17 @@ RUN-TIME ENVIRONMENT (read by dist_init when the config leaves a field zero)
                              anything else fails dist_init, saying so
    DIST_SPIN_US              microseconds a waiting call polls before it
                              sleeps (200; 0 never polls)
-   DIST_ALGO                 ring | tree | halving | shm | slots: the collectives'
-                             algorithm where there is a choice (default: by
-                             message size and world size)
+   DIST_ALGO                 ring | tree | halving | shm | slots | hier: the
+                             collectives' algorithm where there is a choice
+                             (default: by message size, world size and the
+                             node map; hier: the hierarchical forms, which
+                             auto picks when a communicator spans hosts with
+                             several ranks on some)
+   DIST_HOST_ID              this rank's host for the node map and the
+                             same-host test: ranks with different values
+                             talk over TCP and count as different hosts
+                             (default: the machine's own identity).  To
+                             try a job of several hosts on one machine
    DIST_TRANSPORT            auto | tcp | mixed: shared memory with ranks
                              on the same host (auto, the default), TCP
                              only, or (to test jobs that mix both) TCP
@@ -436,8 +443,15 @@ COLLECTIVES
    when every rank shares this host, slices combined straight from the
    ranks' shared segments; there, small broadcasts, all_reduces and
    all_gathers and every barrier go through slots in those segments (no
-   messages at all).  DIST_ALGO=ring, tree, halving, shm or slots overrides
-   the choice.  Every frame (or slot) carries the call's descriptor, so
+   messages at all).  When a communicator spans hosts and some host has
+   several of its ranks (the node map: dist_node_count, dist_local_rank),
+   large all_reduces, reduce_scatters, all_gathers, broadcasts and reduces
+   take hierarchical forms instead: inside each host, then across hosts
+   with every rank of a host carrying a share, then inside again, so that
+   a host's link carries only what must leave it (all_reduce: 2(H-1)/H of
+   the vector for H hosts; broadcast: the vector once).  Ranks may sit on
+   their hosts in any order.  DIST_ALGO=ring, tree, halving, shm, slots or
+   hier overrides the choice.  Every frame (or slot) carries the call's descriptor, so
    ranks that disagree (count, dtype, op, root, which collective) fail with
    a sentence naming both sides instead of hanging or corrupting memory.
 
@@ -594,7 +608,7 @@ typedef struct dist_config {
                                 that reaches rank 0                           */
     dist_logger logger;      /* {0}: quiet, unless $DIST_DEBUG is set         */
     dist_log_level log_level;/* 0: DIST_LOG_WARN when a logger is given       */
-    int local_rank;          /* 0: $LOCAL_RANK (informational)                */
+    int local_rank;          /* ignored: the node map says (dist_local_rank)  */
     int store_listen_fd;     /* 0: none.  Rank 0 uses this listening socket
                                 (fd + 1, so 0 stays "none") for the store
                                 instead of binding; dist_spawn and distrun
@@ -675,7 +689,18 @@ DIST_API dist_result dist_destroy(dist_t *d);
 DIST_API dist_result dist_abort(dist_t *d);
 DIST_API int dist_rank(const dist_t *d);
 DIST_API int dist_world_size(const dist_t *d);
+/* The node map: which members share a host (the same test that picks
+   shared memory: boot, host name, user and namespaces, or DIST_HOST_ID),
+   agreed by every rank at init.  Hosts are numbered 0 .. node_count - 1
+   in order of their lowest rank; ranks need not be contiguous per host.
+   dist_local_rank is this rank's place among the members on its host (in
+   rank order), dist_local_size how many they are, dist_node(d, r) the
+   host of member r (-1: not a member).  In a communicator that newcomers
+   joined (dist_grow) hosts are not known: every member is its own. */
 DIST_API int dist_local_rank(const dist_t *d);
+DIST_API int dist_local_size(const dist_t *d);
+DIST_API int dist_node_count(const dist_t *d);
+DIST_API int dist_node(const dist_t *d, int rank);
 DIST_API int dist_timeout_ms(const dist_t *d);
 /* A monotonic clock in nanoseconds (for timing and deadlines). */
 DIST_API int64_t dist_time_ns(void);
@@ -5064,10 +5089,13 @@ typedef struct dist__engine {
     int aborted;                     /* dist_abort was called: every call fails from now on (atomic loads) */
     char abort_why[128];             /* set once, before `aborted` */
     int nrevoked;                    /* communicators revoked (their frames are dropped as they come) */
+    int *node_of;                    /* [cap]: the host of each engine rank (0, 1, ... in order of their lowest rank, agreed
+                                        at init; -1: not known, a newcomer's), set once, read by anyone */
 } dist__engine;
 
 typedef struct dist__job dist__job;
 typedef struct dist__step dist__step;
+typedef struct dist__op dist__op;
 
 /* The flight recorder: each communicator's last DIST_RECORDER_OPS
    collectives and point-to-point operations, in two rings, each written by
@@ -5145,6 +5173,13 @@ struct dist {
     dist__key key;                   /* the job's secret (DIST_SECRET), for every handshake */
     int *members, *group_of;         /* a group: world rank of each member, group rank of each world rank (-1) */
     int algo_override;               /* DIST_ALGO */
+    /* -- the node map as this communicator sees it (dist__comm_nodes, at creation) -- */
+    int nodes, local_size, lmax;     /* hosts of its members, its members on this rank's, the most on one */
+    int node_n;                      /* members the map has (the world's grows with dist_grow; its map does not) */
+    int *node_of;                    /* [world]: each member's host (0 ..); by_node[world]: the members host by host, in
+                                        rank order; node_start[nodes + 1]: where each host's begin there; rail[nodes]
+                                        and order[world]: team maps a hierarchical collective builds (one allocation) */
+    int *by_node, *node_start, *rail, *order;
     /* -- errors: under err_lock -- */
     dist__mutex err_lock;
     char err[DIST__ERRLEN];
@@ -5170,6 +5205,11 @@ struct dist {
     uint8_t *scratch; size_t scratch_cap;
     dist_req_t **slots; size_t slots_cap;
     dist__step *steps; size_t steps_cap;
+    size_t *offs; size_t offs_cap;
+    dist__op *ops; size_t ops_cap;
+    struct dist__hop *hops; size_t hops_cap;
+    struct dist__hpiece *pieces; size_t pieces_cap;
+    int *links; size_t links_cap;
     int shm_off;                     /* a shared-memory collective failed here: no more of them */
     int ngroups_made;                /* dist_new_group calls so far (the same on every rank) */
     uint64_t ft_rounds;              /* dist_agree and dist_shrink calls so far (the same on every live member) */
@@ -5332,6 +5372,45 @@ static int dist__grank(const dist_t *d, int wrank) { return d->group_of ? d->gro
 
 static int dist__wrank(const dist_t *d, int grank) { return d->members ? d->members[grank] : grank; }
 
+/* The node map of communicator d, from its engine's (agreed at init):
+   hosts numbered in order of their lowest member, members grouped by
+   host in rank order.  A member whose host is not known (a newcomer)
+   makes every member its own host, on every rank alike: the members
+   that joined know no one's host, and those that were there know none
+   of theirs.  Called once d's members are set; -1 when out of memory. */
+static int dist__comm_nodes(dist_t *d) {
+    int n = d->world, known = 1, *p;
+    const int *eng = d->eng->node_of;
+    d->node_n = n;
+    DIST_FREE(d->node_of);
+    d->node_of = p = (int *)DIST_MALLOC(sizeof(int) * (5 * (size_t)n + 1));
+    if (!p) return -1;
+    d->by_node = p + n; d->node_start = p + 2 * (size_t)n; d->rail = p + 3 * (size_t)n + 1; d->order = p + 4 * (size_t)n + 1;
+    for (int g = 0; g < n; g++) known = known && eng[dist__wrank(d, g)] >= 0;
+    d->nodes = 0;
+    for (int g = 0; g < n; g++) {            /* renumbered 0 .. nodes - 1 among the members */
+        d->node_of[g] = -1;
+        for (int k = 0; known && k < g && d->node_of[g] < 0; k++)
+            if (eng[dist__wrank(d, k)] == eng[dist__wrank(d, g)]) d->node_of[g] = d->node_of[k];
+        if (d->node_of[g] < 0) d->node_of[g] = d->nodes++;
+    }
+    for (int h = 0, k = 0; h < d->nodes; h++) {
+        d->node_start[h] = k;
+        for (int g = 0; g < n; g++)
+            if (d->node_of[g] == h) d->by_node[k++] = g;
+    }
+    d->node_start[d->nodes] = n;
+    d->lmax = 0;
+    for (int h = 0; h < d->nodes; h++) d->lmax = DIST__MAX(d->lmax, d->node_start[h + 1] - d->node_start[h]);
+    {
+        int h = d->node_of[d->rank];
+        d->local_size = d->node_start[h + 1] - d->node_start[h];
+        for (int k = d->node_start[h]; k < d->node_start[h + 1]; k++)
+            if (d->by_node[k] == d->rank) d->local_rank = k - d->node_start[h];
+    }
+    return 0;
+}
+
 /* Who hosts the store, for sentences. */
 #define DIST__STORE_HOST(d) ((d)->top->store_hosted ? "the launcher" : "rank 0")
 
@@ -5396,6 +5475,11 @@ DIST_API void dist_log(const dist_t *d, dist_log_level level, const char *fmt, .
 DIST_API int dist_rank(const dist_t *d) { return d ? d->rank : -1; }
 DIST_API int dist_world_size(const dist_t *d) { return d ? DIST__LOAD_RELAXED(&d->world) : 0; }
 DIST_API int dist_local_rank(const dist_t *d) { return d ? d->local_rank : -1; }
+DIST_API int dist_local_size(const dist_t *d) { return d ? d->local_size : 0; }
+DIST_API int dist_node_count(const dist_t *d) { return d ? d->nodes : 0; }
+DIST_API int dist_node(const dist_t *d, int rank) {
+    return d && d->node_of && rank >= 0 && rank < d->node_n ? d->node_of[rank] : -1;
+}
 DIST_API int dist_timeout_ms(const dist_t *d) { return d ? d->timeout_ms : 0; }
 DIST_API int64_t dist_time_ns(void) { return dist__now_ns(); }
 
@@ -7982,8 +8066,10 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     if (!out || !in || !slots) { r = dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory"); goto done; }
     memset(out, 0, bytes); memset(in, 0, bytes);
     memset(ident, 0, sizeof ident);
-    if (want) dist__host_identity(ident, sizeof ident);
-    /* A: who shares this host */
+    if (dist__getenv("DIST_HOST_ID")) dist__format(ident, sizeof ident, "DIST_HOST_ID|%s", dist__getenv("DIST_HOST_ID"));
+    else dist__host_identity(ident, sizeof ident);
+    /* A: who shares this host (also the node map, whether or not shared
+       memory is wanted) */
     for (int j = 0; j < n; j++) {
         uint8_t *o = out + (size_t)j * DIST__SHM_REC;
         dist__put32(o, 0x41736873u);
@@ -7991,11 +8077,22 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
         memcpy(o + 8, ident, sizeof ident);
     }
     if ((r = dist__shm_exchange(d, out, in, deadline, "host")) != DIST_OK) goto done;
+    memcpy(in + (size_t)me * DIST__SHM_REC + 8, ident, sizeof ident);
     for (int j = 0; j < n; j++) {
         const uint8_t *i = in + (size_t)j * DIST__SHM_REC;
         slots[j] = -1;
         tcp_why[j] = !want ? 1 : !dist__get32(i + 4) ? 2 : memcmp(i + 8, ident, sizeof ident) != 0 ? 3 : 0;
         if (j != me && !tcp_why[j]) slots[j] = ncand++;
+        /* the node map: every rank reads the same identities, so every
+           rank numbers the hosts alike (in order of their lowest rank) */
+        e->node_of[j] = -1;
+        for (int k = 0; k < j && e->node_of[j] < 0; k++)
+            if (memcmp(in + (size_t)k * DIST__SHM_REC + 8, i + 8, sizeof ident) == 0) e->node_of[j] = e->node_of[k];
+        if (e->node_of[j] < 0) {
+            int most = -1;
+            for (int k = 0; k < j; k++) most = DIST__MAX(most, e->node_of[k]);
+            e->node_of[j] = most + 1;
+        }
     }
     if (ncand) {
         size_t per = (size_t)(32u << 20) / (size_t)ncand;
@@ -8121,7 +8218,7 @@ static void dist__engine_free(dist__engine *e) {
     for (int k = 0; k < DIST__POOL_CLASSES; k++)
         while (e->pool[k]) { void *b = e->pool[k]; e->pool[k] = *(void **)b; DIST_FREE(b); }
     dist__ix_free(&e->ix);
-    DIST_FREE(e->peers); DIST_FREE(e->pfds); DIST_FREE(e->pfd_peer); DIST_FREE(e->comms);
+    DIST_FREE(e->peers); DIST_FREE(e->pfds); DIST_FREE(e->pfd_peer); DIST_FREE(e->comms); DIST_FREE(e->node_of);
     dist__wakeup_close(&e->wake);
     dist__cond_destroy(&e->cond); dist__cond_destroy(&e->bg_cond);
     dist__mutex_destroy(&e->lock);
@@ -8141,7 +8238,9 @@ static dist__engine *dist__engine_new(int rank, int world, int cap, const dist__
     e->peers = (dist__peer *)DIST_MALLOC(sizeof *e->peers * (size_t)cap);
     e->pfds = (dist__pollfd *)DIST_MALLOC(sizeof *e->pfds * ((size_t)cap + 1));
     e->pfd_peer = (int *)DIST_MALLOC(sizeof(int) * ((size_t)cap + 1));
-    if (!e->peers || !e->pfds || !e->pfd_peer || dist__wakeup_open(&e->wake) != 0) { dist__engine_free(e); return NULL; }
+    e->node_of = (int *)DIST_MALLOC(sizeof(int) * (size_t)cap);
+    if (!e->peers || !e->pfds || !e->pfd_peer || !e->node_of || dist__wakeup_open(&e->wake) != 0) { dist__engine_free(e); return NULL; }
+    for (int i = 0; i < cap; i++) e->node_of[i] = -1;   /* not known until init agrees on it */
     memset(e->peers, 0, sizeof *e->peers * (size_t)cap);
     for (int i = 0; i < cap; i++) {
         dist__peer *p = &e->peers[i];
@@ -8552,9 +8651,9 @@ static const char *dist__op_name(int op) {
 
 /* Algorithms: which one a collective uses is part of its descriptor. */
 enum { DIST__ALGO_AUTO = 0, DIST__ALGO_RING, DIST__ALGO_TREE, DIST__ALGO_DIRECT, DIST__ALGO_SHM, DIST__ALGO_HALVING, DIST__ALGO_SLOTS,
-       DIST__ALGO_COUNT };
+       DIST__ALGO_HIER, DIST__ALGO_COUNT };
 static const char *dist__algo_name(int a) {
-    static const char *const names[] = { "auto", "ring", "tree", "direct", "shm", "halving", "slots" };
+    static const char *const names[] = { "auto", "ring", "tree", "direct", "shm", "halving", "slots", "hier" };
     return a >= 0 && a < DIST__ALGO_COUNT ? names[a] : "unknown";
 }
 
@@ -8896,6 +8995,12 @@ typedef struct dist__coll {
     dist_op op;
     int root;
     size_t count, es;
+    /* the team the algorithm runs on now (dist__team): tn members, this
+       rank member tme, member i group rank tmap[i] (NULL: i), the root
+       member troot.  All the members, but for the phases of a
+       hierarchical collective. */
+    int tn, tme, troot;
+    const int *tmap;
     uint64_t seq;
     int64_t deadline_ns;         /* 0 until dist__coll_deadline */
     int fast;                    /* through slots, begun without the lock (dist__coll_begin) */
@@ -9180,6 +9285,7 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     c->grace_ns = 0; c->waited = -1; c->waited_what = ""; c->blamed = -1; c->lost_seen = 0; c->lost_ns = 0;
     c->kind = kind; c->algo = algo; c->count = count; c->dtype = dtype; c->op = op; c->root = root;
     c->es = dist_dtype_size(dtype);
+    c->tn = d->world; c->tme = d->rank; c->troot = root; c->tmap = NULL;
     if (invalid && invalid[0]) dist__coll_failf(c, DIST_ERR_INVALID, "rank %d %s", d->rank, invalid);
     c->seq = d->coll_seq + 1;
     c->stamped = 0;                  /* (dist__rec_coll_begin stamps it when the stats are on) */
@@ -9207,8 +9313,8 @@ static void dist__coll_begin(dist__coll *c, dist_t *d, int kind, int algo, size_
     dist__mutex_unlock(&c->e->lock);
 }
 
-/* Posts one frame of this collective to or from group rank `peer`.
-   Returns NULL once the collective has failed (c->res says why). */
+/* Posts one frame of this collective to or from member `peer` of the
+   team.  Returns NULL once the collective has failed (c->res says why). */
 static dist_req_t *dist__coll_post(dist__coll *c, int kind, int peer, const void *buf, size_t nbytes, int reduce, int in_first) {
     dist__engine *e = c->e;
     dist_req_t *r = NULL;
@@ -9219,7 +9325,7 @@ static dist_req_t *dist__coll_post(dist__coll *c, int kind, int peer, const void
     if (r) {
         r->comm = c->d;
         r->kind = kind;
-        r->peer = dist__wrank(c->d, peer);
+        r->peer = dist__wrank(c->d, c->tmap ? c->tmap[peer] : peer);
         r->source = -1;
         r->frame_kind = DIST__FRAME_COLL;
         r->comm_id = c->d->id;
@@ -9248,10 +9354,6 @@ static dist_req_t *dist__coll_send(dist__coll *c, int peer, const void *buf, siz
 }
 static dist_req_t *dist__coll_recv(dist__coll *c, int peer, void *buf, size_t nbytes) {
     return dist__coll_post(c, DIST__REQ_RECV, peer, buf, nbytes, 0, 0);
-}
-/* Receives and combines into buf: buf = op(buf, in), or op(in, buf) with in_first. */
-static dist_req_t *dist__coll_recv_reduce(dist__coll *c, int peer, void *buf, size_t nbytes, int in_first) {
-    return dist__coll_post(c, DIST__REQ_RECV, peer, buf, nbytes, 1, in_first);
 }
 
 static void dist__coll_unlink(dist__coll *c, dist_req_t *r) {
@@ -9441,6 +9543,8 @@ static size_t dist__chunk_elems(size_t es) {
    compute op(lower half's partial, upper half's partial) in that order.
    Either way every rank holds the same bits, run after run. */
 
+static uint8_t dist__empty[16];   /* stands in for NULL buffers of 0 elements */
+
 struct dist__step {
     int from;                  /* group rank to receive from, -1: none */
     uint8_t *rbuf; size_t rlen;
@@ -9470,116 +9574,159 @@ static void dist__chunk(size_t ce, size_t len, size_t k, size_t *off, size_t *n)
     *n = DIST__MIN(ce, len - *off);
 }
 
+/* A plan: a collective's frames on this rank as one list of operations.
+   Every receive is posted first, in plan order; then the sends go in plan
+   order, each once every receive of its lane before it in the plan has
+   completed (its data is what they brought).  A pair's frames are thus
+   sent and expected in plan order, which both ends share.  A fold
+   combines data a receive brought into scratch with buf, in plan order
+   too (buf = op(src, buf)), where a receive that combined as it came
+   could come before the receives that make buf ready.  Lanes are the
+   pieces of the data that move independently: a ring's chunks, a
+   hierarchical collective's segments. */
+struct dist__op {
+    int peer;                  /* member of the team (a hierarchical plan: a group rank, the team all) */
+    int recv, reduce;          /* recv: 1 a receive (reduce: combining into buf as it comes), 2 a fold of src; 0 a send */
+    int lane;
+    uint8_t *buf; size_t bytes;
+    const uint8_t *src;
+};
+static dist__op *dist__plan(dist__coll *c, size_t n) {
+    return (dist__op *)dist__grow_array(c, (void **)&c->d->ops, &c->d->ops_cap, n, sizeof(dist__op));
+}
+static dist_result dist__run_plan(dist__coll *c, const dist__op *op, int n, int lanes, int in_first) {
+    dist_req_t **rq;
+    int *next, *at;            /* the next operation of the same lane; each lane's first receive not yet waited for */
+    if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, (size_t)n + 1, sizeof(dist_req_t *)) ||
+        !dist__grow_array(c, (void **)&c->d->links, &c->d->links_cap, (size_t)n + (size_t)lanes + 1, sizeof(int))) return c->res;
+    rq = c->d->slots; next = c->d->links; at = next + n;
+    for (int l = 0; l < lanes; l++) at[l] = -1;
+    for (int i = n - 1; i >= 0; i--) { next[i] = at[op[i].lane]; at[op[i].lane] = i; }
+    for (int i = 0; i < n; i++) {
+        rq[i] = NULL;
+        if (op[i].recv == 1 &&
+            (rq[i] = dist__coll_post(c, DIST__REQ_RECV, op[i].peer, op[i].buf, op[i].bytes, op[i].reduce, in_first)) == NULL)
+            return c->res;
+    }
+    for (int i = 0; i < n; i++) {
+        int l = op[i].lane;
+        if (op[i].recv == 1) continue;
+        while (at[l] >= 0 && at[l] < i) {       /* the lane's receives before this send or fold */
+            int j = at[l];
+            if (op[j].recv == 1 && rq[j]) {
+                if (dist__coll_wait(c, rq[j]) != DIST_OK) return c->res;
+                rq[j] = NULL;
+            }
+            at[l] = next[j];
+        }
+        if (op[i].recv == 2) {
+            if (op[i].bytes) dist__reduce_table[c->dtype][c->op](op[i].buf, op[i].src, op[i].bytes / c->es, in_first);
+        } else if ((rq[i] = dist__coll_send(c, op[i].peer, op[i].buf, op[i].bytes)) == NULL) {
+            return c->res;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (rq[i] && dist__coll_wait(c, rq[i]) != DIST_OK) return c->res;
+    return DIST_OK;
+}
+
 /* Runs T steps over blocks of at most `block` elements, cut into the same
    number of chunks (at least one, so an empty block still sends a frame
    that carries the descriptor; block 0: each step whole, one chunk);
-   in_first: a combining receive computes op(incoming, rbuf).  Every
-   receive is posted first; a step's chunk k is sent once the step
-   before received its chunk k. */
+   in_first: a combining receive computes op(incoming, rbuf).  A plan with
+   a lane per chunk: a step's chunk k is sent once the steps before
+   received theirs. */
 static dist_result dist__run_steps(dist__coll *c, const dist__step *st, int T, size_t block, int in_first) {
     size_t es = c->es, off, n, ce = block == 0 ? SIZE_MAX : dist__chunk_elems(es), K = block == 0 ? 1 : (block + ce - 1) / ce;
-    dist_req_t **rq, **sq;
-    if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)T * K, sizeof(dist_req_t *))) return c->res;
-    rq = c->d->slots;
-    sq = rq + (size_t)T * K;
+    dist__op *op = dist__plan(c, 2 * (size_t)T * K);
+    int m = 0;
+    if (!op) return c->res;
     for (int t = 0; t < T; t++)
         for (size_t k = 0; k < K; k++) {
-            dist_req_t *q = NULL;
-            if (st[t].from >= 0) {
-                dist__chunk(ce, st[t].rlen, k, &off, &n);
-                q = st[t].reduce ? dist__coll_recv_reduce(c, st[t].from, st[t].rbuf + off * es, n * es, in_first)
-                                 : dist__coll_recv(c, st[t].from, st[t].rbuf + off * es, n * es);
-                if (!q) return c->res;
-            }
-            rq[(size_t)t * K + k] = q;
-        }
-    for (int t = 0; t < T; t++)
-        for (size_t k = 0; k < K; k++) {
-            dist_req_t *s = NULL, **prev = t > 0 ? &rq[(size_t)(t - 1) * K + k] : NULL;
-            if (prev && *prev) {
-                if (dist__coll_wait(c, *prev) != DIST_OK) return c->res;
-                *prev = NULL;
-            }
             if (st[t].to >= 0) {
                 dist__chunk(ce, st[t].slen, k, &off, &n);
-                if ((s = dist__coll_send(c, st[t].to, st[t].sbuf + off * es, n * es)) == NULL) return c->res;
+                op[m].peer = st[t].to; op[m].recv = 0; op[m].reduce = 0; op[m].lane = (int)k;
+                op[m].buf = (uint8_t *)(uintptr_t)(st[t].sbuf + off * es); op[m].bytes = n * es; m++;
             }
-            sq[(size_t)t * K + k] = s;
+            if (st[t].from >= 0) {
+                dist__chunk(ce, st[t].rlen, k, &off, &n);
+                op[m].peer = st[t].from; op[m].recv = 1; op[m].reduce = st[t].reduce; op[m].lane = (int)k;
+                op[m].buf = st[t].rbuf + off * es; op[m].bytes = n * es; m++;
+            }
         }
-    for (size_t i = 0; i < 2 * (size_t)T * K; i++)
-        if (rq[i] && dist__coll_wait(c, rq[i]) != DIST_OK) return c->res;
-    return DIST_OK;
+    return dist__run_plan(c, op, m, (int)K, in_first);
 }
 
 static int dist__mod(int a, int n) { return ((a % n) + n) % n; }
 static uint8_t *dist__at(const void *base, size_t elems, size_t es) { return (uint8_t *)base + elems * es; }
 
-/* Ring all-reduce in place: reduce-scatter then all-gather, 2(n-1)
-   pipelined steps.  At reduce-scatter step t rank r sends block r-t and
-   folds block r-t-1 from its left into its own; at all-gather step t it
-   sends block r+1-t and receives block r-t.  Each step sends the block the
-   step before received. */
-static dist_result dist__ring_all_reduce(dist__coll *c, uint8_t *buf) {
-    int n = c->d->world, r = c->d->rank, T = 2 * (n - 1), left = dist__mod(r - 1, n), right = dist__mod(r + 1, n);
-    dist__step *st = dist__steps(c, T);
+/* Offsets of the blocks of a ring (n + 1 entries, in elements), kept
+   per communicator. */
+static size_t *dist__offsets(dist__coll *c, int n) {
+    return (size_t *)dist__grow_array(c, (void **)&c->d->offs, &c->d->offs_cap, (size_t)n + 1, sizeof(size_t));
+}
+
+/* The ring over the team on `buf`, whose member b owns block b, elements
+   [off[b], off[b+1]) (blocks may be empty).  Reduce-scatter (rs): at step
+   t member r sends block r-t-1, folded so far, and folds block r-t-2 from
+   its left into its own; after n-1 steps block r holds the team's
+   reduction, combined along one fixed path.  All-gather (ag): at step t
+   member r sends block r-t and receives block r-t-1.  Both: an all-reduce
+   in 2(n-1) steps, pipelined chunk by chunk from one phase into the next
+   (each step sends the block the step before received). */
+static dist_result dist__ring_blocks(dist__coll *c, uint8_t *buf, const size_t *off, int rs, int ag) {
+    int n = c->tn, r = c->tme, T = 0, left = dist__mod(r - 1, n), right = dist__mod(r + 1, n);
+    size_t most = 0;
+    dist__step *st = dist__steps(c, 2 * (n - 1) + 1);
     if (!st) return c->res;
-    for (int t = 0; t < T; t++) {
-        int rs = t < n - 1, u = rs ? t : t - (n - 1);
-        int rb = rs ? dist__mod(r - u - 1, n) : dist__mod(r - u, n);
-        int sb = rs ? dist__mod(r - u, n) : dist__mod(r + 1 - u, n);
-        st[t].from = left;  st[t].reduce = rs;
-        st[t].rbuf = dist__at(buf, dist__block_off(c->count, n, rb), c->es); st[t].rlen = dist__block_len(c->count, n, rb);
-        st[t].to = right;
-        st[t].sbuf = dist__at(buf, dist__block_off(c->count, n, sb), c->es); st[t].slen = dist__block_len(c->count, n, sb);
+    for (int b = 0; b < n; b++) most = DIST__MAX(most, off[b + 1] - off[b]);
+    for (int ph = 0; ph < 2; ph++) {
+        if (!(ph == 0 ? rs : ag)) continue;
+        for (int t = 0; t < n - 1; t++, T++) {
+            int rb = ph == 0 ? dist__mod(r - t - 2, n) : dist__mod(r - t - 1, n);
+            int sb = ph == 0 ? dist__mod(r - t - 1, n) : dist__mod(r - t, n);
+            st[T].from = left; st[T].reduce = ph == 0;
+            st[T].rbuf = dist__at(buf, off[rb], c->es); st[T].rlen = off[rb + 1] - off[rb];
+            st[T].to = right;
+            st[T].sbuf = dist__at(buf, off[sb], c->es); st[T].slen = off[sb + 1] - off[sb];
+        }
     }
-    return dist__run_steps(c, st, T, dist__block_len(c->count, n, 0), 1);
+    return T ? dist__run_steps(c, st, T, most, 1) : c->res;
+}
+
+/* Ring all-reduce in place over the team: the vector in n near-equal
+   blocks, reduce-scattered and gathered. */
+static dist_result dist__ring_all_reduce(dist__coll *c, uint8_t *buf) {
+    size_t *off = dist__offsets(c, c->tn);
+    if (!off) return c->res;
+    for (int b = 0; b <= c->tn; b++) off[b] = dist__block_off(c->count, c->tn, b);
+    return dist__ring_blocks(c, buf, off, 1, 1);
 }
 
 /* Ring reduce-scatter over `work` (n blocks of c->count, a copy of the
-   input): at step t rank r sends block r-t-1 and folds block r-t-2 from its
-   left; after n-1 steps block r is complete. */
-static dist_result dist__ring_reduce_scatter(dist__coll *c, uint8_t *work) {
-    int n = c->d->world, r = c->d->rank, left = dist__mod(r - 1, n), right = dist__mod(r + 1, n);
-    dist__step *st = dist__steps(c, n - 1);
-    if (!st) return c->res;
-    for (int t = 0; t < n - 1; t++) {
-        st[t].from = left; st[t].reduce = 1;
-        st[t].rbuf = dist__at(work, (size_t)dist__mod(r - t - 2, n) * c->count, c->es); st[t].rlen = c->count;
-        st[t].to = right;
-        st[t].sbuf = dist__at(work, (size_t)dist__mod(r - t - 1, n) * c->count, c->es); st[t].slen = c->count;
-    }
-    return dist__run_steps(c, st, n - 1, c->count, 1);
-}
-
-/* Ring all-gather into `out` (n blocks of c->count; block r is already in
-   place): at step t rank r sends block r-t and receives block r-t-1. */
-static dist_result dist__ring_all_gather(dist__coll *c, uint8_t *out) {
-    int n = c->d->world, r = c->d->rank, left = dist__mod(r - 1, n), right = dist__mod(r + 1, n);
-    dist__step *st = dist__steps(c, n - 1);
-    if (!st) return c->res;
-    for (int t = 0; t < n - 1; t++) {
-        st[t].from = left; st[t].reduce = 0;
-        st[t].rbuf = dist__at(out, (size_t)dist__mod(r - t - 1, n) * c->count, c->es); st[t].rlen = c->count;
-        st[t].to = right;
-        st[t].sbuf = dist__at(out, (size_t)dist__mod(r - t, n) * c->count, c->es); st[t].slen = c->count;
-    }
-    return dist__run_steps(c, st, n - 1, c->count, 0);
+   input; block r ends complete on member r), or all-gather into it
+   (block r is already in place on member r). */
+static dist_result dist__ring_rs_ag(dist__coll *c, uint8_t *work, int rs) {
+    size_t *off = dist__offsets(c, c->tn);
+    if (!off) return c->res;
+    for (int b = 0; b <= c->tn; b++) off[b] = (size_t)b * c->count;
+    return dist__ring_blocks(c, work, off, rs, !rs);
 }
 
 /* Pipelined chain broadcast: root -> root+1 -> ... -> root+n-1, each rank
    forwarding chunk k as soon as it has it. */
 static dist_result dist__chain_broadcast(dist__coll *c, uint8_t *buf) {
-    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n), T = 0;
+    int n = c->tn, v = dist__mod(c->tme - c->troot, n), T = 0;
     dist__step *st = dist__steps(c, 2);
     if (!st) return c->res;
     if (v > 0) {
-        st[T].from = dist__mod(c->d->rank - 1, n); st[T].rbuf = buf; st[T].rlen = c->count; st[T].reduce = 0;
+        st[T].from = dist__mod(c->tme - 1, n); st[T].rbuf = buf; st[T].rlen = c->count; st[T].reduce = 0;
         st[T].to = -1; st[T].sbuf = NULL; st[T].slen = 0;
         T++;
     }
     if (v < n - 1) {
         st[T].from = -1; st[T].rbuf = NULL; st[T].rlen = 0; st[T].reduce = 0;
-        st[T].to = dist__mod(c->d->rank + 1, n); st[T].sbuf = buf; st[T].slen = c->count;
+        st[T].to = dist__mod(c->tme + 1, n); st[T].sbuf = buf; st[T].slen = c->count;
         T++;
     }
     return dist__run_steps(c, st, T, c->count, 0);
@@ -9591,17 +9738,17 @@ static dist_result dist__chain_broadcast(dist__coll *c, uint8_t *buf) {
    holds this rank's values (the user's buffer at the root, a copy
    elsewhere). */
 static dist_result dist__chain_reduce(dist__coll *c, uint8_t *acc) {
-    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n), T = 0;
+    int n = c->tn, v = dist__mod(c->tme - c->troot, n), T = 0;
     dist__step *st = dist__steps(c, 2);
     if (!st) return c->res;
     if (v < n - 1) {
-        st[T].from = dist__mod(c->d->rank + 1, n); st[T].rbuf = acc; st[T].rlen = c->count; st[T].reduce = 1;
+        st[T].from = dist__mod(c->tme + 1, n); st[T].rbuf = acc; st[T].rlen = c->count; st[T].reduce = 1;
         st[T].to = -1; st[T].sbuf = NULL; st[T].slen = 0;
         T++;
     }
     if (v > 0) {
         st[T].from = -1; st[T].rbuf = NULL; st[T].rlen = 0; st[T].reduce = 0;
-        st[T].to = dist__mod(c->d->rank - 1, n); st[T].sbuf = acc; st[T].slen = c->count;
+        st[T].to = dist__mod(c->tme - 1, n); st[T].sbuf = acc; st[T].slen = c->count;
         T++;
     }
     return dist__run_steps(c, st, T, c->count, 0);
@@ -9621,17 +9768,17 @@ static dist_result dist__exchange(dist__coll *c, int to, const void *sbuf, size_
 
 /* Binomial-tree broadcast (log n rounds), for small messages. */
 static dist_result dist__tree_broadcast(dist__coll *c, uint8_t *buf) {
-    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n), mask = 1;
+    int n = c->tn, v = dist__mod(c->tme - c->troot, n), mask = 1;
     size_t bytes = c->count * c->es;
     while (mask < n) {                       /* receive from the parent */
         if (v & mask) {
-            if (dist__exchange(c, -1, NULL, 0, dist__mod(c->d->rank - mask, n), buf, bytes, 0, 0) != DIST_OK) return c->res;
+            if (dist__exchange(c, -1, NULL, 0, dist__mod(c->tme - mask, n), buf, bytes, 0, 0) != DIST_OK) return c->res;
             break;
         }
         mask <<= 1;
     }
     for (mask >>= 1; mask > 0; mask >>= 1)   /* then feed the subtrees below */
-        if (v + mask < n && dist__exchange(c, dist__mod(c->d->rank + mask, n), buf, bytes, -1, NULL, 0, 0, 0) != DIST_OK)
+        if (v + mask < n && dist__exchange(c, dist__mod(c->tme + mask, n), buf, bytes, -1, NULL, 0, 0, 0) != DIST_OK)
             return c->res;
     return DIST_OK;
 }
@@ -9640,12 +9787,12 @@ static dist_result dist__tree_broadcast(dist__coll *c, uint8_t *buf) {
    its children's partials into `acc` (own values first: children have
    higher virtual ranks), then sends it to its parent. */
 static dist_result dist__tree_reduce(dist__coll *c, uint8_t *acc) {
-    int n = c->d->world, v = dist__mod(c->d->rank - c->root, n);
+    int n = c->tn, v = dist__mod(c->tme - c->troot, n);
     size_t bytes = c->count * c->es;
     for (int mask = 1; mask < n; mask <<= 1) {
         if (v & mask)
-            return dist__exchange(c, dist__mod(c->d->rank - mask, n), acc, bytes, -1, NULL, 0, 0, 0);
-        if (v + mask < n && dist__exchange(c, -1, NULL, 0, dist__mod(c->d->rank + mask, n), acc, bytes, 1, 0) != DIST_OK)
+            return dist__exchange(c, dist__mod(c->tme - mask, n), acc, bytes, -1, NULL, 0, 0, 0);
+        if (v + mask < n && dist__exchange(c, -1, NULL, 0, dist__mod(c->tme + mask, n), acc, bytes, 1, 0) != DIST_OK)
             return c->res;
     }
     return DIST_OK;
@@ -9657,7 +9804,7 @@ static dist_result dist__tree_reduce(dist__coll *c, uint8_t *acc) {
    when this rank is done (the outcome in c->res), else 0 with p, extra and
    its virtual rank v set. */
 static int dist__fold_in(dist__coll *c, uint8_t *buf, size_t bytes, int *pp, int *pextra, int *pv) {
-    int n = c->d->world, r = c->d->rank, p = 1, extra;
+    int n = c->tn, r = c->tme, p = 1, extra;
     while (p * 2 <= n) p *= 2;
     extra = n - p;
     *pp = p; *pextra = extra;
@@ -9680,7 +9827,7 @@ static int dist__fold_in(dist__coll *c, uint8_t *buf, size_t bytes, int *pp, int
    to 2i.  Partners fold in the same order (lower half first), so both hold
    the same bits. */
 static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
-    int r = c->d->rank, p, extra, v;
+    int r = c->tme, p, extra, v;
     size_t bytes = c->count * c->es;
     uint8_t *tmp = dist__scratch(c, bytes ? bytes : 1);
     if (!tmp) return c->res;
@@ -9703,7 +9850,7 @@ static dist_result dist__rd_all_reduce(dist__coll *c, uint8_t *buf) {
    Each block is combined along one path and then copied, so every rank
    holds the same bits. */
 static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
-    int r = c->d->rank, p, extra, v, lo = 0, hi, T = 0;
+    int r = c->tme, p, extra, v, lo = 0, hi, T = 0;
     dist__step *st;
     size_t es = c->es, bytes = c->count * es;
     if (dist__fold_in(c, buf, bytes, &p, &extra, &v)) return c->res;
@@ -9737,7 +9884,7 @@ static dist_result dist__halving_all_reduce(dist__coll *c, uint8_t *buf) {
    waits for rank - 2^k; after ceil(log2 n) rounds everyone has heard,
    directly or not, from everyone. */
 static dist_result dist__dissemination_barrier(dist__coll *c) {
-    int n = c->d->world, r = c->d->rank;
+    int n = c->tn, r = c->tme;
     for (int k = 1; k < n; k <<= 1)
         if (dist__exchange(c, dist__mod(r + k, n), NULL, 0, dist__mod(r - k, n), NULL, 0, 0, 0) != DIST_OK) return c->res;
     return DIST_OK;
@@ -9751,27 +9898,256 @@ static dist_result dist__dissemination_barrier(dist__coll *c) {
    waiting for each other.  (A gather needs none: its non-roots send data
    to the root, and may leave before the root has started.) */
 static dist_result dist__direct_exchange(dist__coll *c, const uint8_t *send, uint8_t *recv, int gather, int scatter) {
-    int n = c->d->world, r = c->d->rank;
+    int n = c->tn, r = c->tme, root = c->troot;
     size_t bytes = c->count * c->es;
     dist_req_t **q;
     if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, 2 * (size_t)n, sizeof(dist_req_t *))) return c->res;
     q = c->d->slots;
     for (int i = 0; i < 2 * n; i++) q[i] = NULL;
     for (int s = 1; s < n; s++) {           /* receives first */
-        int from = dist__mod(r - s, n), data = !((gather && r != c->root) || (scatter && from != c->root));
-        int hello = scatter && r == c->root;    /* the empty frame of a scatter's receiver */
+        int from = dist__mod(r - s, n), data = !((gather && r != root) || (scatter && from != root));
+        int hello = scatter && r == root;       /* the empty frame of a scatter's receiver */
         if (!data && !hello) continue;
         if ((q[s] = dist__coll_recv(c, from, scatter ? recv : recv + (size_t)from * bytes, data ? bytes : 0)) == NULL) return c->res;
     }
     for (int s = 1; s < n; s++) {
-        int to = dist__mod(r + s, n), data = !((gather && to != c->root) || (scatter && r != c->root));
-        int hello = scatter && to == c->root;
+        int to = dist__mod(r + s, n), data = !((gather && to != root) || (scatter && r != root));
+        int hello = scatter && to == root;
         if (!data && !hello) continue;
         if ((q[n + s] = dist__coll_send(c, to, gather ? send : send + (size_t)to * bytes, data ? bytes : 0)) == NULL) return c->res;
     }
     for (int i = 0; i < 2 * n; i++)
         if (q[i] && dist__coll_wait(c, q[i]) != DIST_OK) return c->res;
     return DIST_OK;
+}
+
+/* ---- hierarchical collectives: hosts, then ranks ----
+   When a communicator spans hosts and some host has several of its
+   members, the flat algorithms would cross a host's link once for every
+   pair of ring neighbours (or tree partners) that straddles it.  The
+   hierarchical forms cross it only with what must leave the host, and
+   every member on a host carries a share, so each host's link and cores
+   all work.  They run the flat algorithms above on teams (dist__team):
+   a host's members (in rank order), or a rail, one member per host.
+
+   The vector is cut into M rail blocks, M the most members on one host.
+   Rail j is carried on a host of L members by its member j mod L (every
+   member carries one rail or more; where L < M some carry several, in
+   increasing order, so no rail waits on one that waits on it), and its
+   members are ordered by host.  all_reduce: a reduce-scatter of the rail
+   blocks inside each host (in rounds of L blocks, member b of round q
+   owning rail block qL+b), an all-reduce of each rail block over its
+   rail, and the all-gather inside each host that undoes the first phase.
+   A host sends 2(H-1)/H of the vector over its link, the least there is.
+   reduce_scatter and all_gather put the ranks' blocks in rail order (rail
+   j holds the blocks of the members whose place on their host is j, host
+   by host) in scratch, so that the same phases apply: a rail's ring
+   reduce-scatters or gathers its hosts' blocks (a host with no member in
+   place j has an empty one).  broadcast and reduce run a pipelined chain
+   through the hosts one after the other, the root's first: each link
+   carries the vector once.  Every block is combined along one fixed path,
+   so every rank holds the same bits, run after run. */
+
+/* Sets the team to n members (map[i]: member i's group rank, NULL: i),
+   with root member `root`; tme is this rank's place (-1: not in it). */
+static void dist__team(dist__coll *c, int n, const int *map, int root) {
+    c->tn = n; c->tmap = map; c->troot = root; c->tme = -1;
+    for (int i = 0; i < n; i++)
+        if ((map ? map[i] : i) == c->d->rank) c->tme = i;
+}
+static void dist__team_all(dist__coll *c) { dist__team(c, c->d->world, NULL, c->root); }
+
+/* The plan of a hierarchical all_reduce (rs and ag), reduce_scatter (rs,
+   per_rank) or all_gather (ag, per_rank) on buf: see above.  The data is
+   cut into lanes that move independently, so that one lane's local
+   phases overlap another's crossing of the links: an all_reduce's vector
+   into segments of M x H chunks, each rank's block of a reduce_scatter or
+   all_gather (buf: the ranks' blocks in rank order) into pieces of a
+   chunk.  A ring's block is then one range (all_reduce), or the pieces of
+   the ranks it stands for, each its own frame (a rail block: those in
+   place j on their hosts; a rail's part: one rank's, or none).  Every
+   ring step of every phase has a stage number that all ranks share: the
+   local reduce-scatter's rounds first (as many stages as the host that
+   needs most), then rail 0's steps, rail 1's, ..., then the local
+   all-gather's.  The plan runs in order of lane + stage, then stage: a
+   wavefront, in which the stages of a lane follow each other and each
+   pair of ranks sends and expects its frames in the same order. */
+typedef struct dist__hgeo {        /* one lane */
+    uint8_t *buf;
+    int per_rank;
+    size_t at, len;                /* all_reduce: its elements [at, at + len); per rank: elements [at, at + len) of each block */
+} dist__hgeo;
+typedef struct dist__hpiece { uint8_t *p; size_t bytes; } dist__hpiece;
+
+/* The pieces of block b of a lane's ring: local (rail >= 0: round q's
+   block b is rail block qL + b) or of rail j (rail < 0: j = -rail - 1,
+   its part on host b).  Writes them to pc (at most nodes); returns how
+   many (0: an empty block, sent as one empty frame). */
+static int dist__hier_block(const dist__coll *c, const dist__hgeo *g, int q, int rail, int b, dist__hpiece *pc) {
+    const dist_t *d = c->d;
+    int M = d->lmax, H = d->nodes, k = 0;
+    size_t es = c->es;
+    if (!g->per_rank) {
+        size_t lo, hi;
+        if (rail >= 0) {
+            int j = DIST__MIN(q * d->local_size + b, M), j1 = DIST__MIN(q * d->local_size + b + 1, M);
+            lo = dist__block_off(g->len, M, j); hi = dist__block_off(g->len, M, j1);
+        } else {
+            int j = -rail - 1;
+            size_t r0 = dist__block_off(g->len, M, j), rl = dist__block_len(g->len, M, j);
+            lo = r0 + dist__block_off(rl, H, b); hi = lo + dist__block_len(rl, H, b);
+        }
+        pc[0].p = g->buf + (g->at + lo) * es; pc[0].bytes = (hi - lo) * es;
+        return hi > lo;
+    }
+    for (int x = rail >= 0 ? 0 : b; x < (rail >= 0 ? H : b + 1); x++) {
+        int j = rail >= 0 ? q * d->local_size + b : -rail - 1;
+        if (j < M && d->node_start[x + 1] - d->node_start[x] > j) {
+            int member = d->by_node[d->node_start[x] + j];
+            pc[k].p = g->buf + ((size_t)member * c->count + g->at) * es; pc[k].bytes = g->len * es;
+            k += g->len > 0;
+        }
+    }
+    return k;
+}
+
+/* Appends ring step t (reduce-scatter or all-gather) of a team (map, n
+   members, this rank me) over a lane's blocks (q, rail: see
+   dist__hier_block), at `stage`: the send's frames and the receive's,
+   each keyed.  With *stage_at (a reduce-scatter across hosts) each
+   receive lands there and a fold follows: the block it combines with may
+   still be taking the host's own parts, which other receives bring. */
+typedef struct dist__hop { dist__op op; int key, stage, piece; } dist__hop;
+static int dist__hier_step(dist__coll *c, dist__hop *h, int m, const int *map, int n, int me, const dist__hgeo *g, int q, int rail,
+                           int rs, int t, uint8_t **stage_at, dist__hpiece *pc, int lane, int stage) {
+    int sb = rs ? dist__mod(me - t - 1, n) : dist__mod(me - t, n), rb = rs ? dist__mod(me - t - 2, n) : dist__mod(me - t - 1, n);
+    int staged = rs && stage_at;
+    for (int k = 0; k < 2; k++) {
+        int np = dist__hier_block(c, g, q, rail, k ? rb : sb, pc);
+        if (np == 0) { pc[0].p = dist__empty; pc[0].bytes = 0; np = 1; }
+        for (int i = 0; i < np; i++)
+            for (int f = 0; f < 1 + (k && staged); f++, m++) {
+                h[m].op.peer = map[dist__mod(me + (k ? -1 : 1), n)];
+                h[m].op.recv = k + f; h[m].op.reduce = k == 1 && rs && !staged; h[m].op.lane = lane;
+                h[m].op.buf = pc[i].p; h[m].op.bytes = pc[i].bytes; h[m].op.src = NULL;
+                h[m].key = lane + stage; h[m].stage = stage * 3 + k + f; h[m].piece = i;
+                if (k && staged) {      /* the receive into the stage, then the fold from it */
+                    if (f == 0) h[m].op.buf = *stage_at;
+                    else { h[m].op.src = *stage_at; *stage_at += pc[i].bytes; }
+                }
+            }
+    }
+    return m;
+}
+static int dist__hop_cmp(const void *a, const void *b) {
+    const dist__hop *x = (const dist__hop *)a, *y = (const dist__hop *)b;
+    if (x->key != y->key) return (x->key > y->key) - (x->key < y->key);
+    if (x->stage != y->stage) return (x->stage > y->stage) - (x->stage < y->stage);
+    return (x->piece > y->piece) - (x->piece < y->piece);
+}
+
+/* Bytes of the stage a reduce-scatter across hosts needs: the rails this
+   rank carries, whole (a bound: it receives all of them but its share). */
+static size_t dist__hier_stage_bytes(const dist__coll *c, int per_rank) {
+    const dist_t *d = c->d;
+    size_t k = 0;
+    for (int j = d->local_rank; j < d->lmax; j += d->local_size)
+        for (int x = 0; x < d->nodes; x++) k += d->node_start[x + 1] - d->node_start[x] > j;
+    return per_rank ? k * c->count * c->es : c->count * c->es;
+}
+
+static dist_result dist__hier_run(dist__coll *c, uint8_t *buf, int per_rank, int rs, int ag, uint8_t *stage) {
+    dist_t *d = c->d;
+    int M = d->lmax, H = d->nodes, me_h = d->node_of[d->rank], L = d->local_size, lr = d->local_rank;
+    int Q = (M + L - 1) / L, SL = 0, RS = (rs + ag) * (H - 1), lanes, m = 0;
+    const int *local = d->by_node + d->node_start[me_h];
+    size_t ce = dist__chunk_elems(c->es), seg = per_rank ? ce : ce * (size_t)M * (size_t)H, total = c->count, n_ops;
+    dist__hop *h;
+    dist__hpiece *pc;
+    dist__op *op;
+    for (int x = 0; x < H; x++) {
+        int Lx = d->node_start[x + 1] - d->node_start[x];
+        SL = DIST__MAX(SL, (M + Lx - 1) / Lx * (Lx - 1));
+    }
+    lanes = total == 0 ? 1 : (int)DIST__MIN((total + seg - 1) / seg, (size_t)INT_MAX / 8);
+    if (lanes > 1 && (total + (size_t)lanes - 1) / (size_t)lanes < seg) seg = (total + (size_t)lanes - 1) / (size_t)lanes;
+    /* this rank's ops per lane: per step a send and a receive (and a fold)
+       of up to H pieces each */
+    n_ops = 3 * (size_t)H * (size_t)((rs + ag) * Q * (L - 1) + ((M - 1 - lr) / L + 1) * RS);
+    if ((h = (dist__hop *)dist__grow_array(c, (void **)&d->hops, &d->hops_cap, (size_t)lanes * n_ops + 1, sizeof *h)) == NULL ||
+        (pc = (dist__hpiece *)dist__grow_array(c, (void **)&d->pieces, &d->pieces_cap, (size_t)H + 1, sizeof *pc)) == NULL) return c->res;
+    for (int l = 0; l < lanes; l++) {
+        dist__hgeo g;
+        g.buf = buf; g.per_rank = per_rank;
+        g.at = (size_t)l * seg; g.len = g.at >= total ? 0 : DIST__MIN(seg, total - g.at);
+        for (int ph = 0; ph < 2; ph++) {            /* the local reduce-scatter, then (below) the all-gather */
+            if (!(ph == 0 ? rs : ag) || L < 2) continue;
+            for (int q = 0; q < Q; q++)
+                for (int t = 0; t < L - 1; t++)
+                    m = dist__hier_step(c, h, m, local, L, lr, &g, q, 0, ph == 0, t, NULL, pc, l,
+                                        ph == 0 ? q * (L - 1) + t : SL + M * RS + q * (L - 1) + t);
+        }
+        for (int j = lr; j < M && H > 1; j += L) {  /* the rails this rank carries */
+            for (int x = 0; x < H; x++) {
+                int Lx = d->node_start[x + 1] - d->node_start[x];
+                d->rail[x] = d->by_node[d->node_start[x] + j % Lx];
+            }
+            for (int t = 0; t < RS; t++) {
+                int is_rs = rs && t < H - 1;
+                m = dist__hier_step(c, h, m, d->rail, H, me_h, &g, 0, -j - 1, is_rs, is_rs || !rs ? t : t - (H - 1), &stage, pc, l,
+                                    SL + j * RS + t);
+            }
+        }
+    }
+    qsort(h, (size_t)m, sizeof *h, dist__hop_cmp);
+    if ((op = dist__plan(c, (size_t)m + 1)) == NULL) return c->res;
+    for (int i = 0; i < m; i++) op[i] = h[i].op;
+    return dist__run_plan(c, op, m, lanes, 1);
+}
+
+static dist_result dist__hier_all_reduce(dist__coll *c, uint8_t *buf) {
+    uint8_t *stage = dist__scratch(c, dist__hier_stage_bytes(c, 0) + 1);
+    return stage ? dist__hier_run(c, buf, 0, 1, 1, stage) : c->res;
+}
+
+/* reduce_scatter: in (n blocks) to out (this rank's block), through a
+   copy of the input in scratch (the flat ring's too) and the stage after
+   it. */
+static dist_result dist__hier_reduce_scatter(dist__coll *c, const uint8_t *in, uint8_t *out) {
+    dist_t *d = c->d;
+    size_t bytes = c->count * c->es;
+    uint8_t *work = dist__scratch(c, bytes * (size_t)d->world + dist__hier_stage_bytes(c, 1) + 1);
+    if (!work) return c->res;
+    if (bytes) memcpy(work, in, bytes * (size_t)d->world);
+    if (dist__hier_run(c, work, 1, 1, 0, work + bytes * (size_t)d->world) == DIST_OK && bytes)
+        memcpy(out, work + (size_t)d->rank * bytes, bytes);
+    return c->res;
+}
+
+/* all_gather: in (this rank's block) to out (n blocks, rank order), in
+   place. */
+static dist_result dist__hier_all_gather(dist__coll *c, const uint8_t *in, uint8_t *out) {
+    size_t bytes = c->count * c->es;
+    if (bytes && out + (size_t)c->d->rank * bytes != in) memmove(out + (size_t)c->d->rank * bytes, in, bytes);
+    return dist__hier_run(c, out, 1, 0, 1, NULL);
+}
+
+/* broadcast (reduce: towards the root) along one pipelined chain through
+   the hosts: the root, the other members on its host, then each other
+   host's members, host by host. */
+static dist_result dist__hier_chain(dist__coll *c, uint8_t *buf, int reduce) {
+    dist_t *d = c->d;
+    int k = 0, hr = d->node_of[c->root];
+    d->order[k++] = c->root;
+    for (int x = 0; x < d->nodes; x++) {
+        int h = (hr + x) % d->nodes;
+        for (int i = d->node_start[h]; i < d->node_start[h + 1]; i++)
+            if (d->by_node[i] != c->root) d->order[k++] = d->by_node[i];
+    }
+    dist__team(c, d->world, d->order, 0);
+    reduce ? dist__chain_reduce(c, buf) : dist__chain_broadcast(c, buf);
+    dist__team_all(c);
+    return c->res;
 }
 
 /* [SECTION] collectives: API, async queue, groups
@@ -9800,7 +10176,6 @@ struct dist__job {
     char err[DIST__ERRLEN];
 };
 
-static uint8_t dist__empty[16];   /* stands in for NULL buffers of 0 elements */
 
 /* [SECTION] collectives in shared memory
    ---------------------------------------------------------------------------
@@ -10171,6 +10546,15 @@ static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
             return DIST__ALGO_SHM;
     }
     if (want == DIST__ALGO_SHM || want == DIST__ALGO_SLOTS) want = DIST__ALGO_AUTO;
+    /* Across hosts with several members on some: the hierarchical forms
+       (the node map is the same on every member). */
+    if ((kind == DIST__COLL_ALL_REDUCE || kind == DIST__COLL_REDUCE_SCATTER || kind == DIST__COLL_ALL_GATHER ||
+         kind == DIST__COLL_BROADCAST || kind == DIST__COLL_REDUCE) && d->world > 1 &&
+        (want == DIST__ALGO_HIER || (want == DIST__ALGO_AUTO && d->nodes > 1 && d->lmax > 1 &&
+                                     (kind == DIST__COLL_REDUCE_SCATTER || kind == DIST__COLL_ALL_GATHER ? bytes * (size_t)d->world : bytes) >
+                                         DIST_SMALL_BYTES)))
+        return DIST__ALGO_HIER;
+    if (want == DIST__ALGO_HIER) want = DIST__ALGO_AUTO;
     switch (kind) {
     case DIST__COLL_ALL_REDUCE:
         /* Halving-doubling beats the ring from 4 ranks up (2 log n steps
@@ -10207,7 +10591,8 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     }
     switch (j->kind) {
     case DIST__COLL_BROADCAST:
-        if (n > 1) algo == DIST__ALGO_RING ? dist__chain_broadcast(&c, out) : dist__tree_broadcast(&c, out);
+        if (n > 1 && algo == DIST__ALGO_HIER) dist__hier_chain(&c, out, 0);
+        else if (n > 1) algo == DIST__ALGO_RING ? dist__chain_broadcast(&c, out) : dist__tree_broadcast(&c, out);
         break;
     case DIST__COLL_REDUCE: {
         uint8_t *acc = out;
@@ -10215,12 +10600,14 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
             if ((acc = dist__scratch(&c, bytes ? bytes : 1)) == NULL) break;
             if (bytes) memcpy(acc, out, bytes);
         }
-        if (n > 1) algo == DIST__ALGO_RING ? dist__chain_reduce(&c, acc) : dist__tree_reduce(&c, acc);
+        if (n > 1 && algo == DIST__ALGO_HIER) dist__hier_chain(&c, acc, 1);
+        else if (n > 1) algo == DIST__ALGO_RING ? dist__chain_reduce(&c, acc) : dist__tree_reduce(&c, acc);
         if (c.res == DIST_OK && r == j->root && j->op == DIST_AVG) dist__scale_avg(out, j->count, j->dtype, n);
         break;
     }
     case DIST__COLL_ALL_REDUCE:
         if (n > 1 && algo == DIST__ALGO_SHM) dist__shm_all_reduce(&c, out);
+        else if (n > 1 && algo == DIST__ALGO_HIER) dist__hier_all_reduce(&c, out);
         else if (n > 1 && algo == DIST__ALGO_HALVING) dist__halving_all_reduce(&c, out);
         else if (n > 1) algo == DIST__ALGO_RING ? dist__ring_all_reduce(&c, out) : dist__rd_all_reduce(&c, out);
         if (c.res == DIST_OK && j->op == DIST_AVG) dist__scale_avg(out, j->count, j->dtype, n);
@@ -10234,15 +10621,17 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
         if (c.res == DIST_OK && r == j->root && in + (size_t)r * bytes != out && bytes) memmove(out, in + (size_t)r * bytes, bytes);
         break;
     case DIST__COLL_ALL_GATHER:
+        if (n > 1 && algo == DIST__ALGO_HIER) { dist__hier_all_gather(&c, in, out); break; }
         if (out + (size_t)r * bytes != in && bytes) memmove(out + (size_t)r * bytes, in, bytes);
-        if (n > 1) dist__ring_all_gather(&c, out);
+        if (n > 1) dist__ring_rs_ag(&c, out, 0);
         break;
     case DIST__COLL_REDUCE_SCATTER: {
-        uint8_t *work = n > 1 ? dist__scratch(&c, bytes ? bytes * (size_t)n : 1) : NULL;
-        if (n > 1 && !work) break;
-        if (n > 1) {
+        uint8_t *work = n > 1 && algo != DIST__ALGO_HIER ? dist__scratch(&c, bytes ? bytes * (size_t)n : 1) : NULL;
+        if (n > 1 && algo == DIST__ALGO_HIER) dist__hier_reduce_scatter(&c, in, out);
+        else if (n > 1 && !work) break;
+        else if (n > 1) {
             if (bytes) memcpy(work, in, bytes * (size_t)n);
-            if (dist__ring_reduce_scatter(&c, work) == DIST_OK && bytes) memcpy(out, work + (size_t)r * bytes, bytes);
+            if (dist__ring_rs_ag(&c, work, 1) == DIST_OK && bytes) memcpy(out, work + (size_t)r * bytes, bytes);
         } else if (bytes && out != in) {
             memmove(out, in, bytes);
         }
@@ -10543,8 +10932,8 @@ static void dist__comm_init_collectives(dist_t *d, int algo) {
 static void dist__comm_free_collectives(dist_t *d) {
     dist__worker_stop(d);
     while (d->q_free) { dist__job *j = d->q_free; d->q_free = j->next; DIST_FREE(j); }
-    DIST_FREE(d->scratch); DIST_FREE(d->slots); DIST_FREE(d->steps);
-    DIST_FREE(d->members); DIST_FREE(d->group_of); DIST_FREE(d->waits);
+    DIST_FREE(d->scratch); DIST_FREE(d->slots); DIST_FREE(d->steps); DIST_FREE(d->offs); DIST_FREE(d->ops); DIST_FREE(d->links); DIST_FREE(d->hops); DIST_FREE(d->pieces);
+    DIST_FREE(d->members); DIST_FREE(d->group_of); DIST_FREE(d->waits); DIST_FREE(d->node_of);
     dist__cond_destroy(&d->q_cond);
     dist__mutex_destroy(&d->q_lock);
 }
@@ -10585,7 +10974,6 @@ static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, in
     g->id = (uint32_t)id;
     g->rank = me;
     g->world = n;
-    g->local_rank = parent->local_rank;
     g->timeout_ms = parent->timeout_ms;
     g->job = parent->job;
     g->key = parent->key;
@@ -10603,8 +10991,10 @@ static dist_result dist__group_make(dist_t *parent, int n, const int *sorted, in
             g->group_of[g->members[i]] = i;
         }
     }
-    if (!g->members || !g->group_of || (g->top->tr_inited && dist__obs_add(g, what) != DIST_OK) || dist__comm_register(g) != DIST_OK) {
+    if (!g->members || !g->group_of || dist__comm_nodes(g) != 0 || (g->top->tr_inited && dist__obs_add(g, what) != DIST_OK) ||
+        dist__comm_register(g) != DIST_OK) {
         DIST_FREE(g->members); DIST_FREE(g->group_of); g->members = g->group_of = NULL;
+        DIST_FREE(g->node_of); g->node_of = NULL;
         dist__obs_remove(g);
         dist__comm_free_collectives(g);
         dist__mutex_destroy(&g->err_lock);
@@ -11005,7 +11395,7 @@ typedef struct dist__setup {
     int method;                      /* 'e' env, 't' tcp, 'f' file */
     char host[256]; int port;
     char path[512];
-    int rank, world, local_rank, timeout_ms, spin_us, algo, shm;
+    int rank, world, timeout_ms, spin_us, algo, shm;
     uint64_t eager;                  /* flow-control budget per peer (0: the default) */
     dist__key key;
     const char *ifname;
@@ -11081,13 +11471,6 @@ DIST_API dist_result dist_env_rank(int *rank, int *world_size) {
     *rank = r;
     *world_size = w;
     return DIST_OK;
-}
-
-static void dist__env_local_rank(int *local) {
-    static const char *names[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (dist__parse_int(dist__getenv(names[i]), local) == 0) return;
-    *local = 0;
 }
 
 /* "?rank=1&world_size=4" at the end of a URL. */
@@ -11212,7 +11595,6 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
     if (dist__getenv("DIST_MAX_JOINS") &&
         (dist__parse_int(dist__getenv("DIST_MAX_JOINS"), &s->max_joins) != 0 || s->max_joins < 0 || s->max_joins > DIST__MAX_WORLD))
         return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_MAX_JOINS=%s is not a number from 0 to %d", dist__getenv("DIST_MAX_JOINS"), DIST__MAX_WORLD);
-    if (cfg->local_rank > 0) s->local_rank = cfg->local_rank; else dist__env_local_rank(&s->local_rank);
     s->spin_us = cfg->spin_us;
     if (s->spin_us == 0) {
         const char *v = dist__getenv("DIST_SPIN_US");
@@ -11235,7 +11617,7 @@ static dist_result dist__setup_from(const dist_config *cfg, dist__setup *s) {
         return dist__fail(NULL, DIST_ERR_INIT, "init: a flow-control budget of %llu byte%s per peer is outside 4 KiB..1 TiB",
                           (unsigned long long)s->eager, DIST__PLURAL(s->eager));
     if ((s->algo = dist__algo_from_env()) < 0)
-        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, halving, direct, shm, slots", dist__getenv("DIST_ALGO"));
+        return dist__fail(NULL, DIST_ERR_INIT, "init: DIST_ALGO=%s is not one of ring, tree, halving, direct, shm, slots, hier", dist__getenv("DIST_ALGO"));
     s->hosted = cfg->store_hosted;
     if (!s->hosted && dist__getenv("DIST_STORE_HOSTED")) {
         const char *v = dist__getenv("DIST_STORE_HOSTED");
@@ -12296,7 +12678,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     d = (dist_t *)DIST_MALLOC(sizeof *d);
     if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what);
     memset(d, 0, sizeof *d);
-    d->rank = 0; d->world = 1; d->local_rank = s->local_rank; d->timeout_ms = s->timeout_ms;
+    d->rank = 0; d->world = 1; d->timeout_ms = s->timeout_ms;
     d->store_hosted = s->hosted; d->store_fd = DIST__NO_SOCKET; d->top = d; d->joined = 1;
     d->id = 0;                       /* its world is the job's (dist_world): the members' world has id 0 too */
     d->world_grew = 1;
@@ -12346,7 +12728,7 @@ static dist_result dist__join(dist_t **out, dist__setup *s, const dist__log *log
     /* its engine: the job's ranks so far, those not in its communicator gone */
     d->rank = rank; d->world = ew;
     d->eng = e = dist__engine_new(rank, ew, (int)DIST__MIN((int64_t)ew + s->max_joins, (int64_t)DIST__MAX_WORLD), log);
-    if (!e || dist__comm_register(d) != DIST_OK) { r = dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what); goto fail; }
+    if (!e || dist__comm_register(d) != DIST_OK || dist__comm_nodes(d) != 0) { r = dist__fail(NULL, DIST_ERR_NOMEM, "%s: out of memory", what); goto fail; }
     e->spin_ns = (int64_t)s->spin_us * 1000;
     e->log.rank = rank;              /* (its lines name the rank it was given, not the 0 it came with) */
     e->budget = s->eager ? s->eager : dist__default_budget(total);
@@ -13761,7 +14143,7 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
     d = (dist_t *)DIST_MALLOC(sizeof *d);
     if (!d) return dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
     memset(d, 0, sizeof *d);
-    d->rank = s.rank; d->world = s.world; d->local_rank = s.local_rank; d->timeout_ms = s.timeout_ms;
+    d->rank = s.rank; d->world = s.world; d->timeout_ms = s.timeout_ms;
     d->store_hosted = s.hosted;
     d->store_fd = DIST__NO_SOCKET;
     d->top = d;
@@ -13779,6 +14161,7 @@ DIST_API dist_result dist_init(dist_t **world, const dist_config *cfg) {
         d->note = &note;
     }
     r = dist__init_steps(d, &s, &log, deadline);
+    if (r == DIST_OK && dist__comm_nodes(d) != 0) r = dist__fail(NULL, DIST_ERR_NOMEM, "init: out of memory");
     for (int i = 0; r == DIST_OK && i < s.world; i++) {
         if (i == s.rank) continue;
         e->peers[i].rx.stage = (uint8_t *)DIST_MALLOC(DIST__STAGE_SIZE);

@@ -541,16 +541,17 @@ static void test_env(void) {
     s.setup = setup_env;
     s.port = job_port(AF_INET);
     check_job(&s, NULL, 4);
-    {   /* LOCAL_RANK and the default timeout, from the same job */
+    {   /* the node map, not LOCAL_RANK (set to 10 + i here, which no host has), and the default timeout, from the same job */
         int good = 1, bad_local = -1, bad_timeout = -1;
         for (int i = 0; i < 4; i++) {
-            if (g_slots[i].local_rank != 10 + i) { good = 0; bad_local = i; }
+            if (g_slots[i].local_rank != i) { good = 0; bad_local = i; }
             if (g_slots[i].timeout_ms != 300000) { good = 0; bad_timeout = i; }
         }
-        if (!g_slots[0].finished) fail("LOCAL_RANK -> dist_local_rank, default timeout 300 s", "the job failed");
-        else if (good) ok("LOCAL_RANK -> dist_local_rank, default timeout 300 s");
+        if (!g_slots[0].finished) fail("dist_local_rank from the node map, default timeout 300 s", "the job failed");
+        else if (good) ok("dist_local_rank from the node map (LOCAL_RANK=10+i ignored), default timeout 300 s");
         else if (bad_local >= 0)
-            fail("LOCAL_RANK -> dist_local_rank", "process %d: dist_local_rank %d, LOCAL_RANK=%d", bad_local, g_slots[bad_local].local_rank, 10 + bad_local);
+            fail("dist_local_rank from the node map", "process %d: dist_local_rank %d, want %d (its place on this host; LOCAL_RANK=%d)",
+                 bad_local, g_slots[bad_local].local_rank, bad_local, 10 + bad_local);
         else
             fail("default timeout 300 s", "process %d: dist_timeout_ms %d", bad_timeout, g_slots[bad_timeout].timeout_ms);
     }
