@@ -31,7 +31,7 @@
 # Wine's prefix: $WINEPREFIX, default /tmp/wineprefix-examples (made on the
 # first run, which takes longer).  Exit 0 pass, 77 skip (no MinGW-w64 or no
 # Wine), 1 fail.
-# TIMEOUT: 300
+# TIMEOUT: 600
 set -u
 
 cd "$(dirname "$0")/../.." || exit 1
