@@ -9580,8 +9580,9 @@ static void dist__chunk(size_t ce, size_t len, size_t k, size_t *off, size_t *n)
    completed (its data is what they brought).  A pair's frames are thus
    sent and expected in plan order, which both ends share.  A fold
    combines data a receive brought into scratch with buf, in plan order
-   too (buf = op(src, buf)), where a receive that combined as it came
-   could come before the receives that make buf ready.  Lanes are the
+   too (buf = op(src, buf), or op(src, init) with init copied into buf
+   first), where a receive that combined as it came could come before the
+   receives that make buf ready.  Lanes are the
    pieces of the data that move independently: a ring's chunks, a
    hierarchical collective's segments. */
 struct dist__op {
@@ -9589,7 +9590,7 @@ struct dist__op {
     int recv, reduce;          /* recv: 1 a receive (reduce: combining into buf as it comes), 2 a fold of src; 0 a send */
     int lane;
     uint8_t *buf; size_t bytes;
-    const uint8_t *src;
+    const uint8_t *src, *init;
 };
 static dist__op *dist__plan(dist__coll *c, size_t n) {
     return (dist__op *)dist__grow_array(c, (void **)&c->d->ops, &c->d->ops_cap, n, sizeof(dist__op));
@@ -9620,6 +9621,7 @@ static dist_result dist__run_plan(dist__coll *c, const dist__op *op, int n, int 
             at[l] = next[j];
         }
         if (op[i].recv == 2) {
+            if (op[i].init && op[i].bytes) memcpy(op[i].buf, op[i].init, op[i].bytes);   /* (a piece: still in cache for the fold) */
             if (op[i].bytes) dist__reduce_table[c->dtype][c->op](op[i].buf, op[i].src, op[i].bytes / c->es, in_first);
         } else if ((rq[i] = dist__coll_send(c, op[i].peer, op[i].buf, op[i].bytes)) == NULL) {
             return c->res;
@@ -9974,6 +9976,7 @@ static void dist__team_all(dist__coll *c) { dist__team(c, c->d->world, NULL, c->
    pair of ranks sends and expects its frames in the same order. */
 typedef struct dist__hgeo {        /* one lane */
     uint8_t *buf;
+    const uint8_t *in;             /* a reduce_scatter's input, which buf (scratch) does not copy: NULL, buf is all */
     int per_rank;
     size_t at, len;                /* all_reduce: its elements [at, at + len); per rank: elements [at, at + len) of each block */
 } dist__hgeo;
@@ -10016,12 +10019,16 @@ static int dist__hier_block(const dist__coll *c, const dist__hgeo *g, int q, int
    dist__hier_block), at `stage`: the send's frames and the receive's,
    each keyed.  With *stage_at (a reduce-scatter across hosts) each
    receive lands there and a fold follows: the block it combines with may
-   still be taking the host's own parts, which other receives bring. */
+   still be taking the host's own parts, which other receives bring.
+   first: this rank's own values of these blocks are still only in g->in
+   (a reduce-scatter's first ring over them): step 0 sends from there, and
+   each fold starts from there. */
 typedef struct dist__hop { dist__op op; int key, stage, piece; } dist__hop;
 static int dist__hier_step(dist__coll *c, dist__hop *h, int m, const int *map, int n, int me, const dist__hgeo *g, int q, int rail,
-                           int rs, int t, uint8_t **stage_at, dist__hpiece *pc, int lane, int stage) {
+                           int rs, int t, uint8_t **stage_at, int first, dist__hpiece *pc, int lane, int stage) {
     int sb = rs ? dist__mod(me - t - 1, n) : dist__mod(me - t, n), rb = rs ? dist__mod(me - t - 2, n) : dist__mod(me - t - 1, n);
     int staged = rs && stage_at;
+    first = first && g->in;
     for (int k = 0; k < 2; k++) {
         int np = dist__hier_block(c, g, q, rail, k ? rb : sb, pc);
         if (np == 0) { pc[0].p = dist__empty; pc[0].bytes = 0; np = 1; }
@@ -10029,11 +10036,15 @@ static int dist__hier_step(dist__coll *c, dist__hop *h, int m, const int *map, i
             for (int f = 0; f < 1 + (k && staged); f++, m++) {
                 h[m].op.peer = map[dist__mod(me + (k ? -1 : 1), n)];
                 h[m].op.recv = k + f; h[m].op.reduce = k == 1 && rs && !staged; h[m].op.lane = lane;
-                h[m].op.buf = pc[i].p; h[m].op.bytes = pc[i].bytes; h[m].op.src = NULL;
+                h[m].op.buf = pc[i].p; h[m].op.bytes = pc[i].bytes; h[m].op.src = h[m].op.init = NULL;
+                if (k == 0 && first && t == 0 && pc[i].bytes) h[m].op.buf = (uint8_t *)(uintptr_t)(g->in + (pc[i].p - g->buf));
                 h[m].key = lane + stage; h[m].stage = stage * 3 + k + f; h[m].piece = i;
                 if (k && staged) {      /* the receive into the stage, then the fold from it */
                     if (f == 0) h[m].op.buf = *stage_at;
-                    else { h[m].op.src = *stage_at; *stage_at += pc[i].bytes; }
+                    else {
+                        h[m].op.src = *stage_at; *stage_at += pc[i].bytes;
+                        if (first && pc[i].bytes) h[m].op.init = g->in + (pc[i].p - g->buf);
+                    }
                 }
             }
     }
@@ -10056,7 +10067,7 @@ static size_t dist__hier_stage_bytes(const dist__coll *c, int per_rank) {
     return per_rank ? k * c->count * c->es : c->count * c->es;
 }
 
-static dist_result dist__hier_run(dist__coll *c, uint8_t *buf, int per_rank, int rs, int ag, uint8_t *stage) {
+static dist_result dist__hier_run(dist__coll *c, uint8_t *buf, const uint8_t *in, int per_rank, int rs, int ag, uint8_t *stage) {
     dist_t *d = c->d;
     int M = d->lmax, H = d->nodes, me_h = d->node_of[d->rank], L = d->local_size, lr = d->local_rank;
     int Q = (M + L - 1) / L, SL = 0, RS = (rs + ag) * (H - 1), lanes, m = 0;
@@ -10078,13 +10089,13 @@ static dist_result dist__hier_run(dist__coll *c, uint8_t *buf, int per_rank, int
         (pc = (dist__hpiece *)dist__grow_array(c, (void **)&d->pieces, &d->pieces_cap, (size_t)H + 1, sizeof *pc)) == NULL) return c->res;
     for (int l = 0; l < lanes; l++) {
         dist__hgeo g;
-        g.buf = buf; g.per_rank = per_rank;
+        g.buf = buf; g.in = in; g.per_rank = per_rank;
         g.at = (size_t)l * seg; g.len = g.at >= total ? 0 : DIST__MIN(seg, total - g.at);
         for (int ph = 0; ph < 2; ph++) {            /* the local reduce-scatter, then (below) the all-gather */
             if (!(ph == 0 ? rs : ag) || L < 2) continue;
             for (int q = 0; q < Q; q++)
                 for (int t = 0; t < L - 1; t++)
-                    m = dist__hier_step(c, h, m, local, L, lr, &g, q, 0, ph == 0, t, NULL, pc, l,
+                    m = dist__hier_step(c, h, m, local, L, lr, &g, q, 0, ph == 0, t, in && ph == 0 ? &stage : NULL, 1, pc, l,
                                         ph == 0 ? q * (L - 1) + t : SL + M * RS + q * (L - 1) + t);
         }
         for (int j = lr; j < M && H > 1; j += L) {  /* the rails this rank carries */
@@ -10094,7 +10105,7 @@ static dist_result dist__hier_run(dist__coll *c, uint8_t *buf, int per_rank, int
             }
             for (int t = 0; t < RS; t++) {
                 int is_rs = rs && t < H - 1;
-                m = dist__hier_step(c, h, m, d->rail, H, me_h, &g, 0, -j - 1, is_rs, is_rs || !rs ? t : t - (H - 1), &stage, pc, l,
+                m = dist__hier_step(c, h, m, d->rail, H, me_h, &g, 0, -j - 1, is_rs, is_rs || !rs ? t : t - (H - 1), &stage, L < 2, pc, l,
                                     SL + j * RS + t);
             }
         }
@@ -10107,19 +10118,18 @@ static dist_result dist__hier_run(dist__coll *c, uint8_t *buf, int per_rank, int
 
 static dist_result dist__hier_all_reduce(dist__coll *c, uint8_t *buf) {
     uint8_t *stage = dist__scratch(c, dist__hier_stage_bytes(c, 0) + 1);
-    return stage ? dist__hier_run(c, buf, 0, 1, 1, stage) : c->res;
+    return stage ? dist__hier_run(c, buf, NULL, 0, 1, 1, stage) : c->res;
 }
 
-/* reduce_scatter: in (n blocks) to out (this rank's block), through a
-   copy of the input in scratch (the flat ring's too) and the stage after
-   it. */
+/* reduce_scatter: in (n blocks) to out (this rank's block), in scratch
+   laid out as the input (what is folded there starts from the input,
+   piece by piece: no copy of it all first) and the stage after it. */
 static dist_result dist__hier_reduce_scatter(dist__coll *c, const uint8_t *in, uint8_t *out) {
     dist_t *d = c->d;
-    size_t bytes = c->count * c->es;
-    uint8_t *work = dist__scratch(c, bytes * (size_t)d->world + dist__hier_stage_bytes(c, 1) + 1);
+    size_t bytes = c->count * c->es, stage = dist__hier_stage_bytes(c, 1) + (size_t)d->world * bytes;
+    uint8_t *work = dist__scratch(c, bytes * (size_t)d->world + stage + 1);
     if (!work) return c->res;
-    if (bytes) memcpy(work, in, bytes * (size_t)d->world);
-    if (dist__hier_run(c, work, 1, 1, 0, work + bytes * (size_t)d->world) == DIST_OK && bytes)
+    if (dist__hier_run(c, work, in, 1, 1, 0, work + bytes * (size_t)d->world) == DIST_OK && bytes)
         memcpy(out, work + (size_t)d->rank * bytes, bytes);
     return c->res;
 }
@@ -10129,7 +10139,7 @@ static dist_result dist__hier_reduce_scatter(dist__coll *c, const uint8_t *in, u
 static dist_result dist__hier_all_gather(dist__coll *c, const uint8_t *in, uint8_t *out) {
     size_t bytes = c->count * c->es;
     if (bytes && out + (size_t)c->d->rank * bytes != in) memmove(out + (size_t)c->d->rank * bytes, in, bytes);
-    return dist__hier_run(c, out, 1, 0, 1, NULL);
+    return dist__hier_run(c, out, NULL, 1, 0, 1, NULL);
 }
 
 /* broadcast (reduce: towards the root) along one pipelined chain through
@@ -14476,7 +14486,7 @@ DIST_API int dist_spawn(int nprocs, int (*fn)(dist_t *world, void *arg), void *a
     /* the store's thread starts once no fork is left to make (see
        dist__store_host_open); the ranks' calls wait in its backlog */
     if (host && !failed && dist__store_host_run(host) != DIST_OK) failed = 1;
-    dist__thread_error[0] = 0;
+    if (!failed) dist__thread_error[0] = 0;       /* (else it says why a rank could not start) */
     /* Reap; on the first failure stop the others: SIGTERM, then SIGKILL.
        A child's report pipe hangs up when it exits, which wakes the wait
        below; the timeout is only a safety net (and the SIGKILL clock). */
