@@ -1120,7 +1120,9 @@ static int die_w0(void) {
         if (await_flag(&sh->victim_pid, 1, scaled(5000)) != 0) return WFAIL("w1 never told its pid");
         __atomic_store_n(&sh->kill_now, 1, __ATOMIC_SEQ_CST);
         if (await_flag(&sh->dead, 1, scaled(15000)) != 0) return WFAIL("w1 was not killed within 15 s");
-        if (victim_ended(scaled(5000)) != 0) return WFAIL("w1's process (pid %d) still runs 5 s after its raise(SIGKILL)", sh->victim_pid);
+        /* (a precondition, not a check: backward's 3 s are timed from the end
+           of the process; under Wine and load that end once took over 5 s) */
+        if (victim_ended(scaled(30000)) != 0) return WFAIL("w1's process (pid %d) still runs 30 s after its raise(SIGKILL)", sh->victim_pid);
         t1 = now_ns();
         res = dist_autograd_backward(ctx, loss);
         took = secs_since(t1);

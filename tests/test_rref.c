@@ -967,7 +967,7 @@ static int fn_kill(int rank, int n) {
         if (__atomic_load_n(&sh->released[K_B], __ATOMIC_SEQ_CST)) return WFAIL("(b) object %d released while its creator w2 still holds a reference", K_B);
         if (barrier(n, 2)) return 1;
         if (await_flag(&sh->dead, 1, scaled(15000)) != 0) return WFAIL("w2 was not killed within 15 s");
-        if (victim_ended(scaled(5000)) != 0) return WFAIL("w2's process (pid %d) still runs 5 s after its raise(SIGKILL)", sh->victim_pid);
+        if (victim_ended(scaled(30000)) != 0) return WFAIL("w2's process (pid %d) still runs 30 s after its raise(SIGKILL)", sh->victim_pid);   /* (a precondition: see test_dist_autograd) */
         /* (a) after the death: our own reference */
         if (lost_to_here(r, "(a) w0's to_here of w2's object", &after)) return 1;
         snprintf(sh->note[0], sizeof sh->note[0], "w0 to_here %.0f ms after the death: \"%s\"", after * 1e3, MSG);
@@ -1024,7 +1024,7 @@ static int fn_kill(int rank, int n) {
         if (barrier(n, 1)) return 1;
         if (barrier(n, 2)) return 1;
         if (await_flag(&sh->dead, 1, scaled(15000)) != 0) return WFAIL("w2 was not killed within 15 s");
-        if (victim_ended(scaled(5000)) != 0) return WFAIL("w2's process (pid %d) still runs 5 s after its raise(SIGKILL)", sh->victim_pid);
+        if (victim_ended(scaled(30000)) != 0) return WFAIL("w2's process (pid %d) still runs 30 s after its raise(SIGKILL)", sh->victim_pid);   /* (a precondition: see test_dist_autograd) */
         /* (b): the forks w2 held go; our object 41 is released once */
         while (!__atomic_load_n(&sh->released[K_B], __ATOMIC_SEQ_CST) && since_death() < scaled_s(3.0)) sleep_ms(1);
         t_rel = since_death();
