@@ -26,7 +26,7 @@
 #     __thread).  MSVC itself cannot run here: this and the C++ build
 #     stand in for it.
 # Exit 0 pass, 77 skip (no mingw-w64: `make deps` installs it), else fail.
-# TIMEOUT: 300
+# TIMEOUT: 600
 set -euo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
