@@ -8053,7 +8053,7 @@ static int dist__shm_make_segment(dist__engine *e, int me, int ncand, uint64_t r
 static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
     dist__engine *e = d->eng;
     dist__shm_world *w = &e->shm;
-    int n = d->world, me = d->rank, ncand = 0, heavy;
+    int n = d->world, me = d->rank, ncand = 0, heavy, hosts = 0;
     size_t bytes = (size_t)n * DIST__SHM_REC;
     uint8_t *out = (uint8_t *)DIST_MALLOC(bytes), *in = (uint8_t *)DIST_MALLOC(bytes);
     int *slots = (int *)DIST_MALLOC(sizeof(int) * 2 * (size_t)n), *tcp_why = slots ? slots + n : NULL;   /* (for the log) */
@@ -8088,11 +8088,7 @@ static dist_result dist__shm_setup(dist_t *d, int want, int64_t deadline) {
         e->node_of[j] = -1;
         for (int k = 0; k < j && e->node_of[j] < 0; k++)
             if (memcmp(in + (size_t)k * DIST__SHM_REC + 8, i + 8, sizeof ident) == 0) e->node_of[j] = e->node_of[k];
-        if (e->node_of[j] < 0) {
-            int most = -1;
-            for (int k = 0; k < j; k++) most = DIST__MAX(most, e->node_of[k]);
-            e->node_of[j] = most + 1;
-        }
+        if (e->node_of[j] < 0) e->node_of[j] = hosts++;
     }
     if (ncand) {
         size_t per = (size_t)(32u << 20) / (size_t)ncand;
@@ -9941,11 +9937,10 @@ static dist_result dist__direct_exchange(dist__coll *c, const uint8_t *send, uin
    owning rail block qL+b), an all-reduce of each rail block over its
    rail, and the all-gather inside each host that undoes the first phase.
    A host sends 2(H-1)/H of the vector over its link, the least there is.
-   reduce_scatter and all_gather put the ranks' blocks in rail order (rail
-   j holds the blocks of the members whose place on their host is j, host
-   by host) in scratch, so that the same phases apply: a rail's ring
-   reduce-scatters or gathers its hosts' blocks (a host with no member in
-   place j has an empty one).  broadcast and reduce run a pipelined chain
+   reduce_scatter and all_gather take the same phases with the ranks'
+   blocks: rail block j is the blocks of the members whose place on their
+   host is j, and a rail's ring reduce-scatters or gathers its hosts'
+   blocks (a host with no member in place j has an empty one).  broadcast and reduce run a pipelined chain
    through the hosts one after the other, the root's first: each link
    carries the vector once.  Every block is combined along one fixed path,
    so every rank holds the same bits, run after run. */
@@ -10058,13 +10053,14 @@ static int dist__hop_cmp(const void *a, const void *b) {
 }
 
 /* Bytes of the stage a reduce-scatter across hosts needs: the rails this
-   rank carries, whole (a bound: it receives all of them but its share). */
+   rank carries, whole (a bound: it receives all of them but its share);
+   an all_reduce's rail block is at most count / M + 1 elements a lane. */
 static size_t dist__hier_stage_bytes(const dist__coll *c, int per_rank) {
     const dist_t *d = c->d;
-    size_t k = 0;
-    for (int j = d->local_rank; j < d->lmax; j += d->local_size)
+    size_t k = 0, rails = 0, M = (size_t)d->lmax, lanes = c->count / (dist__chunk_elems(c->es) * M * (size_t)d->nodes) + 1;
+    for (int j = d->local_rank; j < d->lmax; j += d->local_size, rails++)
         for (int x = 0; x < d->nodes; x++) k += d->node_start[x + 1] - d->node_start[x] > j;
-    return per_rank ? k * c->count * c->es : c->count * c->es;
+    return (per_rank ? k * c->count : rails * (c->count / M + lanes + 1)) * c->es;
 }
 
 static dist_result dist__hier_run(dist__coll *c, uint8_t *buf, const uint8_t *in, int per_rank, int rs, int ag, uint8_t *stage) {
