@@ -36,7 +36,9 @@
    communicator has 8 members; the job ends within its time limit, and
    each rank's peak memory stays under 64 MiB.  Prints the steps done,
    shrinks and grows, and the time. */
+#ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>

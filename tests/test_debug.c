@@ -30,8 +30,10 @@
         (rank R) is up ... w0=0, w1=1, w2=2" and "shut down"; a bogus
         DIST_DEBUG fails dist_rpc_init with DIST_ERR_INIT and the sentence.
    Linux (fork, files); one line per check. */
+#ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
 #define DIST_RPC_IMPLEMENTATION
+#endif
 #include "dist_rpc.h"
 
 #include <errno.h>

@@ -34,7 +34,9 @@
      groups     a group of every rank but rank 1 (where there are 3 or
                 more): its node map from the layout, and collcheck_run on it.
    Cost: about 60 s on 2 cores (14 jobs of 3-6 processes). */
+#ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
+#endif
 #include "dist.h"
 
 #include <errno.h>
