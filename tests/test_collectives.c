@@ -28,7 +28,9 @@
    passes, keeps only float32 sum of it: they look for races and memory
    errors, which the small counts and one large count per collective
    exercise; TEST_COLL_QUICK=2, make tsan's, also leaves out the jobs of
-   more than 5 ranks, which take a third of its time there):
+   more than 5 ranks, which take a third of its time there; make test's
+   quick set, DIST_TEST_SET=quick, is TEST_COLL_QUICK=1 too, and the rest
+   of the matrix runs the whole subset on TCP):
      float32 and int32, ops sum and max, for every collective (ops only
      where the collective takes one; root n-1; out-of-place, plus in-place
      for all_to_all), and float16/bfloat16 sum for all_reduce.
@@ -918,11 +920,14 @@ int main(void) {
 #ifdef _WIN32
     g_quick = getenv("TEST_COLL_QUICK") ? atoi(getenv("TEST_COLL_QUICK")) : 1;
 #else
-    g_quick = getenv("TEST_COLL_QUICK") ? atoi(getenv("TEST_COLL_QUICK")) : 0;
+    /* the quick set (make test) too: every dtype and op at 1M+3 runs on TCP
+       in the rest of the matrix, and at the small counts here */
+    g_quick = getenv("TEST_COLL_QUICK") ? atoi(getenv("TEST_COLL_QUICK"))
+            : getenv("DIST_TEST_SET") && strcmp(getenv("DIST_TEST_SET"), "quick") == 0;
 #endif
     if (g_quick < 0) g_quick = 0;
     if (g_quick)
-        printf("# 1M+3 subset (TEST_COLL_QUICK: the sanitizer passes, Windows): float32 sum for every collective (root n-1;\n"
+        printf("# 1M+3 subset (TEST_COLL_QUICK: the sanitizer passes, Windows, make test): float32 sum for every collective (root n-1;\n"
                "#              all_to_all also in place); the full subset runs in the other passes\n");
     else
         printf("# 1M+3 subset: float32, int32 x {sum, max} for every collective (root n-1; all_to_all also in place),\n"
