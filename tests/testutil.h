@@ -296,7 +296,13 @@ static inline __attribute__((unused)) double scaled_s(double s) { return s * g_s
    or repeat). */
 static inline __attribute__((unused)) void test_start(void) {
     g_scale = timeout_scale();
+#ifdef _WIN32
+    /* (Windows' C library buffers _IOLBF streams fully: a test that ended
+       without its exit's flush, killed or crashed, showed nothing at all) */
+    setvbuf(stdout, NULL, _IONBF, 0);
+#else
     setvbuf(stdout, NULL, _IOLBF, 0);
+#endif
 }
 
 /* ---- environment -------------------------------------------------------- */
