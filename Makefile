@@ -3,7 +3,7 @@
 #   make test       build the tests and run the quick set (tests/run.sh,
 #                   DIST_TEST_SET=quick): every test once, on the default
 #                   transport, the compile checks, one Windows test under
-#                   Wine; about 8 minutes on 2 cores
+#                   Wine; 4 to 9 minutes on 2 cores
 #   make check-rest the rest of the full matrix: the tests again on TCP,
 #                   the other compile checks, every other Windows test
 #   make check      the full matrix, make test then make check-rest (none
