@@ -144,7 +144,16 @@
 #endif
 
 #define NR       4
-#define TMO_MS   3000          /* the jobs' timeout (scaled) */
+/* The jobs' timeout (scaled).  Its half is the time the strangers at the
+   mesh ports have (3a): under Wine, starting the ranks and finding their
+   ports through their handles took 0.6-0.8 s of it on an idle machine,
+   and more than 1.5 s on a busy one; the store probes (3c), which last
+   that long, run beside a phase A of 10-16 s there. */
+#ifdef _WIN32
+#define TMO_MS   8000
+#else
+#define TMO_MS   3000
+#endif
 #define NWORKERS 8
 #define LOGHEAD  3000
 
@@ -904,6 +913,7 @@ static void check_store_alone(void) {
 
 typedef struct slot {
     int init_done, init_res, finished, destroy_res, work_bad;
+    long init_t0;                     /* now_ms() as dist_init began (0: not yet) */
     long init_ms;
     long iters_a, iters_b;
     double phase_a_s;                 /* rank 0 */
@@ -1086,13 +1096,14 @@ static void rank_main(const jobcfg_t *jc, int rank) {
     UNSET_ENV("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", LAUNCHER_ENV, "DIST_TRANSPORT", "DIST_ALGO");
     memset(&cfg, 0, sizeof cfg);
     tcp_config(&cfg, url, sizeof url, jc->port, NR, rank, scaled(TMO_MS), jc->lfd);
-    if (c->hold && rank == NR - 1) await_flag(&c->go_init, 1, scaled(5000));
+    if (c->hold && rank == NR - 1) await_flag(&c->go_init, 1, scaled(TMO_MS + 2000));
     cfg.secret = jc->secret;
     cfg.transport = jc->transport;
     cfg.logger.func = log_fn;
     cfg.logger.user = sl;
     cfg.log_level = DIST_LOG_WARN;
     t0 = now_ms();
+    __atomic_store_n(&sl->init_t0, t0, __ATOMIC_SEQ_CST);
     r = dist_init(&w, &cfg);
     sl->init_ms = now_ms() - t0;
     sl->init_res = r;
@@ -1398,43 +1409,109 @@ static void *probe_main(void *arg) {
 
 /* ---- 3a. strangers at the mesh ports during init ------------------------------------------- */
 
-typedef struct mesh_res { int ports[NR], nports, fds[64], nfds, good, bad; char first_bad[400]; char summary[400]; } mesh_res_t;
+/* The strangers must come while ranks 0-2 wait for the mesh, that is
+   before rank 0's init deadline (its timeout from its own start): rank 3
+   is held until they are done.  So the phase is timed from the ranks'
+   own dist_init starts (in the shared slots), not from their spawn (under
+   Wine, a busy machine takes seconds to start a process), and has half
+   the timeout: the rest is rank 3's to join.  Each port's strangers run
+   in a thread of their own, so that a slow rank costs its own port's
+   time alone. */
+typedef struct mesh_res {
+    int ports[NR], nports, fds[64], nfds, good, bad, sent, unsent;
+    long t_started, t_ports, t_done;   /* ms from the first rank's dist_init start */
+    long until;                        /* now_ms() by which the last stranger is sent */
+    pthread_mutex_t lk;
+    char first_bad[400], summary[400];
+} mesh_res_t;
 
 static void mesh_bad(mesh_res_t *m, const char *fmt, ...) {
     va_list ap;
+    pthread_mutex_lock(&m->lk);
     m->bad++;
-    if (m->first_bad[0]) return;
-    va_start(ap, fmt);
-    vsnprintf(m->first_bad, sizeof m->first_bad, fmt, ap);
-    va_end(ap);
+    if (!m->first_bad[0]) {
+        va_start(ap, fmt);
+        vsnprintf(m->first_bad, sizeof m->first_bad, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&m->lk);
 }
 
 /* Sends `b` to a mesh port; expects the rank's hello, then the close
-   (want_close) or silence (the connection is kept in m->fds). */
+   (want_close) or silence (the connection is kept in m->fds).  Not sent
+   (m->unsent) once m->until has come. */
 static void mesh_stranger(mesh_res_t *m, int port, const uint8_t *b, size_t n, int want_close, const char *what) {
     uint8_t theirs[DIST__HELLO_SIZE];
     size_t got = 0, extra = 0;
-    int fd = tcp_connect(port), r;
-    if (fd < 0) { mesh_bad(m, "%s at port %d: cannot connect: %s", what, port, strerror(errno)); return; }
+    int fd, r;
+    if (now_ms() >= m->until) {
+        pthread_mutex_lock(&m->lk);
+        m->unsent++;
+        pthread_mutex_unlock(&m->lk);
+        return;
+    }
+    if ((fd = tcp_connect(port)) < 0) { mesh_bad(m, "%s at port %d: cannot connect: %s", what, port, strerror(errno)); return; }
+    pthread_mutex_lock(&m->lk);
+    m->sent++;
+    pthread_mutex_unlock(&m->lk);
     if (n) send_all(fd, b, n);
     if (!want_close) {
+        pthread_mutex_lock(&m->lk);
         if (m->nfds < 64) m->fds[m->nfds++] = fd; else close(fd);
+        pthread_mutex_unlock(&m->lk);
         return;
     }
     r = recv_n(fd, theirs, sizeof theirs, now_ms() + scaled(2000), &got);
     if (r != R_FULL || dist__get32(theirs) != DIST__MAGIC) { mesh_bad(m, "%s at port %d: no hello from the rank (%zu bytes)", what, port, got); close(fd); return; }
-    if (wait_close(fd, now_ms() + scaled(2000), &extra) == R_EOF && extra == 0) m->good++;
-    else mesh_bad(m, "%s at port %d: %s", what, port, extra ? "more bytes after the hello" : "not closed within 2 s");
+    if (wait_close(fd, now_ms() + scaled(2000), &extra) == R_EOF && extra == 0) {
+        pthread_mutex_lock(&m->lk);
+        m->good++;
+        pthread_mutex_unlock(&m->lk);
+    } else mesh_bad(m, "%s at port %d: %s", what, port, extra ? "more bytes after the hello" : "not closed within 2 s");
     close(fd);
 }
 
+typedef struct mesh_port_arg { mesh_res_t *m; const hammer_t *h; int r; } mesh_port_arg_t;
+
+/* Rank r's strangers: garbage, HTTP and another job's hello (each dropped
+   after the rank's hello), half a hello and a silent connection (kept). */
+static void *mesh_port_main(void *arg) {
+    const mesh_port_arg_t *a = (const mesh_port_arg_t *)arg;
+    mesh_res_t *m = a->m;
+    uint8_t b[512], hello[DIST__HELLO_SIZE];
+    dist__hello hh;
+    int len, port = m->ports[a->r];
+    fill_bytes(b, 200, 0x1234567ull + (uint64_t)a->r);
+    if (dist__get32(b) == DIST__MAGIC) b[0] ^= 1;
+    mesh_stranger(m, port, b, 200, 1, "200 random bytes");
+    len = snprintf((char *)b, sizeof b, "GET / HTTP/1.0\r\n\r\n");
+    mesh_stranger(m, port, b, (size_t)len, 1, "an HTTP GET");
+    dist__hello_make(&hh, DIST__PURPOSE_MESH, 0x1234, NR - 1, NR, a->h->secret_mode ? &a->h->other : &a->h->none, hello);
+    mesh_stranger(m, port, hello, sizeof hello, 1, "a hello of another job");
+    mesh_stranger(m, port, hello, 10, 0, "half a hello");
+    mesh_stranger(m, port, NULL, 0, 0, "a silent connection");
+    return NULL;
+}
+
 static void mesh_strangers(mesh_res_t *m, const pid_t *pids, int store_port, const hammer_t *h) {
-    long until = now_ms() + scaled(3000);
+    long first = 0, last = 0, t_wait = now_ms();
+    pthread_t th[NR - 1];
+    mesh_port_arg_t args[NR - 1];
     m->nports = 0;
+    /* ranks 0-2 begin dist_init (Wine may take seconds to start them) */
+    for (int r = 0; r < NR - 1; r++) {
+        long t;
+        while ((t = __atomic_load_n(&g_sh->s[r].init_t0, __ATOMIC_SEQ_CST)) == 0 && now_ms() - t_wait < scaled(30000)) sleep_ms(2);
+        if (t == 0) { mesh_bad(m, "rank %d did not begin dist_init within %d ms of its start", r, scaled(30000)); return; }
+        if (!first || t < first) first = t;
+        if (t > last) last = t;
+    }
+    m->until = first + scaled(TMO_MS) / 2;
+    m->t_started = last - first;
     /* ranks 0-2 listen once they wait for the mesh */
     for (int r = 0; r < NR - 1; r++) {
         m->ports[r] = -1;
-        while (now_ms() < until && m->ports[r] < 0) {
+        while (now_ms() < m->until && m->ports[r] < 0) {
             int ports[8], np = listening_ports(pids[r], ports, 8);
             if (np < 0) { snprintf(m->summary, sizeof m->summary, "/proc/%d/fd cannot be read", (int)pids[r]); return; }
             for (int i = 0; i < np; i++) if (ports[i] != store_port) m->ports[r] = ports[i];
@@ -1444,25 +1521,22 @@ static void mesh_strangers(mesh_res_t *m, const pid_t *pids, int store_port, con
 #endif
             if (m->ports[r] < 0) sleep_ms(5);
         }
-        if (m->ports[r] < 0) { mesh_bad(m, "rank %d's mesh port did not show in /proc", r); return; }
+        if (m->ports[r] < 0) {
+            mesh_bad(m, "rank %d's mesh port did not show in /proc within %ld ms of the first rank's dist_init (half its timeout)", r,
+                     m->until - first);
+            return;
+        }
         m->nports++;
     }
+    m->t_ports = now_ms() - first;
     for (int r = 0; r < NR - 1; r++) {
-        uint8_t b[512], hello[DIST__HELLO_SIZE];
-        dist__hello hh;
-        int len;
-        fill_bytes(b, 200, 0x1234567ull + (uint64_t)r);
-        if (dist__get32(b) == DIST__MAGIC) b[0] ^= 1;
-        mesh_stranger(m, m->ports[r], b, 200, 1, "200 random bytes");
-        len = snprintf((char *)b, sizeof b, "GET / HTTP/1.0\r\n\r\n");
-        mesh_stranger(m, m->ports[r], b, (size_t)len, 1, "an HTTP GET");
-        dist__hello_make(&hh, DIST__PURPOSE_MESH, 0x1234, NR - 1, NR, h->secret_mode ? &h->other : &h->none, hello);
-        mesh_stranger(m, m->ports[r], hello, sizeof hello, 1, "a hello of another job");
-        mesh_stranger(m, m->ports[r], hello, 10, 0, "half a hello");
-        mesh_stranger(m, m->ports[r], NULL, 0, 0, "a silent connection");
+        args[r].m = m; args[r].h = h; args[r].r = r;
+        if (pthread_create(&th[r], NULL, mesh_port_main, &args[r]) != 0) { mesh_bad(m, "pthread_create failed"); th[r] = 0; args[r].m = NULL; }
     }
+    for (int r = 0; r < NR - 1; r++) if (args[r].m) pthread_join(th[r], NULL);
     /* more silent connections than rank 0 has pending slots (2n + 16 = 24) */
     for (int i = 0; i < 30; i++) mesh_stranger(m, m->ports[0], NULL, 0, 0, "a silent connection");
+    m->t_done = now_ms() - first;
 }
 
 /* ---- 3. jobs: the parent ---------------------------------------------------------------- */
@@ -1531,6 +1605,7 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
 
     memset(&res, 0, sizeof res);
     memset(&mesh, 0, sizeof mesh);
+    pthread_mutex_init(&mesh.lk, NULL);
     snprintf(name, sizeof name, "3: %s, %s", mode, hammer_on ? "hammered" : "alone (the baseline)");
     case_begin(name);
     if (first_process()) {   /* (Windows: not again in the ranks, which run main again while the job runs) */
@@ -1580,15 +1655,19 @@ static runres_t run_job(const char *mode, const char *secret, const char *transp
             if (fd >= 0) close(fd);
         }
         if (mesh.summary[0]) printf("note 3a: %s; the mesh strangers are left out\n", mesh.summary);
-        else if (mesh.bad || open_left || refused != mesh.nports)
-            case_bad("strangers at the mesh ports during init: %d refused as expected, %d not%s%s; %d of %d silent or half-hello connections still "
-                     "open after init; %d of %d mesh ports refuse connections after init", mesh.good, mesh.bad, mesh.first_bad[0] ? ": " : "",
-                     mesh.first_bad, open_left, mesh.nfds, refused, mesh.nports);
+        else if (mesh.bad || mesh.unsent || open_left || refused != mesh.nports)
+            case_bad("strangers at the mesh ports during init: %d refused as expected, %d not%s%s; %d of %d not sent before half the ranks' "
+                     "timeout (ranks 0-2 began dist_init within %ld ms of each other, their ports showed at %ld ms, the strangers took until %ld ms); "
+                     "%d of %d silent or half-hello connections still open after init; %d of %d mesh ports refuse connections after init",
+                     mesh.good, mesh.bad, mesh.first_bad[0] ? ": " : "", mesh.first_bad, mesh.unsent, mesh.sent + mesh.unsent,
+                     mesh.t_started, mesh.t_ports, mesh.t_done, open_left, mesh.nfds, refused, mesh.nports);
         else
             ok("3a: %s: during init, strangers at the mesh ports of ranks 0-2 (ports %d %d %d): %d dropped after the rank's hello; %d silent or "
                "half-hello connections (30 at rank 0, more than its 24 pending slots) held no one up and were closed by the end of init; "
-               "rank 3 joined (init %ld ms); the ports refuse connections after init",
-               mode, mesh.ports[0], mesh.ports[1], mesh.ports[2], mesh.good, mesh.nfds, g_sh->s[NR - 1].init_ms);
+               "rank 3 joined (init %ld ms); the ports refuse connections after init (from the first rank's dist_init: ports seen at %ld ms, "
+               "strangers done at %ld ms, of the %d ms they had)",
+               mode, mesh.ports[0], mesh.ports[1], mesh.ports[2], mesh.good, mesh.nfds, g_sh->s[NR - 1].init_ms, mesh.t_ports, mesh.t_done,
+               scaled(TMO_MS) / 2);
         for (int i = 0; i < P_N; i++) {
             memset(&pr[i], 0, sizeof pr[i]);
             pr[i].h = h;

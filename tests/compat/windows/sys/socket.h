@@ -20,7 +20,10 @@
      - close() closes a socket (closesocket) or, failing that (WSAENOTSOCK),
        a C runtime descriptor: mingw's unistd.h close() knows only the
        latter.  read() and write() are left to the C runtime: the tests use
-       recv and send on sockets.
+       recv and send on sockets;
+     - strerror() names the errno values of sockets (ECONNREFUSED,
+       ETIMEDOUT, ...: the C runtime's strerror knows only the first 42,
+       and said "Unknown error" for each of them).
    The code of dist.h (included first) is not touched by these macros.
    poll() is in <poll.h>; the helpers testutil.h offers on POSIX only
    (tcp_connect, recv_n, ...) are in <testutil_sockets.h>. */
@@ -36,6 +39,7 @@
 #include <io.h>
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>     /* (before the strerror() macro below: it declares strerror) */
 #include <sys/types.h>
 #include <unistd.h>     /* (before the close() macro below: it declares close) */
 
@@ -158,6 +162,30 @@ static __inline __attribute__((unused)) int testcompat_close(int fd) {
     return -1;
 }
 
+/* strerror, with the socket errno values the C runtime does not name. */
+static __inline __attribute__((unused)) const char *testcompat_strerror(int e) {
+    switch (e) {
+    case EINPROGRESS: return "Operation now in progress";
+    case EALREADY: return "Operation already in progress";
+    case ECONNREFUSED: return "Connection refused";
+    case ECONNRESET: return "Connection reset by peer";
+    case ECONNABORTED: return "Software caused connection abort";
+    case ENOTCONN: return "Transport endpoint is not connected";
+    case ETIMEDOUT: return "Connection timed out";
+    case EADDRINUSE: return "Address already in use";
+    case EADDRNOTAVAIL: return "Cannot assign requested address";
+    case EAFNOSUPPORT: return "Address family not supported by protocol";
+    case ENOBUFS: return "No buffer space available";
+    case ENOTSOCK: return "Socket operation on non-socket";
+    case EISCONN: return "Transport endpoint is already connected";
+    case ENETUNREACH: return "Network is unreachable";
+    case EHOSTUNREACH: return "No route to host";
+    case EIO: return "Input/output error (a Winsock error with no errno of its own)";
+    default: return strerror(e);
+    }
+}
+
+#define strerror(e) testcompat_strerror(e)
 #define socket(family, type, proto) testcompat_socket(family, type, proto)
 #define connect(fd, a, len) testcompat_connect(fd, a, len)
 #define bind(fd, a, len) testcompat_bind(fd, a, len)
