@@ -9,7 +9,8 @@
 
    How a point runs.  The parent forks the ranks of one job (fork +
    dist_init over tcp://127.0.0.1, rank 0 on a listening socket made just
-   before the fork; cfg.timeout_ms = TMO = 3 s x DIST_TIMEOUT_SCALE).  The
+   before the fork; cfg.timeout_ms = TMO = 3 s x DIST_TIMEOUT_SCALE, 8 s
+   under Wine).  The
    ranks record what they saw (result, dist_error_message of the
    communicator, CLOCK_MONOTONIC times, which all processes share) in a
    MAP_SHARED table made before the fork; the parent judges it and prints
@@ -798,7 +799,15 @@ int main(int argc, char **argv) {
                       .finish = judge_job };
     int64_t t0 = now_ns();
     fault_test_start();
+    /* Under Wine 3 s is not always enough for a job of 4-5 to form beside
+       other work (every Wine process talks to one wineserver: windows/
+       test_kill's rank 0 once timed out waiting for the mesh at a load of
+       9); the bound follows the timeout. */
+#ifdef _WIN32
+    TMO_MS = scaled(8000);
+#else
     TMO_MS = scaled(3000);
+#endif
     BOUND_S = TMO_MS / 1000.0 + scaled_s(2);
     DESTROY_S = scaled_s(2);
     printf("# %d points, transport %s, cfg.timeout_ms %d, bound %.1f s\n", NCASES,
