@@ -36,8 +36,8 @@
      for all_to_all), and float16/bfloat16 sum for all_reduce.
    With DIST_ALGO=ring, tree, halving and shm (world sizes 2, 3, 5; 3, 4, 5;
    3, 4, 6; 2, 3, 5)
-   only broadcast, reduce and all_reduce run (every dtype, op, small count,
-   root, and the 1M+3 subset), so both algorithms see small and large
+   only broadcast, reduce and all_reduce run (with shm all_gather too: every
+   dtype, op, small count, root, and the 1M+3 subset), so both algorithms see small and large
    counts; "auto" picks tree/recursive doubling for small and ring/chain
    for large counts, at every world size.
 
@@ -425,9 +425,13 @@ static const int coll_nvariants[C_NCOLL] = { 1, 1, 1, 2, 3, 2, 3, 2 };
 typedef struct cfgarg {
     int n;
     const char *algo;      /* "auto", "DIST_ALGO=ring", "DIST_ALGO=tree" */
-    int full;              /* every collective, else broadcast/reduce/all_reduce */
+    int full;              /* 1 every collective, else broadcast/reduce/all_reduce (2: and all_gather) */
     int spawn_id;
 } cfgarg_t;
+
+static int runs_coll(const cfgarg_t *c, int coll) {
+    return c->full == 1 || coll == C_BCAST || coll == C_REDUCE || coll == C_ALLRED || (c->full == 2 && coll == C_ALLGATHER);
+}
 
 typedef struct J {
     dist_t *w;
@@ -798,11 +802,11 @@ static int rank_main(dist_t *w, void *arg) {
     j.w = w; j.n = dist_world_size(w); j.me = dist_rank(w); j.c = c;
     if (j.n != c->n || j.me < 0 || j.me >= MAXR) return 3;
     for (int coll = 0; coll < C_NCOLL; coll++) {
-        if (!c->full && coll != C_BCAST && coll != C_REDUCE && coll != C_ALLRED) continue;
+        if (!runs_coll(c, coll)) continue;
         small_counts(&j, coll);
         big_count(&j, coll);
     }
-    if (c->full) barrier_check(&j);
+    if (c->full == 1) barrier_check(&j);
     if (j.n > 1) bitwise_check(&j);
     g->done[j.me] = 1;
     return 0;
@@ -815,13 +819,13 @@ static int rank_main(dist_t *w, void *arg) {
 static void preregister(const cfgarg_t *c) {
     char name[128];
     for (int coll = 0; coll < C_NCOLL; coll++) {
-        if (!c->full && coll != C_BCAST && coll != C_REDUCE && coll != C_ALLRED) continue;
+        if (!runs_coll(c, coll)) continue;
         for (int ti = 0; ti < 8; ti++) coll_row(c, coll, dtypes[ti], 0);
         coll_row(c, coll, DIST_FLOAT32, 1);
         if (!g_quick) coll_row(c, coll, DIST_INT32, 1);
         if (coll == C_ALLRED && !g_quick) { coll_row(c, coll, DIST_FLOAT16, 1); coll_row(c, coll, DIST_BFLOAT16, 1); }
     }
-    if (c->full) { row_name(name, sizeof name, c, "barrier", "", "(8 rounds, ranks arrive at staggered times)"); row_id(name); }
+    if (c->full == 1) { row_name(name, sizeof name, c, "barrier", "", "(8 rounds, ranks arrive at staggered times)"); row_id(name); }
     if (c->n > 1) {
         row_name(name, sizeof name, c, "all_reduce sum of random floats:", "every rank has the same bits (rank 0 compares)", ""); row_id(name);
         row_name(name, sizeof name, c, "all_reduce sum of random floats:", "run twice, the same bits (determinism)", ""); row_id(name);
@@ -933,8 +937,8 @@ int main(void) {
         printf("# 1M+3 subset: float32, int32 x {sum, max} for every collective (root n-1; all_to_all also in place),\n"
                "#              float16, bfloat16 sum for all_reduce\n");
     printf("# DIST_ALGO=ring on n=2,3,5, DIST_ALGO=tree on n=3,4,5, DIST_ALGO=halving on n=3,4,6 (all_reduce only)\n"
-           "# and DIST_ALGO=shm on n=2,3,5 (all_reduce in the shared\n"
-           "# segments at every count, when the transport is shared memory): broadcast, reduce, all_reduce only\n");
+           "# and DIST_ALGO=shm on n=2,3,5 (all_reduce, broadcast and all_gather in the shared\n"
+           "# segments at every count, when the transport is shared memory): broadcast, reduce, all_reduce, all_gather only\n");
 
     {   /* the test's own converters: decode(encode(x)) over every 16-bit pattern */
         int bad = -1, badb = -1;
@@ -954,7 +958,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof ring_sizes / sizeof *ring_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ ring_sizes[i], "DIST_ALGO=ring", 0, ncfg + 1 };
     for (size_t i = 0; i < sizeof tree_sizes / sizeof *tree_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ tree_sizes[i], "DIST_ALGO=tree", 0, ncfg + 1 };
     for (size_t i = 0; i < sizeof halving_sizes / sizeof *halving_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ halving_sizes[i], "DIST_ALGO=halving", 0, ncfg + 1 };
-    for (size_t i = 0; i < sizeof shm_sizes / sizeof *shm_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ shm_sizes[i], "DIST_ALGO=shm", 0, ncfg + 1 };
+    for (size_t i = 0; i < sizeof shm_sizes / sizeof *shm_sizes; i++, ncfg++) cfgs[ncfg] = (cfgarg_t){ shm_sizes[i], "DIST_ALGO=shm", 2, ncfg + 1 };
 
     for (int k = 0; k < ncfg; k++) {
         const cfgarg_t *c = &cfgs[k];

@@ -31,7 +31,20 @@
                SIGKILLs itself in the middle of its 6th call: every
                survivor's call fails within 10 s of the kill, and the
                message names rank 1.
-   Cost: about 6 s on 2 cores (5 jobs of 4 processes). */
+   And on one host (hosts A A A A: shared memory, the collectives in the
+   segments; broadcasts and all_gathers read from the owners' memory where
+   the system lets them, broadcasts over 2 MiB staged through the
+   segments):
+     loop one host         as loop, over 3, 5003 (20 KiB: past the
+                           slots), 65539 and 786433 (3 MiB) float32;
+     cost one host: broadcast, all_gather   as cost, 1 MiB broadcasts from
+                           rank 0, or all_gathers of 1 MiB in all;
+     mismatch one host     rank 2 calls all_gather where the others
+                           broadcast: rank 2 and the root fail, a reader
+                           that completes holds the root's data, and a
+                           message names the other call;
+     kill one host: all_gather, broadcast   as kill, 4 MiB a rank.
+   Cost: about 9 s on 2 cores (11 jobs of 4 processes). */
 #ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
 #endif
@@ -61,7 +74,8 @@ typedef struct shared {
 static shared *g_sh;
 
 typedef int (*case_fn)(dist_t *w, int rank);
-typedef struct kase { const char *name, *hosts; case_fn fn; int timeout_ms; } kase;
+typedef struct kase { const char *name, *hosts; case_fn fn; int timeout_ms; int op; } kase;   /* op: cost and kill's collective */
+enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_BROADCAST };
 static const kase *g_case_now;
 
 #define RFAIL(...) do { printf("FAIL %s rank %d: ", g_case_now->name, rank); printf(__VA_ARGS__); printf("\n"); fflush(stdout); return 1; } while (0)
@@ -69,9 +83,32 @@ static const kase *g_case_now;
 /* An exact value: small integers in floats sum exactly in any order. */
 static float val(int k, int r, size_t i) { return (float)((int)((i * 31 + (size_t)k * 7 + (size_t)r * 13) % 17) - 8); }
 
+static int one_host(void) { return strspn(g_case_now->hosts, "A") == N; }
+
+/* One call of collective `op` on c floats (all_gather: c a rank) in a
+   (and b), every rank's element i being r + 1 (the root's: 1): 0 when
+   the result is right, else -1 (*rc: what the call returned). */
+static int one_op(dist_t *w, int op, int rank, float *a, float *b, size_t c, dist_result *rc) {
+    size_t i;
+    for (i = 0; i < c; i += 1024) a[i] = (float)(rank + 1);
+    if (op == OP_ALL_REDUCE) *rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
+    else if (op == OP_ALL_GATHER) *rc = dist_all_gather(w, a, b, c, DIST_FLOAT32);
+    else *rc = dist_broadcast(w, a, c, DIST_FLOAT32, 0);
+    if (*rc != DIST_OK) return 0;
+    if (op == OP_ALL_REDUCE) return a[0] == (float)(N * (N + 1) / 2) ? 0 : -1;
+    if (op == OP_BROADCAST) return a[0] == 1.0f && a[(c - 1) / 1024 * 1024] == 1.0f ? 0 : -1;
+    for (int r = 0; r < N; r++)
+        if (b[(size_t)r * c] != (float)(r + 1)) return -1;
+    return 0;
+}
+
 static int case_loop(dist_t *w, int rank) {
-    static const size_t counts[4] = { 3, 1000, 65539, 262147 };
-    size_t maxc = 262147;
+    /* across hosts: tree, then hierarchical sizes; on one host: slots,
+       then the segments (broadcasts over 2 MiB staged, the rest read
+       from the owners' memory) */
+    static const size_t spread[4] = { 3, 1000, 65539, 262147 }, here[4] = { 3, 5003, 65539, 786433 };
+    const size_t *counts = one_host() ? here : spread;
+    size_t maxc = counts[3];
     float *a = (float *)malloc(sizeof(float) * maxc * N), *b = (float *)malloc(sizeof(float) * maxc * N);
     if (!a || !b) RFAIL("out of memory");
     for (int k = 0; k < 300; k++) {
@@ -135,20 +172,21 @@ static int cmp_i64(const void *a, const void *b) {
 }
 
 static int case_cost(dist_t *w, int rank) {
-    size_t c = 262144;
-    float *a = (float *)malloc(sizeof(float) * c);
+    size_t c = g_case_now->op == OP_ALL_GATHER ? 262144 / N : 262144;
+    float *a = (float *)malloc(sizeof(float) * c), *b = (float *)malloc(sizeof(float) * c * N);
     int64_t t[200];
     double tenth[10];
-    if (!a) RFAIL("out of memory");
+    if (!a || !b) RFAIL("out of memory");
     for (int k = 0; k < 200; k++) {
-        int64_t t0;
-        for (size_t i = 0; i < c; i += 4096) a[i] = (float)rank;
-        t0 = now_ns();
-        if (dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM) != DIST_OK) RFAIL("call %d: %s", k, dist_error_message(w));
+        int64_t t0 = now_ns();
+        dist_result rc;
+        int wrong = one_op(w, g_case_now->op, rank, a, b, c, &rc);
         t[k] = now_ns() - t0;
-        if (a[0] != 0 + 1 + 2 + 3) RFAIL("call %d: %g, want 6", k, a[0]);
+        if (rc != DIST_OK) RFAIL("call %d: %s", k, dist_error_message(w));
+        if (wrong) RFAIL("call %d: a wrong result", k);
         if (k == 19) g_sh->rss0[rank] = status_kb("VmRSS:");
     }
+    free(b);
     g_sh->rss1[rank] = status_kb("VmRSS:");
     for (int q = 0; q < 10; q++) {     /* the median call of each tenth (a loaded machine stretches some calls, not most) */
         qsort(t + q * 20, 20, sizeof t[0], cmp_i64);
@@ -163,11 +201,19 @@ static int case_cost(dist_t *w, int rank) {
 
 static int case_mismatch(dist_t *w, int rank) {
     size_t c = 262144;
-    float *a = (float *)malloc(sizeof(float) * c);
+    float *a = (float *)malloc(sizeof(float) * c * N);
     dist_result rc;
     if (!a) RFAIL("out of memory");
     for (size_t i = 0; i < c; i++) a[i] = 1.0f;
-    rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
+    /* on one host: rank 2 gathers what the others broadcast, as many bytes */
+    if (one_host()) {
+        if (rank == 0) for (size_t i = 0; i < c; i++) a[i] = 2.0f;
+        rc = rank == 2 ? dist_all_gather(w, a, a, c / N, DIST_FLOAT32) : dist_broadcast(w, a, c, DIST_FLOAT32, 0);
+        for (size_t i = 0; rc == DIST_OK && i < c; i++)     /* a reader of the root alone may complete: with the root's data */
+            if (a[i] != 2.0f) RFAIL("its broadcast returned DIST_OK with element %zu %g, the root's 2", i, a[i]);
+    } else {
+        rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
+    }
     g_sh->t_err[rank] = now_ns();
     g_sh->rc[rank] = rc;
     snprintf(g_sh->msg[rank], TEST_ERRLEN, "%s", rc == DIST_OK ? "" : dist_error_message(w));
@@ -176,30 +222,35 @@ static int case_mismatch(dist_t *w, int rank) {
 }
 
 static int case_kill(dist_t *w, int rank) {
+    static const char *const names[] = { "all_reduce", "all_gather", "broadcast" };
+    int op = g_case_now->op;
     size_t c = 1048576;
-    float *a = (float *)malloc(sizeof(float) * c);
-    if (!a) RFAIL("out of memory");
+    float *a = (float *)malloc(sizeof(float) * c), *b = (float *)malloc(sizeof(float) * c * (op == OP_ALL_GATHER ? N : 1));
+    if (!a || !b) RFAIL("out of memory");
     for (int k = 0; k < 40; k++) {
         dist_req_t *h = NULL;
         dist_result rc;
-        for (size_t i = 0; i < c; i += 1024) a[i] = 1.0f;
+        int wrong;
         if (rank == 1 && k == 5) {
-            if (dist_all_reduce_async(w, a, c, DIST_FLOAT32, DIST_SUM, &h) != DIST_OK) RFAIL("all_reduce_async: %s", dist_error_message(w));
+            for (size_t i = 0; i < c; i += 1024) a[i] = 2.0f;
+            rc = op == OP_ALL_REDUCE ? dist_all_reduce_async(w, a, c, DIST_FLOAT32, DIST_SUM, &h)
+               : op == OP_ALL_GATHER ? dist_all_gather_async(w, a, b, c, DIST_FLOAT32, &h) : dist_broadcast_async(w, a, c, DIST_FLOAT32, 0, &h);
+            if (rc != DIST_OK) RFAIL("%s_async: %s", names[op], dist_error_message(w));
             sleep_us((long)(mix64((uint64_t)getpid()) % 3000));
             __atomic_store_n(&g_sh->t_kill, now_ns(), __ATOMIC_SEQ_CST);
             raise(SIGKILL);
         }
-        rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
+        wrong = one_op(w, op, rank, a, b, c, &rc);
         if (rc != DIST_OK) {
             g_sh->t_err[rank] = now_ns();
             g_sh->rc[rank] = rc;
             snprintf(g_sh->msg[rank], TEST_ERRLEN, "%s", dist_error_message(w));
-            free(a);
+            free(a); free(b);
             return 0;
         }
-        if (a[0] != 4.0f) RFAIL("call %d: %g, want 4", k, a[0]);
+        if (wrong) RFAIL("call %d: a wrong result", k);
     }
-    RFAIL("40 all_reduces went through with rank 1 killed in the 6th");
+    RFAIL("40 %ss went through with rank 1 killed in the 6th", names[op]);
 }
 
 static int rank_main(int rank, int port, int lfd) {
@@ -210,13 +261,13 @@ static int rank_main(int rank, int port, int lfd) {
     int bad;
     snprintf(host, sizeof host, "%c", kc->hosts[rank]);
     setenv("DIST_HOST_ID", host, 1);
-    if (kc->fn == case_mismatch) setenv("DIST_ALGO", rank == 2 ? "ring" : "hier", 1);
+    if (kc->fn == case_mismatch && !one_host()) setenv("DIST_ALGO", rank == 2 ? "ring" : "hier", 1);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     memset(&cfg, 0, sizeof cfg);
     cfg.init_method = url; cfg.rank = rank; cfg.world_size = N; cfg.timeout_ms = kc->timeout_ms;
     if (rank == 0) cfg.store_listen_fd = lfd + 1; else close(lfd);
     if (dist_init(&w, &cfg) != DIST_OK) RFAIL("dist_init: %s", dist_error_message(NULL));
-    if (dist_node_count(w) != 2) RFAIL("dist_node_count %d, want 2", dist_node_count(w));
+    if (dist_node_count(w) != (one_host() ? 1 : 2)) RFAIL("dist_node_count %d, want %d", dist_node_count(w), one_host() ? 1 : 2);
     bad = kc->fn(w, rank);
     dist_destroy(w);
     return bad;
@@ -267,11 +318,17 @@ static int run_case(const kase *kc, double *secs) {
 
 int main(void) {
     static const kase cases[] = {
-        { "loop", "ABAB", case_loop, 30000 },
-        { "loop uneven", "AAAB", case_loop, 30000 },
-        { "cost", "AABB", case_cost, 30000 },
-        { "mismatch", "ABAB", case_mismatch, 5000 },
-        { "kill", "ABAB", case_kill, 10000 },
+        { "loop", "ABAB", case_loop, 30000, 0 },
+        { "loop uneven", "AAAB", case_loop, 30000, 0 },
+        { "cost", "AABB", case_cost, 30000, OP_ALL_REDUCE },
+        { "mismatch", "ABAB", case_mismatch, 5000, 0 },
+        { "kill", "ABAB", case_kill, 10000, OP_ALL_REDUCE },
+        { "loop one host", "AAAA", case_loop, 30000, 0 },
+        { "cost one host: broadcast", "AAAA", case_cost, 30000, OP_BROADCAST },
+        { "cost one host: all_gather", "AAAA", case_cost, 30000, OP_ALL_GATHER },
+        { "mismatch one host", "AAAA", case_mismatch, 5000, 0 },
+        { "kill one host: all_gather", "AAAA", case_kill, 10000, OP_ALL_GATHER },
+        { "kill one host: broadcast", "AAAA", case_kill, 10000, OP_BROADCAST },
     };
     int failed = 0, passed = 0;
     test_start();
@@ -286,10 +343,10 @@ int main(void) {
         if (!bad && kc->fn == case_cost) {
             for (int r = 0; r < N && !bad; r++) {
                 if (g_sh->rss0[r] <= 0 || g_sh->rss1[r] - g_sh->rss0[r] >= 8192) {
-                    printf("FAIL cost: rank %d's RSS grew from %ld to %ld KiB over 180 all_reduces of 1 MiB\n", r, g_sh->rss0[r], g_sh->rss1[r]);
+                    printf("FAIL %s: rank %d's RSS grew from %ld to %ld KiB over 180 calls of 1 MiB\n", kc->name, r, g_sh->rss0[r], g_sh->rss1[r]);
                     bad = 1;
                 } else if (g_sh->tenth_second[r] > 5 * g_sh->tenth_first[r]) {
-                    printf("FAIL cost: rank %d: the median call of the quickest tenth of the second half %.0f us, of the first %.0f us\n", r,
+                    printf("FAIL %s: rank %d: the median call of the quickest tenth of the second half %.0f us, of the first %.0f us\n", kc->name, r,
                            g_sh->tenth_second[r], g_sh->tenth_first[r]);
                     bad = 1;
                 }
@@ -301,16 +358,21 @@ int main(void) {
             int named = -1;
             int64_t first = 0, last = 0;
             for (int r = 0; r < N; r++) {
-                if (g_sh->rc[r] == DIST_OK) { printf("FAIL mismatch: rank %d's all_reduce succeeded with rank 2 on another algorithm\n", r); bad = 1; }
-                if (named < 0 && strstr(g_sh->msg[r], "algorithm")) named = r;
+                /* (on one host a broadcast's reader other than rank 2 deals with the root alone: it may complete, right) */
+                if (g_sh->rc[r] == DIST_OK && (!one_host() || r == 0 || r == 2)) {
+                    printf("FAIL %s: rank %d's call succeeded with rank 2 in another\n", kc->name, r);
+                    bad = 1;
+                }
+                if (named < 0 && strstr(g_sh->msg[r], one_host() ? "called all_gather" : "algorithm")) named = r;
+                if (g_sh->rc[r] == DIST_OK) continue;
                 if (!first || g_sh->t_err[r] < first) first = g_sh->t_err[r];
                 if (g_sh->t_err[r] > last) last = g_sh->t_err[r];
             }
             if (!bad && named < 0) {
-                printf("FAIL mismatch: no rank's message says the algorithms differ; rank 0's: %s\n", g_sh->msg[0]);
+                printf("FAIL %s: no rank's message says the %s differ; rank 0's: %s\n", kc->name, one_host() ? "calls" : "algorithms", g_sh->msg[0]);
                 bad = 1;
             }
-            if (!bad && secs > scaled_s(5.0 + 5.0) + 2.0) { printf("FAIL mismatch: the job took %.1f s\n", secs); bad = 1; }
+            if (!bad && secs > scaled_s(5.0 + 5.0) + 2.0) { printf("FAIL %s: the job took %.1f s\n", kc->name, secs); bad = 1; }
             if (!bad) snprintf(extra, sizeof extra, "; rank %d: %.150s", named, g_sh->msg[named]);
         }
         if (!bad && kc->fn == case_kill) {
@@ -319,7 +381,7 @@ int main(void) {
                 if (r == 1) continue;
                 after = (double)(g_sh->t_err[r] - g_sh->t_kill) / 1e9;
                 if (!g_sh->t_kill || g_sh->rc[r] == DIST_OK || !names_rank(g_sh->msg[r], 1) || after > scaled_s(10.0)) {
-                    printf("FAIL kill: rank %d: failed %.2f s after the kill with %s\n", r, after, g_sh->msg[r]);
+                    printf("FAIL %s: rank %d: failed %.2f s after the kill with %s\n", kc->name, r, after, g_sh->msg[r]);
                     bad = 1;
                 }
             }
