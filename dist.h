@@ -76,7 +76,9 @@ COMPILE-TIME OPTIONS
                              of through the ring (default 64 KiB).
    DIST_SHM_COOP_BYTES       ...and from this size both ends copy them, the
                              waiting sender writing half the pieces into the
-                             receiver (default 1 MiB; 0: the receiver alone).
+                             receiver (default 1 MiB; 0: the receiver alone,
+                             and a broadcast's root in the shared segments
+                             writes no pieces into its readers).
    DIST_EAGER_BYTES          where: the implementation file.  The flow-
                              control budget each peer gets by default
                              (4 MiB; less in worlds over 65 ranks): see
@@ -98,13 +100,12 @@ COMPILE-TIME OPTIONS
                              the same buffers,
    DIST_SHM_STEP_MIN         ...at least this many bytes a rank a step
                              (default 64 KiB).  Where ranks may read each
-                             other's memory, all_gathers read the others'
-                             blocks from their buffers instead:
+                             other's memory, broadcasts read the root's
+                             buffer instead, and all_gathers the others'
+                             blocks from their buffers:
    DIST_SHM_GATHER_SLOTS_MAX ...above this many bytes a rank when every
                              rank has a CPU of its own (default 4 KiB;
-                             else above DIST_SHM_FAST_BYTES), and
-   DIST_SHM_DIRECT_BCAST_MAX broadcasts up to this size (default 16 MiB)
-                             read the root's buffer.
+                             else above DIST_SHM_FAST_BYTES).
    DIST_SHM_FAST_BYTES       A world on one host passes broadcasts,
                              all_reduces and all_gathers of up to this many
                              bytes a rank, and barriers, through slots in
@@ -7608,6 +7609,10 @@ struct dist__shm_hdr {              /* the start of a segment */
     struct { uint64_t seq, addr, gave_up; int32_t gave_up_res; uint8_t pad[36]; } xpose;   /* gave_up: the last such
                                        collective it stopped reading in, failed (then its result) */
     dist__shm_counter xdone;
+    /* a broadcast's reader that the root helps (dist__xhelp_*): its
+       pieces claimed, then copied (tag << 24 | count), and where they go */
+    struct { uint64_t claim, done, dst, bad; uint8_t pad[32]; } xhelp;   /* bad: the tag of a broadcast
+                                       whose root failed to write a piece */
 };
 
 /* Small collectives of the world (dist__fast_run) pass their data through
@@ -7649,16 +7654,9 @@ typedef struct dist__fast_slot {
    when every rank has a CPU of its own (with more ranks than CPUs the
    slots' plain copies stay ahead up to DIST_SHM_FAST_BYTES: 2 ranks on 2
    cores, 16 KiB a rank, 2.4 us against 5.2 through the slots; 4 ranks,
-   4-16 KiB a rank, 14-19 us against 5-14); and a broadcast of up to
-   DIST_SHM_DIRECT_BCAST_MAX bytes is read from the root's buffer, a
-   larger one staged through the root's segment (plain copies of a
-   cache-sized buffer, two cores at once, beat the kernel's copy of a
-   buffer that is not in cache: 64 MiB, 8.9 ms against 15.5, 2 ranks). */
+   4-16 KiB a rank, 14-19 us against 5-14). */
 #ifndef DIST_SHM_GATHER_SLOTS_MAX
 #  define DIST_SHM_GATHER_SLOTS_MAX (4 * 1024)
-#endif
-#ifndef DIST_SHM_DIRECT_BCAST_MAX
-#  define DIST_SHM_DIRECT_BCAST_MAX (16 * 1024 * 1024)
 #endif
 /* The least a step of a broadcast or all_gather in the segments moves (a
    rank's piece), so that a step's waits cost little beside its copies. */
@@ -10296,12 +10294,13 @@ struct dist__job {
    engine (peers ring the doorbell when they move on), and keeps watching
    the connections, so a rank that dies fails the others at once.
    Broadcast and all_gather larger than the slots (DIST_SHM_FAST_BYTES)
-   pass through the same input buffers, in steps of a quarter of a rank's
-   block (DIST_SHM_STEP_MIN to a buffer): the root, or every rank, copies
-   its piece in and the others copy it out, two steps in flight.  Plain
-   copies through memory every rank maps: cross-memory attach, which the
-   messages use, runs at about half of memcpy's speed here (the kernel pins
-   and maps each page), and the segments work on every platform. */
+   read each block straight from its owner's buffer where ranks may read
+   each other's memory (dist__shm_direct, below: one copy, the root helping
+   its readers); elsewhere (macOS, Windows, a locked-down Linux) they pass
+   through the same input buffers as all_reduce, in steps of a quarter of
+   a rank's block (DIST_SHM_STEP_MIN to a buffer): the root, or every
+   rank, copies its piece in and the others copy it out, two steps in
+   flight. */
 
 /* What a rank waits for in shared memory: `behind` returns a member that
    has not got there yet, or -1 (it may fail c instead: a descriptor that
@@ -10537,6 +10536,137 @@ static dist_result dist__xpose_read(dist__coll *c, int g, size_t off, uint8_t *d
     return c->res;
 }
 
+/* The root helps.  A broadcast's root only waits while its readers copy
+   its buffer, one kernel copy each, at about half of memcpy's speed (the
+   kernel pins each page).  So, from 2 pieces up, each reader offers its
+   buffer as pieces to claim (xhelp in its header: a counter of claimed
+   pieces and one of copied pieces, each tagged with the collective's
+   number), and the root claims pieces too and writes them into the
+   reader (process_vm_writev) while the reader reads the others: two
+   copies at once, as the messages' cooperative copy.  A reader returns
+   only once every claimed piece is copied; the claim is a compare-and-swap
+   on (tag, index), so a piece of one broadcast is never taken for the
+   next.  DIST_SHM_COOP_BYTES 0 turns it off, as it does the messages'. */
+#define DIST__XHELP_PIECE ((size_t)256 * 1024)
+#define DIST__XHELP_MASK  (((uint64_t)1 << 24) - 1)
+static uint64_t dist__xhelp_tag(const dist__coll *c) { return (c->seq & (((uint64_t)1 << 40) - 1)) << 24; }
+
+/* The next piece of `k` to copy under counter *claim with tag `tag`, or -1. */
+static int64_t dist__xhelp_claim(uint64_t *claim, uint64_t tag, uint64_t k) {
+    uint64_t v = DIST__LOAD_ACQ(claim);
+    while ((v & ~DIST__XHELP_MASK) == tag && (v & DIST__XHELP_MASK) < k)
+        if (DIST__CAS(claim, &v, v + 1)) return (int64_t)(v & DIST__XHELP_MASK);
+    return -1;
+}
+
+/* Where piece i of a broadcast of `bytes` lands, for the reader that starts
+   at piece `rot` (readers of one root start at different pieces). */
+static size_t dist__xhelp_off(uint64_t i, uint64_t k, uint64_t rot) { return (size_t)((i + rot) % k) * DIST__XHELP_PIECE; }
+static uint64_t dist__xhelp_rot(const dist__coll *c, int reader, uint64_t k) {
+    int n = c->d->world;
+    return (uint64_t)dist__mod(reader - c->root - 1, n) * k / (uint64_t)(n - 1);
+}
+
+/* Root: claims and writes pieces of every reader that offers them; 1 if
+   it copied any.  A reader it cannot write to (gone) is left alone. */
+static int dist__xhelp_give(dist__coll *c, const uint8_t *buf, uint64_t k) {
+    dist__engine *e = c->e;
+    uint64_t tag = dist__xhelp_tag(c);
+    size_t bytes = c->count * c->es;
+    int moved = 0;
+    for (int g = 0; g < c->d->world; g++) {
+        dist__shm_hdr *h;
+        int64_t i;
+        if (g == c->d->rank) continue;
+        h = e->peers[g].shm->peer_hdr;
+        while ((i = dist__xhelp_claim(&h->xhelp.claim, tag, k)) >= 0) {
+            size_t off = dist__xhelp_off((uint64_t)i, k, dist__xhelp_rot(c, g, k)), len = DIST__MIN(DIST__XHELP_PIECE, bytes - off);
+            /* (the claim holds the reader in this broadcast: dst is this one's) */
+            uint64_t dst = DIST__LOAD_RELAXED(&h->xhelp.dst);
+            dist__ssize w = dist__peer_memory_write(e->peers[g].shm->pid, dst + off, buf + off, len);
+            if (w != (dist__ssize)len) DIST__STORE_REL(&h->xhelp.bad, tag);     /* (the reader fails) */
+            DIST__FETCH_ADD(&h->xhelp.done, (uint64_t)1);
+            moved = 1;
+            if (w != (dist__ssize)len) break;
+        }
+    }
+    return moved;
+}
+
+/* The first reader of this collective not done reading, or -1. */
+static int dist__xpose_readers_behind(dist__coll *c) {
+    for (int g = 0; g < c->d->world; g++)
+        if (g != c->d->rank && DIST__LOAD_ACQ(&c->e->peers[g].shm->peer_hdr->xdone.v) < c->seq) return g;
+    return -1;
+}
+
+/* Root, waiting: the first reader neither done nor offering a piece; -1
+   when every one is done or one offers a piece. */
+static int dist__xhelp_waiting(dist__coll *c, const dist__shm_until *u) {
+    dist__engine *e = c->e;
+    uint64_t tag = dist__xhelp_tag(c), k = u->target;
+    int first = -1;
+    for (int g = 0; g < c->d->world; g++) {
+        const dist__shm_hdr *h;
+        uint64_t v;
+        if (g == c->d->rank) continue;
+        h = e->peers[g].shm->peer_hdr;
+        if (DIST__LOAD_ACQ(&h->xdone.v) >= c->seq) continue;
+        v = DIST__LOAD_ACQ(&h->xhelp.claim);
+        if ((v & ~DIST__XHELP_MASK) == tag && (v & DIST__XHELP_MASK) < k) return -1;
+        if (first < 0) first = g;
+    }
+    return first;
+}
+
+/* Reader: the root has copied every piece it claimed (u->target: the tag
+   and the number claimed)?  Else the root. */
+static int dist__xhelp_pending(dist__coll *c, const dist__shm_until *u) {
+    return DIST__LOAD_ACQ(&c->e->shm.hdr->xhelp.done) < u->target ? c->root : -1;
+}
+
+/* Reader: its part of a broadcast of k pieces that the root helps with. */
+static dist_result dist__xhelp_take(dist__coll *c, uint8_t *out, uint64_t k) {
+    dist__engine *e = c->e;
+    dist__shm_hdr *me = e->shm.hdr;
+    uint64_t tag = dist__xhelp_tag(c), rot = dist__xhelp_rot(c, c->d->rank, k), claimed;
+    size_t bytes = c->count * c->es;
+    int64_t i, give_up;
+    dist__shm_until u;
+    DIST__STORE_RELAXED(&me->xhelp.dst, (uint64_t)(uintptr_t)out);
+    DIST__STORE_RELAXED(&me->xhelp.done, tag);
+    DIST__STORE_REL(&me->xhelp.claim, tag);
+    dist__shm_bell(&e->peers[c->root], 1);
+    while (c->res == DIST_OK && (i = dist__xhelp_claim(&me->xhelp.claim, tag, k)) >= 0) {
+        size_t off = dist__xhelp_off((uint64_t)i, k, rot);
+        dist__xpose_read(c, c->root, off, out + off, DIST__MIN(DIST__XHELP_PIECE, bytes - off));
+        DIST__FETCH_ADD(&me->xhelp.done, (uint64_t)1);
+    }
+    /* no more claims; then wait for the root's pieces in flight */
+    claimed = DIST__LOAD_ACQ(&me->xhelp.claim);
+    while ((claimed & DIST__XHELP_MASK) < k && !DIST__CAS(&me->xhelp.claim, &claimed, tag | k)) {}
+    claimed = tag | DIST__MIN(claimed & DIST__XHELP_MASK, k);
+    if (c->res == DIST_OK) {
+        u.behind = dist__xhelp_pending; u.what = "finish copying its pieces"; u.which = 0; u.only = c->root; u.target = claimed;
+        dist__shm_wait_until(c, &u);
+    }
+    /* failed: the root still must not write into the caller's buffer once
+       it is the caller's again (a live root finishes a piece in well under
+       a second) */
+    give_up = dist__now_ns() + 1000000000;
+    while (DIST__LOAD_ACQ(&me->xhelp.done) < claimed && dist__now_ns() < give_up) {
+        int lost;
+        dist__mutex_lock(&e->lock);
+        lost = e->peers[c->root].state == DIST__PEER_FAILED;
+        dist__mutex_unlock(&e->lock);
+        if (lost) break;
+        dist__yield();
+    }
+    if (c->res == DIST_OK && (DIST__LOAD_ACQ(&me->xhelp.done) < claimed || DIST__LOAD_ACQ(&me->xhelp.bad) == tag))
+        dist__coll_failf(c, DIST_ERR_PEER_LOST, "rank %d could not write its pieces of the broadcast into this rank's buffer", c->root);
+    return c->res;
+}
+
 /* After a failure: the live readers of our block stop reading it (they
    say so, done or not) before the caller may reuse it, for at most half a
    second (a reader that stopped by a signal is not waited for longer: it
@@ -10568,6 +10698,7 @@ static dist_result dist__shm_direct(dist__coll *c, const uint8_t *in, uint8_t *o
     int n = d->world, me = d->rank, bcast = c->kind == DIST__COLL_BROADCAST;
     size_t bytes = c->count * c->es, piece = (size_t)4 << 20;   /* (a look at c->res between pieces) */
     int parts = (int)DIST__MAX((size_t)1, DIST__MIN((size_t)(n - 1), bytes >> 16));
+    uint64_t help = bcast && dist__coop_min > 0 && bytes >= 2 * DIST__XHELP_PIECE ? (bytes + DIST__XHELP_PIECE - 1) / DIST__XHELP_PIECE : 0;
     dist__shm_until u;
     dist__coll_tell_now(c);
     if (!bcast && bytes && in != out + (size_t)me * bytes) memmove(out + (size_t)me * bytes, in, bytes);
@@ -10584,6 +10715,7 @@ static dist_result dist__shm_direct(dist__coll *c, const uint8_t *in, uint8_t *o
             uint8_t *dst = bcast ? out : out + (size_t)g * bytes;
             u.only = g;
             if (dist__shm_wait_until(c, &u) != DIST_OK) break;
+            if (help) { dist__xhelp_take(c, out, help); break; }
             /* the readers of a block start at different parts of it, of
                64 KiB at least (pages that readers pin at once cost the
                kernel more) */
@@ -10604,6 +10736,10 @@ static dist_result dist__shm_direct(dist__coll *c, const uint8_t *in, uint8_t *o
     }
     /* the readers of our block are done with it */
     if (!bcast || me == c->root) {
+        /* help the readers that offer pieces until every one is done */
+        u.behind = dist__xhelp_waiting; u.what = "finish reading this rank's buffer"; u.which = 0; u.only = -1; u.target = help;
+        while (help && c->res == DIST_OK && dist__xpose_readers_behind(c) >= 0)
+            if (!dist__xhelp_give(c, out, help)) dist__shm_wait_until(c, &u);
         if (c->res == DIST_OK) dist__shm_wait_of(c, 4, c->seq, -1);
         for (int g = 0; g < n && c->res == DIST_OK; g++) {     /* a reader that gave up fails this call too */
             const dist__shm_hdr *h = g != me ? e->peers[g].shm->peer_hdr : NULL;
@@ -10918,7 +11054,7 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     case DIST__COLL_BROADCAST:
         if (n > 1 && algo == DIST__ALGO_HIER) dist__hier_chain(&c, out, 0);
         else if (n > 1 && algo == DIST__ALGO_SHM)
-            d->eng->shm.read_all && bytes <= (size_t)DIST_SHM_DIRECT_BCAST_MAX ? dist__shm_direct(&c, NULL, out) : dist__shm_broadcast(&c, out);
+            d->eng->shm.read_all ? dist__shm_direct(&c, NULL, out) : dist__shm_broadcast(&c, out);
         else if (n > 1) algo == DIST__ALGO_RING ? dist__chain_broadcast(&c, out) : dist__tree_broadcast(&c, out);
         break;
     case DIST__COLL_REDUCE: {

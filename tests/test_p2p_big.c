@@ -36,6 +36,7 @@
 
 typedef struct {
     atomic_int claimed[2];
+    atomic_int sent[2];            /* (b) 256 MiB: its blocking send has returned */
     char msg[2][512];
     char note[2][256];
 } shared_t;
@@ -134,6 +135,11 @@ static int exchange(dist_t *w, int nonblocking, size_t bytes) {
         double el = now_s() - t0;
         const char *m = dist_error_message(w);
         char who[32];
+        /* The peer's send began a little later (much, under Wine on a busy
+           machine) and times out later: it must not see this rank shut
+           down first.  Both wait until both sends have returned. */
+        atomic_store(&sh->sent[rank], 1);
+        for (double t1 = now_s(); !atomic_load(&sh->sent[peer]) && now_s() - t1 < 30.0;) sleep_ms(5);
         snprintf(who, sizeof who, "rank %d", peer);
         free(out); free(in);
         if (r != DIST_ERR_TIMEOUT) return FAIL("both blocking 256 MiB sends first: rank %d's send returned %s, want DIST_ERR_TIMEOUT (\"%s\")",
