@@ -8,11 +8,14 @@
 #   bytes     2 hosts x 2 ranks placed cyclically (rank r on host r mod 2),
 #             then 3 hosts x 2 in blocks: around one 16 MiB all_reduce,
 #             all_gather (16 MiB of output) and broadcast, each host's
-#             first rank reads the bytes its host sent over its link
-#             (/proc/net/dev in the namespace, between barriers;
-#             tests/topo_rank.c); each must be at most 1.05 x the bound's
-#             bytes (all_reduce 2(H-1)/H x 16 MiB, all_gather (H-1)/H,
-#             broadcast 1), headers and acknowledgements included; the
+#             first rank reads what its host sent to the others (between
+#             barriers; tests/topo_rank.c): the payload of its
+#             connections to other hosts (tcp_info through ss:
+#             bytes_sent less bytes_retrans) must be at most 1.05 x the
+#             bound's bytes (all_reduce 2(H-1)/H x 16 MiB, all_gather
+#             (H-1)/H, broadcast 1); the bytes through its link
+#             (/proc/net/dev in the namespace: headers and
+#             acknowledgements too) are printed beside it; the
 #             results are exact (every rank checks).  A control run with
 #             DIST_ALGO=ring must send more than the bound allows, so the
 #             check can fail.
@@ -62,16 +65,22 @@ bytes_case() {   # place hosts ranks
     if ! wait_ranks; then bad "$what: a rank failed:"; cat "$T"/out.*; topo_down; return; fi
     if grep -h FAIL "$T"/out.*; then bad "$what: wrong results"; topo_down; return; fi
     local worst
-    worst=$(cat "$T"/out.* | awk '$1 == "bytes" { r = $6 / $8; print $2, "host", $4, r }' | sort -k4 -g | tail -1)
-    if cat "$T"/out.* | awk '$1 == "bytes" && $6 > 1.05 * $8 { bad = 1 } $1 == "bytes" { n++ } END { exit bad || n == 0 }'; then
-        ok "$what: every host sent at most 1.05 x the bound (most: $worst x)"
+    # What the algorithm sent: the payload of the host's connections to
+    # other hosts (tcp_info's bytes_sent less bytes_retrans; column 12).
+    # The link's bytes (column 6) also count headers and the receiver's
+    # acknowledgements, which grow under load (CI once: one host 1.056 x
+    # the bound in an all_gather, the other 1.002 x): printed beside it.
+    worst=$(cat "$T"/out.* | awk '$1 == "bytes" { print $2, "host", $4, $12 / $8, "(through the link " $6 / $8 " x, " $10 " segments retransmitted)" }' |
+            sort -k4 -g | tail -1)
+    if cat "$T"/out.* | awk '$1 == "bytes" && ($12 <= 0 || $12 > 1.05 * $8) { bad = 1 } $1 == "bytes" { n++ } END { exit bad || n == 0 }'; then
+        ok "$what: every host sent at most 1.05 x the bound (most: $worst)"
     else
         bad "$what: a host sent more than 1.05 x the bound:"; grep -h '^bytes' "$T"/out.*
     fi
     if [ "$place" = cyclic ]; then      # the control: the flat ring over interleaved ranks
         start_ranks "$place" "$h" "$l" ring bytes
         wait_ranks
-        if cat "$T"/out.* | awk '$1 == "bytes" && $2 == "all_reduce" && $6 > 1.2 * $8 { found = 1 } END { exit !found }'; then
+        if cat "$T"/out.* | awk '$1 == "bytes" && $2 == "all_reduce" && $12 > 1.2 * $8 { found = 1 } END { exit !found }'; then
             ok "$what control: DIST_ALGO=ring sends more than 1.2 x the bound over a link, so the check can fail"
         else
             bad "$what control: DIST_ALGO=ring stayed within the bound:"; grep -h '^bytes' "$T"/out.*

@@ -7,7 +7,11 @@
                          its host sent through DEV (/proc/net/dev, inside
                          the namespace) between two barriers around one
                          call, and prints
-                           "bytes COLL host H sent S bound B"
+                           "bytes COLL host H sent S bound B retransmitted R payload P"
+                         (S: through DEV, headers and acknowledgements
+                         included; R: TCP segments its namespace
+                         retransmitted; P: what its connections to other
+                         hosts sent, retransmissions left out)
                          with B the bound (all_reduce 2(H-1)/H x 16 MiB,
                          all_gather (H-1)/H, broadcast 1).  Every rank
                          checks its result against a serial reference
@@ -51,6 +55,56 @@ static long long tx_bytes(const char *dev) {
     return out;
 }
 
+/* TCP segments this namespace retransmitted (RetransSegs, /proc/net/snmp). */
+static long long retrans_segs(void) {
+    FILE *f = fopen("/proc/net/snmp", "r");
+    char head[1024], vals[1024];
+    long long out = -1;
+    if (!f) return -1;
+    while (fgets(head, sizeof head, f) && fgets(vals, sizeof vals, f)) {
+        char *hs, *vs, *h, *v;
+        if (strncmp(head, "Tcp:", 4) != 0) continue;
+        for (h = strtok_r(head, " \n", &hs), v = strtok_r(vals, " \n", &vs); h && v; h = strtok_r(NULL, " \n", &hs), v = strtok_r(NULL, " \n", &vs))
+            if (strcmp(h, "RetransSegs") == 0) out = atoll(v);
+        break;
+    }
+    fclose(f);
+    return out;
+}
+
+/* Payload bytes this namespace's TCP connections to other hosts have sent,
+   retransmissions left out: bytes_sent - bytes_retrans of every
+   established socket whose ends have different addresses (ss -tin: the
+   kernel's tcp_info).  What the algorithm sent, without the headers and
+   acknowledgements that /proc/net/dev also counts (under load the
+   receiver acknowledges more often). */
+static long long payload_sent(void) {
+    FILE *f = popen("ss -tinH 2>/dev/null", "r");
+    char line[4096], local[128] = "", peer[128] = "";
+    long long out = 0;
+    int remote = 0;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] != ' ' && line[0] != '\t') {        /* State Recv-Q Send-Q Local:Port Peer:Port */
+            char st[32];
+            remote = sscanf(line, "%31s %*s %*s %127s %127s", st, local, peer) == 3 && strcmp(st, "ESTAB") == 0;
+            if (remote) {
+                char *lc = strrchr(local, ':'), *pc = strrchr(peer, ':');
+                if (lc) *lc = 0;
+                if (pc) *pc = 0;
+                remote = strcmp(local, peer) != 0 && strncmp(peer, "127.", 4) != 0;
+            }
+        } else if (remote) {
+            const char *b = strstr(line, "bytes_sent:"), *r = strstr(line, "bytes_retrans:");
+            if (b) out += atoll(b + 11);
+            if (r) out -= atoll(r + 14);
+            remote = 0;
+        }
+    }
+    pclose(f);
+    return out;
+}
+
 static float val(int r, size_t i) { return (float)((int)((i * 2654435761u + (size_t)r * 40503u) % 13) - 6); }
 
 int main(int argc, char **argv) {
@@ -82,20 +136,20 @@ int main(int argc, char **argv) {
     for (int op = 0; op < 3; op++) {
         static const char *names[] = { "all_reduce", "all_gather", "broadcast" };
         double f = op == 0 ? 2.0 * (H - 1) / H : op == 1 ? (double)(H - 1) / H : 1.0;
-        long long before = 0, after = 0;
+        long long before = 0, after = 0, rs0 = 0, rs1 = 0, p0 = 0, p1 = 0;
         size_t blk = N / (size_t)n;
         dist_result r;
         if (op == 0) for (size_t i = 0; i < N; i++) a[i] = val(rank, i);
         if (op == 1) for (size_t i = 0; i < blk; i++) a[(size_t)rank * blk + i] = val(rank, i);
         if (op == 2) for (size_t i = 0; i < N; i++) a[i] = rank == n - 1 ? val(99, i) : 0;
         dist_barrier(w);
-        if (dist_local_rank(w) == 0) before = tx_bytes(argv[2]);
+        if (dist_local_rank(w) == 0) { before = tx_bytes(argv[2]); rs0 = retrans_segs(); p0 = payload_sent(); }
         dist_barrier(w);
         r = op == 0 ? dist_all_reduce(w, a, N, DIST_FLOAT32, DIST_SUM)
           : op == 1 ? dist_all_gather(w, a + (size_t)rank * blk, a, blk, DIST_FLOAT32)
                     : dist_broadcast(w, a, N, DIST_FLOAT32, n - 1);
         dist_barrier(w);
-        if (dist_local_rank(w) == 0) after = tx_bytes(argv[2]);
+        if (dist_local_rank(w) == 0) { after = tx_bytes(argv[2]); rs1 = retrans_segs(); p1 = payload_sent(); }
         dist_barrier(w);
         if (r != DIST_OK) { printf("FAIL %s on rank %d: %s\n", names[op], rank, dist_error_message(w)); bad = 1; continue; }
         for (size_t i = 0; i < N; i++) {
@@ -106,7 +160,8 @@ int main(int argc, char **argv) {
             if (a[i] != want) { printf("FAIL %s on rank %d: element %zu is %g, want %g\n", names[op], rank, i, a[i], want); bad = 1; break; }
         }
         if (dist_local_rank(w) == 0)
-            printf("bytes %s host %d sent %lld bound %.0f\n", names[op], dist_node(w, rank), after - before, f * (double)(op == 1 ? blk * (size_t)n * 4 : S));
+            printf("bytes %s host %d sent %lld bound %.0f retransmitted %lld payload %lld\n", names[op], dist_node(w, rank), after - before,
+                   f * (double)(op == 1 ? blk * (size_t)n * 4 : S), rs1 - rs0, p1 - p0);
     }
     dist_destroy(w);
     return bad;
