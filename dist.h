@@ -5086,7 +5086,6 @@ typedef struct dist__engine {
     int unexp_coll;                 /* unexpected frames of collectives held (the same) */
     int64_t caller_drove_ns;
     int64_t spin_ns;                 /* how long a waiting caller polls before sleeping */
-    int64_t spin_off_until;          /* no spin before this (ns): the CPUs were contended (dist__spin_lost_cpu) */
     dist__thread thread; int thread_started;
     dist__index ix;                  /* posted receives, unexpected messages, rendezvous */
     uint64_t post_seq;
@@ -7414,40 +7413,6 @@ static int dist__send_in_flight(const dist__engine *e, const dist_req_t *r) {
 static int dist__wait_for(dist__engine *e, int (*ready)(dist__engine *, void *), void *arg, int64_t deadline);
 static int dist__req_is_done(dist__engine *e, void *arg);
 
-/* Spinning on contended CPUs.  A waiter polls without sleeping for a
-   while (spin_ns; a shared-memory collective longer) so that a reply
-   within microseconds costs no wake-up.  That pays while the waiter has a
-   CPU to itself.  When other runnable threads share the CPUs (busy
-   processes beside the job, more ranks than cores), a spinning waiter is
-   switched out for whole time slices, milliseconds, and each yield hands
-   the CPU to whoever else is runnable for the rest of theirs, while a
-   sleeping waiter is woken at once when its data comes.  Measured with 2
-   ranks beside 6 busy loops on 2 cores, a 4-byte all_reduce took 1,400 us
-   a call over TCP with the spin and 80 without (15 and 21 us idle); over
-   shared memory 2 or 1,400 us by the run, 55 without.  So a spin that
-   finds the clock moved on by more than DIST__PREEMPTED_NS while it only
-   polled (its thread lost the CPU) stops: every wait of the engine
-   sleeps at once for the next DIST__CONTENDED_NS, after which one spins
-   again to look. */
-#define DIST__PREEMPTED_NS  500000
-#define DIST__CONTENDED_NS  250000000
-
-/* The spin a wait that begins at `now` may take: `want`, or none while
-   the CPUs are contended. */
-static int64_t dist__spin_allowed(dist__engine *e, int64_t want, int64_t now) {
-    return now < DIST__LOAD_RELAXED(&e->spin_off_until) ? 0 : want;
-}
-
-/* A spinning wait's look at the clock: 1 (and no spin for a while) when
-   more than DIST__PREEMPTED_NS passed since *last, the end of its own
-   last piece of work; *last = now. */
-static int dist__spin_lost_cpu(dist__engine *e, int64_t *last, int64_t now) {
-    int lost = now - *last > DIST__PREEMPTED_NS;
-    if (lost) DIST__STORE_RELAXED(&e->spin_off_until, now + DIST__CONTENDED_NS);
-    *last = now;
-    return lost;
-}
-
 /* Withdraws r; a send the peer may be copying from our memory waits (at
    most 1 s) for the peer to say it dropped it or copied it, else the
    connection closes: nothing reads the caller's buffer after this. */
@@ -7469,25 +7434,21 @@ static void dist__withdraw_wait(dist__engine *e, dist_req_t *r, int waited_ms, i
 /* Drives progress or sleeps until ready(e, arg) holds or `deadline` (ns)
    passes; 1 when it held. */
 static int dist__wait_for(dist__engine *e, int (*ready)(dist__engine *, void *), void *arg, int64_t deadline) {
-    int64_t start = dist__now_ns(), idle = 0, spin = dist__spin_allowed(e, e->spin_ns, start);
+    int64_t start = dist__now_ns();
     while (!ready(e, arg)) {
         int64_t now = dist__now_ns();
         if (now >= deadline) return 0;
-        if (idle && dist__spin_lost_cpu(e, &idle, now)) spin = 0;
-        if (now - start < spin && !e->driving) {
+        if (now - start < e->spin_ns && !e->driving) {
             /* Poll without sleeping for a while: a reply that comes within
                microseconds is seen without paying for a wake-up (tens of
                microseconds between CPUs of a VM).  Yielding lets a peer
-               that shares this CPU run meanwhile.  (From `idle` on, the
-               round only waits: the clock's jump across it is a lost CPU.) */
+               that shares this CPU run meanwhile. */
             dist__drive_once(e, 0, 0);
             if (ready(e, arg)) break;
-            idle = dist__now_ns();
             if (e->shm.nshm && !e->shm.ntcp && (e->shm.spins & e->shm.yield_mask)) { DIST__CPU_RELAX(); continue; }   /* rings: no system call */
             dist__mutex_unlock(&e->lock); dist__yield(); dist__mutex_lock(&e->lock);
             continue;
         }
-        idle = 0;
         dist__wait_step(e, (int)DIST__MIN((deadline - now + 999999) / 1000000, 100));
     }
     return 1;
@@ -10332,7 +10293,7 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
     dist__engine *e = c->e;
     /* The others are busy with this very collective: worth a longer spin
        than a receive's (a sleep and a wake-up cost tens of microseconds). */
-    int64_t start = 0, yielded = 0, idle = 0, spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
+    int64_t start = 0, yielded = 0, spin = e->spin_ns > 0 ? DIST__MAX(e->spin_ns, (int64_t)DIST_SHM_SPIN_US * 1000) : 0;
     unsigned spins = 0;
     int g;
     while ((g = u->behind(c, u)) >= 0) {
@@ -10347,10 +10308,7 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
             continue;
         }
         now = dist__now_ns();
-        if (!start) {
-            start = yielded = idle = now;
-            spin = dist__spin_allowed(e, spin, now);
-        } else if (dist__spin_lost_cpu(e, &idle, now)) spin = 0;    /* (since `idle` it only looked and yielded) */
+        if (!start) start = yielded = now;
         if (now - yielded > 20000) {
             /* and every 20 us whatever the count: a thread this rank's
                doorbell or socket write woke may have been put on this CPU
@@ -10392,7 +10350,6 @@ static dist_result dist__shm_wait_until(dist__coll *c, const dist__shm_until *u)
         }
         dist__mutex_unlock(&e->lock);
         if (c->res != DIST_OK) return c->res;
-        idle = dist__now_ns();      /* (the look or the sleep above is not a lost CPU) */
     }
     if (c->grace_ns && c->res == DIST_OK) {   /* it came after the others were told this rank gave up */
         dist__mutex_lock(&e->lock);
