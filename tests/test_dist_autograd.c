@@ -1052,23 +1052,7 @@ static int fn_self(int rank, int n) {
 
 /* Waits (bounded) until the victim's process has really ended (a zombie,
    or reaped): 0, or -1. */
-static int victim_ended(int ms) {
-    int64_t t0 = now_ns();
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", __atomic_load_n(&sh->victim_pid, __ATOMIC_SEQ_CST));
-    for (;;) {
-        FILE *f = fopen(path, "r");
-        size_t len;
-        const char *p;
-        if (!f) return 0;                                   /* reaped */
-        len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        if ((p = strrchr(buf, ')')) != NULL && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X')) return 0;
-        if (secs_since(t0) * 1000 > ms) return -1;
-        sleep_us(200);
-    }
-}
+static int victim_ended(int ms) { return process_ended(__atomic_load_n(&sh->victim_pid, __ATOMIC_SEQ_CST), ms); }
 
 static int die_w0(void);
 

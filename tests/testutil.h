@@ -60,6 +60,9 @@
                recv_n and wait_close where tests/compat/windows/sys/socket.h came
                first (the rest: compat/windows/testutil_sockets.h), a port outside the ephemeral
                range (a rank binds it later)
+   Ending      process_ended(pid, ms): waits until a process has ended
+               (/proc on Linux; its handle on Windows, where pids are
+               Windows ids)
    Processes   fork_ranks(n, pid, port, lfd, fn, arg): child r runs
                exit(fn(r, port, lfd, arg)), the parent closes lfd (Windows:
                the program started again, its ranks starting fn together);
@@ -271,6 +274,40 @@ static inline __attribute__((unused)) void rank_alarm(unsigned secs) {
         pthread_detach(th);
         started = 1;
     }
+}
+#endif
+
+/* process_ended(pid, ms): waits (bounded) until process pid has really
+   ended (on Linux a zombie, or reaped: its threads are gone, its sockets
+   closed): 0, or -1 when ms ran out.  On Windows pid is a Windows process
+   id (getpid() there), which /proc does not know (a Linux process of the
+   same number may run for ever): the process's handle is waited on. */
+#ifndef _WIN32
+static inline __attribute__((unused)) int process_ended(int pid, int ms) {
+    int64_t t0 = now_ns();
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        size_t len;
+        const char *p;
+        if (!f) return 0;                                   /* reaped */
+        len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        if ((p = strrchr(buf, ')')) != NULL && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X')) return 0;
+        if ((now_ns() - t0) / 1000000 > ms) return -1;
+        sleep_us(200);
+    }
+}
+#else
+static inline __attribute__((unused)) int process_ended(int pid, int ms) {
+    HANDLE h = OpenProcess(SYNCHRONIZE, FALSE, (DWORD)pid);
+    DWORD r;
+    if (!h) return 0;                                       /* gone */
+    r = WaitForSingleObject(h, (DWORD)(ms < 0 ? 0 : ms));
+    CloseHandle(h);
+    return r == WAIT_OBJECT_0 ? 0 : -1;
 }
 #endif
 
