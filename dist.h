@@ -10552,9 +10552,9 @@ static int dist__xhelp_give(dist__coll *c, const uint8_t *buf, uint64_t k) {
 
 /* The first reader of this collective not done reading, or -1. */
 static int dist__xpose_readers_behind(dist__coll *c) {
-    for (int g = 0; g < c->d->world; g++)
-        if (g != c->d->rank && DIST__LOAD_ACQ(&c->e->peers[g].shm->peer_hdr->xdone.v) < c->seq) return g;
-    return -1;
+    dist__shm_until u;
+    u.behind = dist__shm_counter_behind; u.what = ""; u.which = 4; u.only = -1; u.target = c->seq;
+    return dist__shm_counter_behind(c, &u);
 }
 
 /* Root, waiting: the first reader neither done nor offering a piece; -1
@@ -10700,9 +10700,21 @@ static dist_result dist__shm_direct(dist__coll *c, const uint8_t *in, uint8_t *o
         if (c->res == DIST_OK) dist__shm_wait_of(c, 4, c->seq, -1);
         for (int g = 0; g < n && c->res == DIST_OK; g++) {     /* a reader that gave up fails this call too */
             const dist__shm_hdr *h = g != me ? e->peers[g].shm->peer_hdr : NULL;
-            if (h && DIST__LOAD_ACQ(&h->xpose.gave_up) == c->seq)
-                dist__coll_failf(c, (dist_result)DIST__LOAD_RELAXED(&h->xpose.gave_up_res), "rank %d gave up reading this rank's %s (%s)", g,
-                                 bcast ? "buffer" : "block", dist_result_name((dist_result)DIST__LOAD_RELAXED(&h->xpose.gave_up_res)));
+            dist_result why;
+            if (!h || DIST__LOAD_ACQ(&h->xpose.gave_up) != c->seq) continue;
+            why = (dist_result)DIST__LOAD_RELAXED(&h->xpose.gave_up_res);
+            /* a reader that lost a member may have seen the death first:
+               look (for up to 100 ms) for it here, to name it */
+            for (int64_t until = dist__now_ns() + 100000000; why == DIST_ERR_PEER_LOST && c->res == DIST_OK && dist__now_ns() < until;) {
+                dist__mutex_lock(&e->lock);
+                if (!dist__coll_member_g_lost(c, dist__coll_dead_member(c))) {
+                    if (e->driving) dist__wait_step(e, 1);
+                    else dist__drive_once(e, 1, 0);
+                }
+                dist__mutex_unlock(&e->lock);
+            }
+            if (c->res == DIST_OK)
+                dist__coll_failf(c, why, "rank %d gave up reading this rank's %s (%s)", g, bcast ? "buffer" : "block", dist_result_name(why));
         }
         if (c->res != DIST_OK) dist__xpose_drain(c);
     }
