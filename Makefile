@@ -49,8 +49,13 @@ T        ?=
 # The AddressSanitizer build is -O1 (after CFLAGS' -O2, so it wins): what
 # its documentation suggests, and half the compile time.  ThreadSanitizer
 # stays at -O2: at -O1 its slower tests cost more than the build saves.
-ASAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-TSAN_FLAGS := -O2 -fsanitize=thread
+# Both are -g1 (after CFLAGS' -g): line tables only, which is what a
+# sanitizer's report needs (file and line of every frame), for a fifth
+# less compile time (the implementation: 10.3 s to 8.2 s under ASan, 8.3 s
+# to 6.7 s under ThreadSanitizer; each pass compiles it some 25 times:
+# the tests of the internals, the examples, the launcher).
+ASAN_FLAGS := -O1 -g1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+TSAN_FLAGS := -O2 -g1 -fsanitize=thread
 
 # ---- CUDA hook -----------------------------------------------------------
 # dist_cuda.h needs no CUDA header (it declares what it uses and opens CUDA
@@ -271,6 +276,9 @@ portable:
 # 280 s).  Mixed jobs keep the world's collectives off shared memory, so the
 # small ones through slots, which take no lock, run on shared memory alone
 # too in the tests that call them back to back, wrongly and with faults.
+# TEST_COLL_QUICK=2 also trims test_hier to three of its fourteen jobs
+# (78 s of wall time here before, 77 s of CPU) and test_hier_stress to the
+# cases that are not time and memory bounds.
 TSAN_SHM_TESTS := test_coll_errors test_flood test_faults
 TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
     DIST_TEST_TRANSPORTS_OF="$(foreach t,$(TSAN_SHM_TESTS),$(t)=mixed,auto)" \

@@ -167,12 +167,16 @@ typedef struct {
     const pid_t *pid;
     int bound_ms;
 } rwatch_t;
+/* (one watch a process: its thread, and stop_receiver_watch's word that
+   the rank is done with the watched buffer) */
+static pthread_t g_rwatch_th __attribute__((unused));
+static int g_rwatch_running __attribute__((unused)), g_rwatch_stop __attribute__((unused));
 
 /* The thread of start_receiver_watch; p: the rwatch_t. */
 static inline __attribute__((unused)) void *receiver_watch(void *p) {
     const rwatch_t *rw = (const rwatch_t *)p;
     int64_t t0 = 0;
-    while (!__atomic_load_n(rw->event_ns, __ATOMIC_SEQ_CST)) {
+    while (!__atomic_load_n(rw->event_ns, __ATOMIC_SEQ_CST) && !__atomic_load_n(&g_rwatch_stop, __ATOMIC_SEQ_CST)) {
         int64_t entered = __atomic_load_n(rw->enter_ns, __ATOMIC_SEQ_CST);
         if (entered && !t0) t0 = now_ns();
         if (t0 && secs_since(t0) * 1000 > rw->bound_ms) break;
@@ -191,11 +195,21 @@ static inline __attribute__((unused)) void *receiver_watch(void *p) {
     return NULL;
 }
 
-/* receiver_watch(rw) on a detached thread (none where one cannot be made:
-   the victim's own bound ends it then); rw must outlive it. */
+/* receiver_watch(rw) on a thread (none where one cannot be made: the
+   victim's own bound ends it then); rw must outlive it.  The rank calls
+   stop_receiver_watch before it frees the watched buffer: the watch may
+   be between its last look at event_ns and a read of the buffer when the
+   call returns (test_blame's K7 once freed 32 MiB there, and the watch's
+   next read was a SIGSEGV). */
 static inline __attribute__((unused)) void start_receiver_watch(rwatch_t *rw) {
-    pthread_t th;
-    if (pthread_create(&th, NULL, receiver_watch, rw) == 0) pthread_detach(th);
+    g_rwatch_stop = 0;
+    g_rwatch_running = pthread_create(&g_rwatch_th, NULL, receiver_watch, rw) == 0;
+}
+static inline __attribute__((unused)) void stop_receiver_watch(void) {
+    if (!g_rwatch_running) return;
+    __atomic_store_n(&g_rwatch_stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(g_rwatch_th, NULL);
+    g_rwatch_running = 0;
 }
 
 /* ---- jobs (the parent) -------------------------------------------------- */

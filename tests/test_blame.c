@@ -485,6 +485,9 @@ static int rank_main(const fault_job *j, int rank, int port, int lfd) {
         me->f.returned = 1;
     }
     set_flag(&me->call.returned);
+#ifndef UNDER_TSAN
+    stop_receiver_watch();
+#endif
     free_bufs(&bf);
     destroy_timed(&me->destroy, w);               /* at once: the others may still be waiting */
     return 0;

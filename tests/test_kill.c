@@ -599,6 +599,10 @@ static int rank_main(const fault_job *j, int rank, int port, int lfd) {
         if (k->op == OP_SEND || k->op == OP_ISEND) {
             g_watch = (watch_t){ bf.a, cnt(k), n, rank, (float)(rank + 1), 1 };
         }
+        /* all_gather over shared memory copies 32 MiB in a few ms, sooner
+           than the timer (under Wine the victim's call once returned
+           before it fired): die once the others' blocks begin to land */
+        if (k->op == OP_ALLGATHER) g_watch = (watch_t){ bf.b, cnt(k), k->group ? gsize(k) : n, gr, -1.0f, 1 };
 #endif
         __atomic_store_n(&g_sh->victim_pid, getpid(), __ATOMIC_SEQ_CST);
         __atomic_store_n(&g_sh->victim_enter_ns, now_ns(), __ATOMIC_SEQ_CST);
@@ -649,6 +653,9 @@ static int rank_main(const fault_job *j, int rank, int port, int lfd) {
         copy_msg(me->f.msg, dist_error_message(fc));
         me->f.returned = 1;
     }
+#ifndef UNDER_TSAN
+    stop_receiver_watch();
+#endif
     free_bufs(&bf);
     set_flag(&me->ops_done);
     if (await_flags(&g_sh->r[0].ops_done, sizeof(rrec), survivors, (int)(BOUND_S * 2000))) FAIL("another survivor never finished its calls");
