@@ -278,9 +278,11 @@ portable:
 # too in the tests that call them back to back, wrongly and with faults.
 # TEST_COLL_QUICK=2 also trims test_hier to three of its fourteen jobs
 # (78 s of wall time here before, 77 s of CPU) and test_hier_stress to the
-# cases that are not time and memory bounds.
+# cases that are not time and memory bounds.  RPC_INBOX_THREADS=4 runs
+# test_rpc_inbox's cases with four handler threads only, where the races
+# would be (76 s alone at the end of the pass with both).
 TSAN_SHM_TESTS := test_coll_errors test_flood test_faults
-TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 \
+TSAN_ENV := DIST_COMPILE_CHECKS=0 DIST_WINDOWS_TESTS=0 DIST_TIMEOUT_SCALE=3 DIST_TEST_TRANSPORTS=mixed TEST_COLL_QUICK=2 FLOOD_SCALE=40 RPC_INBOX_THREADS=4 \
     DIST_TEST_TRANSPORTS_OF="$(foreach t,$(TSAN_SHM_TESTS),$(t)=mixed,auto)" \
     DIST_TEST_SKIP="test_netns test_topo.sh test_p2p_big test_launches test_tensor test_report test_strangers test_auth test_jam test_init test_log test_debug \
         test_blame test_stall test_probe test_docs.sh test_readme.sh test_bench.sh test_distrun.sh" \
@@ -296,9 +298,14 @@ tsan:
 # side).  Built at -O1 for exact stacks.  A run fails on its exit status
 # (valgrind makes it 99 on an error, in every forked rank) or on any report
 # in its output.  valgrind is installed (root + apt-get, as `deps` does)
-# when missing.
+# when missing.  --fair-sched=yes: valgrind runs one thread of a process
+# at a time, and by default a thread that polls (test_p2p's test_polling
+# calls dist_test in a loop) keeps that turn for whole timeslices while
+# the progress thread it waits for cannot run: the case took 34 s of
+# test_p2p's 130 s, 3 s with fair scheduling (what memcheck checks is the
+# same).
 VALGRIND_BUILD := $(BUILD)/valgrind
-VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --fair-sched=yes \
     --errors-for-leak-kinds=definite --show-leak-kinds=definite --trace-children=yes -q
 VALGRIND_RUNS := test_p2p:mixed valgrind_coll:mixed
 # Built with DIST_SHM_COOP_BYTES=0: memcheck cannot see another process
