@@ -197,7 +197,7 @@ for coll in $COLLS; do
             -v rtt="${RTT_US:-0}" 'BEGIN {
             b = bb / bps; xb = b > 0 ? sprintf("%8.3f", (m / 1e6) / b) : sprintf("%8s", "-")
             sb = bb > 0 ? sprintf("%10.3f", sent / (bb * calls)) : sprintf("%10s", "-")
-            printf "%-15s %10s %12.6f %12.6f %10.4f %s %s %8.2f\n", c, s, m / 1e6, md / 1e6, b, xb, sb, rtt > 0 ? m / rtt : 0 }'
+            printf "%-15s %10s %12.6f %12.6f %10.4f %s %s %8.2f\n", c, s, m / 1e6, md / 1e6, b, xb, sb, (rtt > 0 ? m / rtt : 0) }'
         rm -f "$out" "$out".*
     done
 done
