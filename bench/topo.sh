@@ -35,8 +35,9 @@
 # bytes for every call coll_bench made (both placements: 1 untimed, the
 # timed ones and 1 checked each), headers and set-up included.  Times are
 # the in-place column's: the largest over the ranks of the mean per call
-# (-a 3), and of the median; x_rtt is the mean over the round trip between
-# two hosts (TCP, 8 bytes), for the small sizes, whose bound is latency.
+# (-a 3), and of the median (seconds to the microsecond: the small sizes'
+# bound is latency, and their reference is the same call at -L 1, one
+# exchange across the link).
 #
 # Needs root, iproute2 and the kernel's veth, bridge, tbf (and htb, u32
 # for -f).  Namespaces are named dtopo-PID-*; they are removed at exit.
@@ -140,36 +141,8 @@ size_bytes() {
     echo $((v * m))
 }
 
-# The round trip between host 0 and host 1 over TCP (8 bytes there and
-# back, TCP_NODELAY, the mean of 2,000 after 100, idle links; python3):
-# what a small collective across hosts costs at the least (x_rtt).
-topo_rtt() {
-    local port=29499
-    topo_exec 1 python3 -c '
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.77.0.2", int(sys.argv[1]))); s.listen(1)
-c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-while True:
-    b = c.recv(8)
-    if not b: break
-    c.sendall(b)' "$port" &
-    local srv=$!
-    sleep 0.3
-    topo_exec 0 python3 -c '
-import socket, sys, time
-c = socket.create_connection(("10.77.0.2", int(sys.argv[1]))); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-def rt():
-    c.sendall(b"x" * 8); n = 0
-    while n < 8: n += len(c.recv(8 - n))
-for i in range(100): rt()
-t = time.perf_counter()
-for i in range(2000): rt()
-print("%.1f" % ((time.perf_counter() - t) / 2000 * 1e6))' "$port" 2>/dev/null || true
-    wait "$srv" 2>/dev/null || true
-}
-RTT_US=$(command -v python3 >/dev/null && topo_rtt || true)
-echo "# topo: $H hosts x $L ranks ($PLACE), links $RATE ($BPS B/s)${FLOW:+, each flow capped at $FLOW}; round trip ${RTT_US:-?} us; $(date -u +%F) $(uname -r)"
-printf "%-15s %10s %12s %12s %10s %8s %10s %8s\n" coll size "mean(s)" "median(s)" "bound(s)" x_bound "sent/bnd" x_rtt
+echo "# topo: $H hosts x $L ranks ($PLACE), links $RATE ($BPS B/s)${FLOW:+, each flow capped at $FLOW}; $(date -u +%F) $(uname -r)"
+printf "%-15s %10s %12s %12s %10s %8s %10s\n" coll size "mean(s)" "median(s)" "bound(s)" x_bound "sent/bnd"
 port=29500
 for coll in $COLLS; do
     for sz in ${SIZES//,/ }; do
@@ -193,11 +166,8 @@ for coll in $COLLS; do
         line=$(grep -v '^#' "$out.0" | awk 'NF >= 10 { print; exit }')
         mean_us=$(echo "$line" | awk '{ print $11 }'); med_us=$(echo "$line" | awk '{ print $12 }')   # in place
         S=$(size_bytes "$sz"); bb=$(bound_bytes "$coll" "$S")
-        awk -v c="$coll" -v s="$sz" -v m="$mean_us" -v md="$med_us" -v bb="$bb" -v bps="$BPS" -v sent="$worst" -v calls=$((2 * (ITERS + 2))) \
-            -v rtt="${RTT_US:-0}" 'BEGIN {
-            b = bb / bps; xb = b > 0 ? sprintf("%8.3f", (m / 1e6) / b) : sprintf("%8s", "-")
-            sb = bb > 0 ? sprintf("%10.3f", sent / (bb * calls)) : sprintf("%10s", "-")
-            printf "%-15s %10s %12.6f %12.6f %10.4f %s %s %8.2f\n", c, s, m / 1e6, md / 1e6, b, xb, sb, (rtt > 0 ? m / rtt : 0) }'
+        awk -v c="$coll" -v s="$sz" -v m="$mean_us" -v md="$med_us" -v bb="$bb" -v bps="$BPS" -v sent="$worst" -v calls=$((2 * (ITERS + 2))) 'BEGIN {
+            b = bb / bps; printf "%-15s %10s %12.6f %12.6f %10.4f %8.3f %10.3f\n", c, s, m / 1e6, md / 1e6, b, (m / 1e6) / b, sent / (bb * calls) }'
         rm -f "$out" "$out".*
     done
 done

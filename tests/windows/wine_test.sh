@@ -39,7 +39,7 @@ cflags="-std=c11 -O2 -Wall -Wextra -Werror -I. -Itests/compat/windows -isystem /
 # OUTDIR/lib/libdist_test.a, as on Linux (Makefile): the first such test
 # builds it, under a lock, the others wait for it (10 s once instead of 7 s
 # a test, 23 tests).
-linked=() lib=$out/lib/libdist_test.a
+defs=() libs=() lib=$out/lib/libdist_test.a
 if grep -q '^#ifndef DIST_TEST_LINKED' "$src"; then
     mkdir -p "$out/lib"
     exec 9>"$out/lib/.lock"
@@ -57,10 +57,10 @@ if grep -q '^#ifndef DIST_TEST_LINKED' "$src"; then
         mv "$tmp/lib.a" "$lib" && rm -rf "$tmp"
     fi
     exec 9>&-
-    linked=(-DDIST_TEST_LINKED "$lib")
+    defs=(-DDIST_TEST_LINKED) libs=("$lib")
 fi
-if [ ! -f "$exe" ] || [ -n "$(find "$src" dist.h dist_rpc.h tests/testutil.h tests/compat/windows ${linked[1]:+"$lib"} -newer "$exe" 2>/dev/null | head -1)" ]; then
-    if ! $mingw $cflags ${linked[0]:+"${linked[0]}"} "$src" ${linked[1]:+"${linked[1]}"} -o "$exe" -static -lws2_32 -lpthread -lm > "$out/$name.build.log" 2>&1; then
+if [ ! -f "$exe" ] || [ -n "$(find "$src" dist.h dist_rpc.h tests/testutil.h tests/compat/windows "${libs[@]}" -newer "$exe" 2>/dev/null | head -1)" ]; then
+    if ! $mingw $cflags "${defs[@]}" "$src" "${libs[@]}" -o "$exe" -static -lws2_32 -lpthread -lm > "$out/$name.build.log" 2>&1; then
         echo "FAIL $name does not build for Windows:"
         sed 's/^/    /' "$out/$name.build.log" | head -40
         exit 1
