@@ -1261,7 +1261,14 @@ static inline __attribute__((unused)) int read_refusal(int fd, long deadline, ch
    message: the case process prints it ("spawn_job: ...") and hands it
    back through a mapping of its own ("Local\disttest.ROOT.msg", outside
    mmap's numbering); spawn_job_error() is it, on every system: the
-   message of the last spawn_job that failed ("" when none did).
+   message of the last spawn_job that failed ("" when none did).  The
+   case process also writes its exit code there before it ends, and the
+   first process waits at most 10 s more for the end itself: under Wine an
+   ending process at times hangs in ExitProcess (see end_self), and once
+   that held the whole test until the runner killed it at 200 s, with the
+   case done ("spawn_job: case 13: ...", DIST_ALGO=bogus in
+   test_coll_errors).  Such a process is terminated and the code it wrote
+   is the case's.
    run_in_process(fn) (Windows only) runs fn() in such a process, for what
    a test runs in a forked child elsewhere. */
 
@@ -1398,7 +1405,10 @@ static inline __attribute__((unused)) void kill_self(void) { kill_self_after(NUL
 #ifdef DIST_H
 #ifdef _WIN32
 /* The case's message: 4 KiB shared by the test's processes (NULL when it
-   could not be made). */
+   could not be made); its last 8 bytes are not message but the case
+   process's report (TESTUTIL_CASE_DONE). */
+#define TESTUTIL_CASE_MSGLEN 4088
+#define TESTUTIL_CASE_DONE(m) ((volatile LONG *)((m) + TESTUTIL_CASE_MSGLEN))   /* [0]: 1 once [1] is the exit code */
 static inline __attribute__((unused)) char *testutil_case_msg(void) {
     static char *m;
     if (!m) {
@@ -1425,6 +1435,13 @@ static inline __attribute__((unused)) void testutil_case_output(void) {
     fflush(NULL);
     if (g_case_out >= 0) { _dup2(g_case_out, 1); _dup2(g_case_err, 2); }
 }
+/* In a case's process, its end: the code reported, then _exit. */
+static inline __attribute__((unused)) void testutil_case_end(int code) {
+    char *m = testutil_case_msg();
+    fflush(NULL);
+    if (m) { TESTUTIL_CASE_DONE(m)[1] = code; InterlockedExchange(&TESTUTIL_CASE_DONE(m)[0], 1); }
+    _exit(code);
+}
 /* Runs call k in a process of its own (this program again); its exit
    code (255 when it could not start). */
 static inline __attribute__((unused)) unsigned long testutil_case_run(int k) {
@@ -1434,14 +1451,24 @@ static inline __attribute__((unused)) unsigned long testutil_case_run(int k) {
     DWORD code = 255;
     char *cmd = _strdup(GetCommandLineA()), *m = testutil_case_msg(), started[96] = "";
     fflush(NULL);
-    if (m) m[0] = 0;
+    if (m) { m[0] = 0; TESTUTIL_CASE_DONE(m)[0] = 0; }
     snprintf(env, sizeof env, "TESTUTIL_CASE=%d", k);
     _putenv(env);
     memset(&si, 0, sizeof si);
     si.cb = sizeof si;
     if (cmd && CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
-        WaitForSingleObject(pi.hProcess, INFINITE);
-        GetExitCodeProcess(pi.hProcess, &code);
+        int64_t done_at = 0;
+        for (;;) {
+            if (WaitForSingleObject(pi.hProcess, 100) == WAIT_OBJECT_0) { GetExitCodeProcess(pi.hProcess, &code); break; }
+            if (!m || !TESTUTIL_CASE_DONE(m)[0]) continue;
+            if (!done_at) done_at = now_ns();
+            else if (now_ns() - done_at > 10000000000LL) {       /* (reported, but it has not ended: see above) */
+                code = (DWORD)TESTUTIL_CASE_DONE(m)[1];
+                TerminateProcess(pi.hProcess, code);
+                WaitForSingleObject(pi.hProcess, 5000);
+                break;
+            }
+        }
         CloseHandle(pi.hProcess);
         CloseHandle(pi.hThread);
     } else {
@@ -1464,10 +1491,9 @@ static inline __attribute__((unused)) int spawn_job(int n, int (*fn)(dist_t *, v
         if (rc != 0) {
             char *m = testutil_case_msg();
             fprintf(stderr, "spawn_job: case %d: %s\n", k, dist_error_message(NULL));
-            if (m) snprintf(m, 4096, "%s", dist_error_message(NULL));
+            if (m) snprintf(m, TESTUTIL_CASE_MSGLEN, "%s", dist_error_message(NULL));
         }
-        fflush(NULL);
-        _exit(rc < 0 ? 255 : rc & 0xff);
+        testutil_case_end(rc < 0 ? 255 : rc & 0xff);
     }
     code = testutil_case_run(k);
     return code == 255 ? -1 : (int)code;
@@ -1484,8 +1510,7 @@ static inline __attribute__((unused)) unsigned long run_in_process(int (*fn)(voi
         if (k < target) return 0;
         testutil_case_output();
         rc = fn();
-        fflush(NULL);
-        _exit(rc & 0xff);
+        testutil_case_end(rc & 0xff);
     }
     return testutil_case_run(k);
 }
