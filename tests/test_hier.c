@@ -28,9 +28,12 @@
                 reduce_scatter and all_gather (100003 int32 per rank),
                 broadcast and reduce (1M+5 float32, root n-1) exact against
                 the reference: odd counts make every block uneven;
-     same bits  all_reduce of 300001 random (non-integer) float32 twice:
-                every rank's result hashes the same (all_gather of the
-                hashes), and the second run gives the first run's bits;
+     same bits  all_reduce of 300001, 1001 and 3 random (non-integer)
+                float32 twice: every rank's result hashes the same
+                (all_gather of the hashes), and the second run gives the
+                first run's bits;
+     barrier    each rank 20 ms late in turn: no rank leaves before the
+                late one came (times on the one clock, all_gathered);
      groups     a group of every rank but rank 1 (where there are 3 or
                 more): its node map from the layout, and collcheck_run on it.
    Under TEST_COLL_QUICK=2 (make tsan: ThreadSanitizer looks for races
@@ -161,9 +164,10 @@ static int large_checks(dist_t *w, int rank, const char *algo) {
         for (int r = 0; r < n; r++) x += ival(6, r, i);
         if (a[i] != (rank == n - 1 ? x : ival(6, rank, i))) RFAIL("reduce: element %zu is %g, want %g", i, a[i], rank == n - 1 ? x : ival(6, rank, i));
     }
-    /* the same bits on every rank, run after run */
-    {
-        size_t F = 300001;
+    /* the same bits on every rank, run after run (large: the rails; 1001
+       and 3 floats: through each host's slots) */
+    for (int sz = 0; sz < 3; sz++) {
+        size_t F = sz == 0 ? 300001 : sz == 1 ? 1001 : 3;
         uint64_t h[2], all[32];
         for (int run = 0; run < 2; run++) {
             for (size_t i = 0; i < F; i++) a[i] = (float)((double)(collcheck_mix64(((uint64_t)rank << 36) ^ i) >> 11) / 9007199254740992.0 - 0.5) * 3.3f;
@@ -173,7 +177,20 @@ static int large_checks(dist_t *w, int rank, const char *algo) {
         if (h[0] != h[1]) RFAIL("all_reduce of the same random floats twice gave different bits");
         if (dist_all_gather(w, h, all, 1, DIST_INT64) != DIST_OK) RFAIL("all_gather of hashes: %s", dist_error_message(w));
         for (int r = 0; r < n; r++)
-            if (all[r] != h[0]) RFAIL("rank %d's all_reduce result has other bits than rank %d's", r, rank);
+            if (all[r] != h[0]) RFAIL("rank %d's all_reduce result of %zu floats has other bits than rank %d's", r, F, rank);
+    }
+    /* barrier: nobody leaves before the last has come (each rank late in
+       turn, by 20 ms; the entries and exits on the machine's one clock) */
+    for (int late = 0; late < n; late++) {
+        int64_t t[2], all[64];
+        if (rank == late) sleep_ms(20);
+        t[0] = now_ns();
+        if (dist_barrier(w) != DIST_OK) RFAIL("barrier: %s", dist_error_message(w));
+        t[1] = now_ns();
+        if (dist_all_gather(w, t, all, 2, DIST_INT64) != DIST_OK) RFAIL("all_gather of barrier times: %s", dist_error_message(w));
+        for (int r = 0; r < n; r++)
+            if (all[2 * r + 1] < all[2 * late]) RFAIL("barrier: rank %d left %lld ns before rank %d (late) came", r,
+                                                      (long long)(all[2 * late] - all[2 * r + 1]), late);
     }
     free(a); free(want); free(in); free(out); free(m);
     return 0;

@@ -31,6 +31,16 @@
                SIGKILLs itself in the middle of its 6th call: every
                survivor's call fails within 10 s of the kill, and the
                message names rank 1.
+     cost small     hosts A A B B; as cost, 4000 all_reduces of 2
+               floats (through each host's slots, the hosts' first ranks
+               exchanging): RSS and the median call of each tenth;
+     mismatch small hosts A B A B; rank 3 calls a 1 MiB all_reduce
+               (hierarchical, by messages) where the others call one of 2
+               floats (slots): every rank fails in time, and a message
+               names both counts;
+     kill small     8-byte all_reduces, rank 1 killed in its 6th: hosts
+               A B A B (rank 1 is host B's first, which crosses) and
+               A A B B (rank 1 waits in host A's slots).
    And on one host (hosts A A A A: shared memory, the collectives in the
    segments; broadcasts and all_gathers read from the owners' memory where
    the system lets them, the root of a broadcast of 512 KiB or more
@@ -50,7 +60,7 @@
    Under TEST_COLL_QUICK=2 (make tsan) the cost cases are left out (listed
    as such): they bound memory and time, which ThreadSanitizer's own
    shadow memory and slowdown distort; the others look for races.
-   Cost: about 12 s on 2 cores (12 jobs of 4 processes). */
+   Cost: about 14 s on 2 cores (16 jobs of 4 processes). */
 #ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
 #endif
@@ -81,7 +91,8 @@ static shared *g_sh;
 
 typedef int (*case_fn)(dist_t *w, int rank);
 typedef struct kase { const char *name, *hosts; case_fn fn; int timeout_ms; int op; } kase;   /* op: cost and kill's collective */
-enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_BROADCAST, OP_BROADCAST_1 };   /* (broadcast from rank 0, from rank 1) */
+enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_BROADCAST, OP_BROADCAST_1, OP_SMALL };   /* (broadcast from rank 0, from rank 1; OP_SMALL:
+                                                                                  all_reduce of 2 floats, through each host's slots) */
 static const kase *g_case_now;
 
 #define RFAIL(...) do { printf("FAIL %s rank %d: ", g_case_now->name, rank); printf(__VA_ARGS__); printf("\n"); fflush(stdout); return 1; } while (0)
@@ -97,11 +108,11 @@ static int one_host(void) { return strspn(g_case_now->hosts, "A") == N; }
 static int one_op(dist_t *w, int op, int rank, float *a, float *b, size_t c, dist_result *rc) {
     size_t i;
     for (i = 0; i < c; i += 1024) a[i] = (float)(rank + 1);
-    if (op == OP_ALL_REDUCE) *rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
+    if (op == OP_ALL_REDUCE || op == OP_SMALL) *rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
     else if (op == OP_ALL_GATHER) *rc = dist_all_gather(w, a, b, c, DIST_FLOAT32);
     else *rc = dist_broadcast(w, a, c, DIST_FLOAT32, op == OP_BROADCAST_1);
     if (*rc != DIST_OK) return 0;
-    if (op == OP_ALL_REDUCE) return a[0] == (float)(N * (N + 1) / 2) ? 0 : -1;
+    if (op == OP_ALL_REDUCE || op == OP_SMALL) return a[0] == (float)(N * (N + 1) / 2) ? 0 : -1;
     if (op != OP_ALL_GATHER) {
         float want = op == OP_BROADCAST_1 ? 2.0f : 1.0f;
         for (i = 0; i < c; i += 1024)
@@ -182,26 +193,28 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+#define COST_CALLS(op) ((op) == OP_SMALL ? 4000 : 200)
 static int case_cost(dist_t *w, int rank) {
-    size_t c = g_case_now->op == OP_ALL_GATHER ? 262144 / N : 262144;
+    int op = g_case_now->op, calls = COST_CALLS(op), per = calls / 10;
+    size_t c = op == OP_ALL_GATHER ? 262144 / N : op == OP_SMALL ? 2 : 262144;
     float *a = (float *)malloc(sizeof(float) * c), *b = (float *)malloc(sizeof(float) * c * N);
-    int64_t t[200];
+    static int64_t t[COST_CALLS(OP_SMALL)];
     double tenth[10];
     if (!a || !b) RFAIL("out of memory");
-    for (int k = 0; k < 200; k++) {
+    for (int k = 0; k < calls; k++) {
         int64_t t0 = now_ns();
         dist_result rc;
         int wrong = one_op(w, g_case_now->op, rank, a, b, c, &rc);
         t[k] = now_ns() - t0;
         if (rc != DIST_OK) RFAIL("call %d: %s", k, dist_error_message(w));
         if (wrong) RFAIL("call %d: a wrong result", k);
-        if (k == 19) g_sh->rss0[rank] = status_kb("VmRSS:");
+        if (k == calls / 10 - 1) g_sh->rss0[rank] = status_kb("VmRSS:");
     }
     free(b);
     g_sh->rss1[rank] = status_kb("VmRSS:");
     for (int q = 0; q < 10; q++) {     /* the median call of each tenth (a loaded machine stretches some calls, not most) */
-        qsort(t + q * 20, 20, sizeof t[0], cmp_i64);
-        tenth[q] = (double)t[q * 20 + 10] / 1e3;
+        qsort(t + q * per, (size_t)per, sizeof t[0], cmp_i64);
+        tenth[q] = (double)t[q * per + per / 2] / 1e3;
     }
     g_sh->tenth_first[rank] = tenth[0]; g_sh->tenth_second[rank] = tenth[5];
     for (int q = 1; q < 5; q++) if (tenth[q] < g_sh->tenth_first[rank]) g_sh->tenth_first[rank] = tenth[q];
@@ -222,6 +235,10 @@ static int case_mismatch(dist_t *w, int rank) {
         rc = rank == 2 ? dist_all_gather(w, a, a, c / N, DIST_FLOAT32) : dist_broadcast(w, a, c, DIST_FLOAT32, 0);
         for (size_t i = 0; rc == DIST_OK && i < c; i++)     /* a reader of the root alone may complete: with the root's data */
             if (a[i] != 2.0f) RFAIL("its broadcast returned DIST_OK with element %zu %g, the root's 2", i, a[i]);
+    } else if (g_case_now->op == OP_SMALL) {
+        /* rank 3 calls the large all_reduce (hierarchical, by messages)
+           where the others call a small one (through the slots) */
+        rc = dist_all_reduce(w, a, rank == 3 ? c : 2, DIST_FLOAT32, DIST_SUM);
     } else {
         rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
     }
@@ -233,9 +250,9 @@ static int case_mismatch(dist_t *w, int rank) {
 }
 
 static int case_kill(dist_t *w, int rank) {
-    static const char *const names[] = { "all_reduce", "all_gather", "broadcast", "broadcast" };
+    static const char *const names[] = { "all_reduce", "all_gather", "broadcast", "broadcast", "all_reduce" };
     int op = g_case_now->op;
-    size_t c = 1048576;
+    size_t c = op == OP_SMALL ? 2 : 1048576;
     float *a = (float *)malloc(sizeof(float) * c), *b = (float *)malloc(sizeof(float) * c * (op == OP_ALL_GATHER ? N : 1));
     if (!a || !b) RFAIL("out of memory");
     for (int k = 0; k < 40; k++) {
@@ -244,7 +261,7 @@ static int case_kill(dist_t *w, int rank) {
         int wrong;
         if (rank == 1 && k == 5) {
             for (size_t i = 0; i < c; i += 1024) a[i] = 2.0f;
-            rc = op == OP_ALL_REDUCE ? dist_all_reduce_async(w, a, c, DIST_FLOAT32, DIST_SUM, &h)
+            rc = op == OP_ALL_REDUCE || op == OP_SMALL ? dist_all_reduce_async(w, a, c, DIST_FLOAT32, DIST_SUM, &h)
                : op == OP_ALL_GATHER ? dist_all_gather_async(w, a, b, c, DIST_FLOAT32, &h)
                : dist_broadcast_async(w, a, c, DIST_FLOAT32, op == OP_BROADCAST_1, &h);
             if (rc != DIST_OK) RFAIL("%s_async: %s", names[op], dist_error_message(w));
@@ -273,7 +290,7 @@ static int rank_main(int rank, int port, int lfd) {
     int bad;
     snprintf(host, sizeof host, "%c", kc->hosts[rank]);
     setenv("DIST_HOST_ID", host, 1);
-    if (kc->fn == case_mismatch && !one_host()) setenv("DIST_ALGO", rank == 2 ? "ring" : "hier", 1);
+    if (kc->fn == case_mismatch && !one_host() && kc->op != OP_SMALL) setenv("DIST_ALGO", rank == 2 ? "ring" : "hier", 1);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     memset(&cfg, 0, sizeof cfg);
     cfg.init_method = url; cfg.rank = rank; cfg.world_size = N; cfg.timeout_ms = kc->timeout_ms;
@@ -335,6 +352,10 @@ int main(void) {
         { "cost", "AABB", case_cost, 30000, OP_ALL_REDUCE },
         { "mismatch", "ABAB", case_mismatch, 5000, 0 },
         { "kill", "ABAB", case_kill, 10000, OP_ALL_REDUCE },
+        { "cost small", "AABB", case_cost, 30000, OP_SMALL },
+        { "mismatch small", "ABAB", case_mismatch, 5000, OP_SMALL },
+        { "kill small: a host's first rank", "ABAB", case_kill, 10000, OP_SMALL },
+        { "kill small: another", "AABB", case_kill, 10000, OP_SMALL },
         { "loop one host", "AAAA", case_loop, 30000, 0 },
         { "cost one host: broadcast", "AAAA", case_cost, 30000, OP_BROADCAST },
         { "cost one host: all_gather", "AAAA", case_cost, 30000, OP_ALL_GATHER },
@@ -360,7 +381,8 @@ int main(void) {
         if (!bad && kc->fn == case_cost) {
             for (int r = 0; r < N && !bad; r++) {
                 if (g_sh->rss0[r] <= 0 || g_sh->rss1[r] - g_sh->rss0[r] >= 8192) {
-                    printf("FAIL %s: rank %d's RSS grew from %ld to %ld KiB over 180 calls of 1 MiB\n", kc->name, r, g_sh->rss0[r], g_sh->rss1[r]);
+                    printf("FAIL %s: rank %d's RSS grew from %ld to %ld KiB over the last %d calls\n", kc->name, r, g_sh->rss0[r], g_sh->rss1[r],
+                           COST_CALLS(kc->op) * 9 / 10);
                     bad = 1;
                 } else if (g_sh->tenth_second[r] > 5 * g_sh->tenth_first[r]) {
                     printf("FAIL %s: rank %d: the median call of the quickest tenth of the second half %.0f us, of the first %.0f us\n", kc->name, r,
@@ -380,7 +402,7 @@ int main(void) {
                     printf("FAIL %s: rank %d's call succeeded with rank 2 in another\n", kc->name, r);
                     bad = 1;
                 }
-                if (named < 0 && strstr(g_sh->msg[r], one_host() ? "called all_gather" : "algorithm")) named = r;
+                if (named < 0 && strstr(g_sh->msg[r], one_host() ? "called all_gather" : kc->op == OP_SMALL ? "262144" : "algorithm")) named = r;
                 if (g_sh->rc[r] == DIST_OK) continue;
                 if (!first || g_sh->t_err[r] < first) first = g_sh->t_err[r];
                 if (g_sh->t_err[r] > last) last = g_sh->t_err[r];
