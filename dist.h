@@ -11094,13 +11094,19 @@ static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
         (want == DIST__ALGO_AUTO || want == DIST__ALGO_SLOTS))
         return DIST__ALGO_SLOTS;
     if (want == DIST__ALGO_SHM || want == DIST__ALGO_SLOTS) want = DIST__ALGO_AUTO;
-    /* Across hosts with several members on some: the hierarchical forms
-       (the node map is the same on every member). */
+    /* Across hosts with several members on some: the hierarchical forms,
+       at every size (the node map is the same on every member).  The flat
+       ones cross a host's link once per rank pair that straddles it; a
+       link's bytes cost more than the extra local steps down to the
+       smallest sizes: at 2 hosts x 2 and x 4 ranks over 1 Gbit/s, 64 B to
+       64 KiB, the flat forms took 1.1-2.7 x the hierarchical ones' time
+       (bench/RESULTS.md, 2026-12-07 night).  A small all_reduce that the
+       slots do not serve (a group's) keeps recursive doubling: log2(n)
+       exchanges where the hierarchical form makes 2(L - 1) + 2(H - 1). */
     if ((kind == DIST__COLL_ALL_REDUCE || kind == DIST__COLL_REDUCE_SCATTER || kind == DIST__COLL_ALL_GATHER ||
          kind == DIST__COLL_BROADCAST || kind == DIST__COLL_REDUCE) && d->world > 1 &&
         (want == DIST__ALGO_HIER || (want == DIST__ALGO_AUTO && d->nodes > 1 && d->lmax > 1 &&
-                                     (kind == DIST__COLL_REDUCE_SCATTER || kind == DIST__COLL_ALL_GATHER ? bytes * (size_t)d->world : bytes) >
-                                         DIST_SMALL_BYTES)))
+                                     (kind != DIST__COLL_ALL_REDUCE || bytes > DIST_SHM_FAST_BYTES))))
         return DIST__ALGO_HIER;
     if (want == DIST__ALGO_HIER) want = DIST__ALGO_AUTO;
     switch (kind) {
