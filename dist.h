@@ -11062,6 +11062,107 @@ done:
     return c->res;
 }
 
+/* all_to_all of a world across hosts through each host's slots, where a
+   rank's whole send buffer fits its slot and a host's incoming blocks its
+   first member's (n x the most members on a host x the block at most
+   DIST_SHM_FAST_BYTES).  Every rank but the host's first puts its send
+   buffer in its slot; the first reads them and sends each other host's
+   first member one frame: the blocks of its host's ranks (in rank order)
+   for that host's ranks (in rank order); it puts what it receives, and
+   its own blocks, in its slot as one row of n blocks per member of its
+   host; each rank takes the blocks of the others on its host from their
+   slots and the rest from that row.  A host's link carries what must
+   leave it, in H - 1 frames instead of one per pair of ranks. */
+static dist_result dist__fast_hier_a2a(dist__coll *c, const uint8_t *in, uint8_t *out) {
+    dist__engine *e = c->e;
+    dist_t *d = c->d;
+    int H = d->nodes, me_h = d->node_of[d->rank], L = d->local_size, me = d->rank, lr = d->local_rank, n = d->world, nq = 0;
+    const int *local = d->by_node + d->node_start[me_h];
+    size_t b = c->count * c->es, row = (size_t)n * b, off;
+    uint8_t *mine, *packs_out, *packs_in, *rows;
+    dist_req_t **q;
+    dist__shm_until u;
+    u.which = 0; u.target = c->seq; u.slow = 1;
+    dist__team(c, L, local, 0);
+    if (me != local[0]) {               /* its send buffer in; its blocks out */
+        const uint8_t *lead;
+        if (dist__fast_put(c, in, row) != DIST_OK) goto done;
+        u.behind = dist__fast_slots_behind; u.what = "put its blocks in place"; u.only = -1;
+        if (dist__shm_wait_until(c, &u) != DIST_OK) goto done;
+        lead = (const uint8_t *)(dist__fast_slot_of(e->peers[local[0]].shm->fast_area, c->seq) + 1) + (size_t)lr * row;
+        for (int g = 0; g < n && b; g++) {
+            const uint8_t *src = d->node_of[g] != me_h || g == local[0] ? lead + (size_t)g * b
+                               : (const uint8_t *)(dist__fast_slot_of(g == me ? e->shm.fast_area : e->peers[g].shm->fast_area, c->seq) + 1) + (size_t)me * b;
+            memcpy(out + (size_t)g * b, src, b);
+        }
+        dist__shm_publish(c, &e->shm.hdr->fast_done, c->seq);
+        goto done;
+    }
+    /* the host's first: its own buffer aside (the call may be in place),
+       the frames out and in, and the rows for its host (L rows of n) */
+    if ((mine = dist__scratch(c, row + 3 * (size_t)L * row + 1)) == NULL) goto done;
+    packs_out = mine + row; packs_in = packs_out + (size_t)L * row; rows = packs_in + (size_t)L * row;
+    if (b) memcpy(mine, in, row);
+    if (L > 1) {
+        u.behind = dist__fast_slots_behind; u.what = "put its blocks in place"; u.only = -1;
+        if (dist__shm_wait_until(c, &u) != DIST_OK) goto done;
+    }
+    for (int i = 0; i < L && b; i++) {  /* its blocks from its host (the others' slots are read before fast_done) */
+        const uint8_t *src = local[i] == me ? mine : (const uint8_t *)(dist__fast_slot_of(e->peers[local[i]].shm->fast_area, c->seq) + 1);
+        memcpy(out + (size_t)local[i] * b, src + (size_t)me * b, b);
+    }
+    off = 0;
+    for (int x = 0; x < H; x++) {       /* the frame for host x: block (i, j) from member i here to member j there */
+        int Lx = d->node_start[x + 1] - d->node_start[x];
+        if (x == me_h) continue;
+        for (int i = 0; i < L && b; i++) {
+            const uint8_t *src = local[i] == me ? mine : (const uint8_t *)(dist__fast_slot_of(e->peers[local[i]].shm->fast_area, c->seq) + 1);
+            for (int j = 0; j < Lx; j++) memcpy(packs_out + off + ((size_t)i * Lx + j) * b, src + (size_t)d->by_node[d->node_start[x] + j] * b, b);
+        }
+        off += (size_t)L * Lx * b;
+    }
+    if (L > 1) dist__shm_publish(c, &e->shm.hdr->fast_done, c->seq);
+    dist__team_all(c);
+    if (!dist__grow_array(c, (void **)&d->slots, &d->slots_cap, 2 * (size_t)H, sizeof(dist_req_t *))) goto done;
+    q = d->slots;
+    off = 0;
+    for (int x = 0; x < H; x++) {       /* receives first */
+        size_t len = (size_t)L * (size_t)(d->node_start[x + 1] - d->node_start[x]) * b;
+        if (x == me_h) continue;
+        if ((q[nq++] = dist__coll_recv(c, d->by_node[d->node_start[x]], packs_in + off, len)) == NULL) goto done;
+        off += len;
+    }
+    off = 0;
+    for (int x = 0; x < H; x++) {
+        size_t len = (size_t)L * (size_t)(d->node_start[x + 1] - d->node_start[x]) * b;
+        if (x == me_h) continue;
+        if ((q[nq++] = dist__coll_send(c, d->by_node[d->node_start[x]], packs_out + off, len)) == NULL) goto done;
+        off += len;
+    }
+    for (int i = 0; i < nq; i++)
+        if (dist__coll_wait(c, q[i]) != DIST_OK) goto done;
+    /* the rows: member j's blocks from this rank and from other hosts */
+    off = 0;
+    for (int j = 0; j < L && b; j++) memcpy(rows + ((size_t)j * n + (size_t)me) * b, mine + (size_t)local[j] * b, b);
+    for (int x = 0; x < H; x++) {       /* host x's frame: block (i, j) from its member i to member j here */
+        int Lx = d->node_start[x + 1] - d->node_start[x];
+        if (x == me_h) continue;
+        for (int i = 0; i < Lx && b; i++)
+            for (int j = 0; j < L; j++)
+                memcpy(rows + ((size_t)j * n + (size_t)d->by_node[d->node_start[x] + i]) * b, packs_in + off + ((size_t)i * L + j) * b, b);
+        off += (size_t)Lx * L * b;
+    }
+    for (int g = 0; g < n && b; g++)    /* this rank's own blocks from other hosts */
+        if (d->node_of[g] != me_h) memcpy(out + (size_t)g * b, rows + (size_t)g * b, b);
+    if (L > 1) {
+        dist__team(c, L, local, 0);
+        dist__fast_put(c, rows, (size_t)L * row);
+    }
+done:
+    dist__team_all(c);
+    return c->res;
+}
+
 static int dist__algo_from_env(void) {
     const char *v = dist__getenv("DIST_ALGO");
     if (!v) return DIST__ALGO_AUTO;
@@ -11086,11 +11187,13 @@ static int dist__choose_algo(const dist_t *d, int kind, size_t bytes) {
         if ((kind == DIST__COLL_BROADCAST || kind == DIST__COLL_ALL_GATHER) && (want == DIST__ALGO_SHM || want == DIST__ALGO_AUTO))
             return DIST__ALGO_SHM;
     }
-    /* A small all_reduce or a barrier of the world across hosts, several
-       ranks on some: through each host's slots, the hosts' first members
-       exchanging (dist__fast_hier; shm.hosts was agreed at init). */
+    /* A small all_reduce, all_to_all or a barrier of the world across
+       hosts, several ranks on some: through each host's slots, the hosts'
+       first members exchanging (dist__fast_hier, dist__fast_hier_a2a;
+       shm.hosts was agreed at init). */
     if (d->top == d && d->nodes > 1 && d->lmax > 1 && d->eng->shm.hosts && !d->shm_off &&
-        (kind == DIST__COLL_BARRIER || (kind == DIST__COLL_ALL_REDUCE && bytes <= DIST_SHM_FAST_BYTES)) &&
+        (kind == DIST__COLL_BARRIER || (kind == DIST__COLL_ALL_REDUCE && bytes <= DIST_SHM_FAST_BYTES) ||
+         (kind == DIST__COLL_ALL_TO_ALL && bytes * (size_t)d->world * (size_t)d->lmax <= DIST_SHM_FAST_BYTES)) &&
         (want == DIST__ALGO_AUTO || want == DIST__ALGO_SLOTS))
         return DIST__ALGO_SLOTS;
     if (want == DIST__ALGO_SHM || want == DIST__ALGO_SLOTS) want = DIST__ALGO_AUTO;
@@ -11138,7 +11241,8 @@ static dist_result dist__run_job(dist_t *d, dist__job *j) {
     dist__coll_begin(&c, d, j->kind, algo, j->count, j->dtype, j->op, j->root, j->invalid);
     if (c.res != DIST_OK) return dist__coll_end(&c);
     if (algo == DIST__ALGO_SLOTS) {
-        if ((d->nodes > 1 ? dist__fast_hier(&c, out) : dist__fast_run(&c, j->kind == DIST__COLL_ALL_GATHER ? in : out, out)) == DIST_OK &&
+        if ((j->kind == DIST__COLL_ALL_TO_ALL ? dist__fast_hier_a2a(&c, in, out) : d->nodes > 1 ? dist__fast_hier(&c, out)
+             : dist__fast_run(&c, j->kind == DIST__COLL_ALL_GATHER ? in : out, out)) == DIST_OK &&
             j->kind == DIST__COLL_ALL_REDUCE && j->op == DIST_AVG)
             dist__scale_avg(out, j->count, j->dtype, n);
         return dist__coll_end(&c);

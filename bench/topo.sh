@@ -29,7 +29,9 @@
 # receives at RATE.  Host h's address is 10.77.0.(h+1).  Rank 0's store
 # listens on host 0.  The bound is the bytes that must leave one host
 # over its link divided by RATE (S: nccl-tests' size): all_reduce
-# 2(H-1)/H S, reduce_scatter and all_gather (H-1)/H S, broadcast S.  The
+# 2(H-1)/H S, reduce_scatter and all_gather (H-1)/H S, broadcast and
+# reduce S, all_to_all L (H-1)/H S (S: one rank's buffer, of which the
+# blocks for other hosts leave; L ranks a host).  The
 # bytes each host sent are read from /proc/net/dev in its namespace
 # around each sweep; sent/bnd is the most any host sent over the bound's
 # bytes for every call coll_bench made (both placements: 1 untimed, the
@@ -131,8 +133,8 @@ topo_up "$H" "$RATE" "$FLOW"
 host_of() { if [ "$PLACE" = cyclic ]; then echo $(($1 % H)); else echo $(($1 / L)); fi; }
 
 bound_bytes() {   # coll, size
-    awk -v c="$1" -v s="$2" -v H="$H" 'BEGIN {
-        f = c == "all_reduce" ? 2 * (H - 1) / H : (c == "broadcast" || c == "reduce") ? 1 : (H - 1) / H
+    awk -v c="$1" -v s="$2" -v H="$H" -v L="$L" 'BEGIN {
+        f = c == "all_reduce" ? 2 * (H - 1) / H : (c == "broadcast" || c == "reduce") ? 1 : c == "all_to_all" ? L * (H - 1) / H : (H - 1) / H
         printf "%.0f", f * s }'
 }
 size_bytes() {

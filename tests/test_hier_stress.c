@@ -9,7 +9,8 @@
    wherever the size calls for them.  Cases:
      loop      hosts A B A B; 300 collectives back to back with no barrier,
                cycling all_reduce, all_gather, broadcast (root k % 4),
-               reduce_scatter and reduce (root (k + 1) % 4) over counts of
+               reduce_scatter, reduce (root (k + 1) % 4) and all_to_all
+               over counts of
                3, 1000, 65539 and 262147 float32 (1 MiB: hierarchical);
                rank 3 arrives up to 6 ms late at every third call, rank 0
                sleeps 300 ms at call 100 while the others run ahead; every
@@ -40,7 +41,8 @@
                names both counts;
      kill small     8-byte all_reduces, rank 1 killed in its 6th: hosts
                A B A B (rank 1 is host B's first, which crosses) and
-               A A B B (rank 1 waits in host A's slots).
+               A A B B (rank 1 waits in host A's slots); again with
+               all_to_alls of 2 floats a block.
    And on one host (hosts A A A A: shared memory, the collectives in the
    segments; broadcasts and all_gathers read from the owners' memory where
    the system lets them, the root of a broadcast of 512 KiB or more
@@ -60,7 +62,7 @@
    Under TEST_COLL_QUICK=2 (make tsan) the cost cases are left out (listed
    as such): they bound memory and time, which ThreadSanitizer's own
    shadow memory and slowdown distort; the others look for races.
-   Cost: about 14 s on 2 cores (16 jobs of 4 processes). */
+   Cost: about 15 s on 2 cores (18 jobs of 4 processes). */
 #ifndef DIST_TEST_LINKED
 #define DIST_IMPLEMENTATION
 #endif
@@ -91,8 +93,8 @@ static shared *g_sh;
 
 typedef int (*case_fn)(dist_t *w, int rank);
 typedef struct kase { const char *name, *hosts; case_fn fn; int timeout_ms; int op; } kase;   /* op: cost and kill's collective */
-enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_BROADCAST, OP_BROADCAST_1, OP_SMALL };   /* (broadcast from rank 0, from rank 1; OP_SMALL:
-                                                                                  all_reduce of 2 floats, through each host's slots) */
+enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_BROADCAST, OP_BROADCAST_1, OP_SMALL, OP_A2A };   /* (broadcast from rank 0, from rank 1;
+                                                  OP_SMALL: all_reduce of 2 floats, OP_A2A: all_to_all of 2 a block, through each host's slots) */
 static const kase *g_case_now;
 
 #define RFAIL(...) do { printf("FAIL %s rank %d: ", g_case_now->name, rank); printf(__VA_ARGS__); printf("\n"); fflush(stdout); return 1; } while (0)
@@ -107,6 +109,13 @@ static int one_host(void) { return strspn(g_case_now->hosts, "A") == N; }
    the result is right, else -1 (*rc: what the call returned). */
 static int one_op(dist_t *w, int op, int rank, float *a, float *b, size_t c, dist_result *rc) {
     size_t i;
+    if (op == OP_A2A) {
+        for (i = 0; i < c * N; i++) a[i] = (float)(rank + 1);
+        if ((*rc = dist_all_to_all(w, a, b, c, DIST_FLOAT32)) != DIST_OK) return 0;
+        for (int r = 0; r < N; r++)
+            if (b[(size_t)r * c] != (float)(r + 1)) return -1;
+        return 0;
+    }
     for (i = 0; i < c; i += 1024) a[i] = (float)(rank + 1);
     if (op == OP_ALL_REDUCE || op == OP_SMALL) *rc = dist_all_reduce(w, a, c, DIST_FLOAT32, DIST_SUM);
     else if (op == OP_ALL_GATHER) *rc = dist_all_gather(w, a, b, c, DIST_FLOAT32);
@@ -135,7 +144,7 @@ static int case_loop(dist_t *w, int rank) {
     if (!a || !b) RFAIL("out of memory");
     for (int k = 0; k < 300; k++) {
         size_t c = counts[mix64((uint64_t)k) % 4], i;
-        int kind = k % 5, root = kind == 2 ? k % N : (k + 1) % N;
+        int kind = k % 6, root = kind == 2 ? k % N : (k + 1) % N;
         dist_result rc = DIST_OK;
         if (rank == 3 && k % 3 == 0) sleep_ms((int)(mix64((uint64_t)k * 3) % 7));
         if (rank == 0 && k == 100) sleep_ms(300);
@@ -170,6 +179,14 @@ static int case_loop(dist_t *w, int rank) {
                 for (int r = 0; r < N; r++) x += val(k, r, (size_t)rank * c + i);
                 if (b[i] != x) RFAIL("call %d: reduce_scatter of %zu: element %zu is %g, want %g", k, c, i, b[i], x);
             }
+            break;
+        case 5:   /* all_to_all: block r of rank s's input is block s of rank r's output */
+            for (i = 0; i < c * N; i++) a[i] = val(k, rank, i);
+            rc = dist_all_to_all(w, a, b, c, DIST_FLOAT32);
+            for (int r = 0; rc == DIST_OK && r < N; r++)
+                for (i = 0; i < c; i++)
+                    if (b[(size_t)r * c + i] != val(k, r, (size_t)rank * c + i))
+                        RFAIL("call %d: all_to_all of %zu: rank %d's element %zu is %g, want %g", k, c, r, i, b[(size_t)r * c + i], val(k, r, (size_t)rank * c + i));
             break;
         default:  /* reduce */
             for (i = 0; i < c; i++) a[i] = val(k, rank, i);
@@ -250,10 +267,10 @@ static int case_mismatch(dist_t *w, int rank) {
 }
 
 static int case_kill(dist_t *w, int rank) {
-    static const char *const names[] = { "all_reduce", "all_gather", "broadcast", "broadcast", "all_reduce" };
+    static const char *const names[] = { "all_reduce", "all_gather", "broadcast", "broadcast", "all_reduce", "all_to_all" };
     int op = g_case_now->op;
-    size_t c = op == OP_SMALL ? 2 : 1048576;
-    float *a = (float *)malloc(sizeof(float) * c), *b = (float *)malloc(sizeof(float) * c * (op == OP_ALL_GATHER ? N : 1));
+    size_t c = op == OP_SMALL || op == OP_A2A ? 2 : 1048576;
+    float *a = (float *)malloc(sizeof(float) * c * N), *b = (float *)malloc(sizeof(float) * c * (op == OP_ALL_GATHER || op == OP_A2A ? N : 1));
     if (!a || !b) RFAIL("out of memory");
     for (int k = 0; k < 40; k++) {
         dist_req_t *h = NULL;
@@ -263,6 +280,7 @@ static int case_kill(dist_t *w, int rank) {
             for (size_t i = 0; i < c; i += 1024) a[i] = 2.0f;
             rc = op == OP_ALL_REDUCE || op == OP_SMALL ? dist_all_reduce_async(w, a, c, DIST_FLOAT32, DIST_SUM, &h)
                : op == OP_ALL_GATHER ? dist_all_gather_async(w, a, b, c, DIST_FLOAT32, &h)
+               : op == OP_A2A ? dist_all_to_all_async(w, a, b, c, DIST_FLOAT32, &h)
                : dist_broadcast_async(w, a, c, DIST_FLOAT32, op == OP_BROADCAST_1, &h);
             if (rc != DIST_OK) RFAIL("%s_async: %s", names[op], dist_error_message(w));
             sleep_us((long)(mix64((uint64_t)getpid()) % 3000));
@@ -356,6 +374,8 @@ int main(void) {
         { "mismatch small", "ABAB", case_mismatch, 5000, OP_SMALL },
         { "kill small: a host's first rank", "ABAB", case_kill, 10000, OP_SMALL },
         { "kill small: another", "AABB", case_kill, 10000, OP_SMALL },
+        { "kill small all_to_all: a host's first rank", "ABAB", case_kill, 10000, OP_A2A },
+        { "kill small all_to_all: another", "AABB", case_kill, 10000, OP_A2A },
         { "loop one host", "AAAA", case_loop, 30000, 0 },
         { "cost one host: broadcast", "AAAA", case_cost, 30000, OP_BROADCAST },
         { "cost one host: all_gather", "AAAA", case_cost, 30000, OP_ALL_GATHER },
