@@ -457,20 +457,22 @@ COLLECTIVES
    all_gathers and every barrier go through slots in those segments (no
    messages at all).  When a communicator spans hosts and some host has
    several of its ranks (the node map: dist_node_count, dist_local_rank),
-   large all_reduces, reduce_scatters, all_gathers, broadcasts and reduces
-   take hierarchical forms instead: inside each host, then across hosts
-   with every rank of a host carrying a share, then inside again, so that
-   a host's link carries only what must leave it (all_reduce: 2(H-1)/H of
-   the vector for H hosts; broadcast: the vector once).  Ranks may sit on
-   their hosts in any order.  DIST_ALGO=ring, tree, halving, shm, slots or
+   all_reduces, reduce_scatters, all_gathers, broadcasts and reduces take
+   hierarchical forms instead: inside each host, then across hosts with
+   every rank of a host carrying a share, then inside again, so that a
+   host's link carries only what must leave it (all_reduce: 2(H-1)/H of
+   the vector for H hosts; broadcast: the vector once).  The world's small
+   all_reduces, all_to_alls and barriers there go through each host's
+   slots to its first rank, and those ranks cross the links once for
+   their hosts.  Ranks may sit on their hosts in any order.  DIST_ALGO=ring, tree, halving, shm, slots or
    hier overrides the choice.  Every frame (or slot) carries the call's descriptor, so
    ranks that disagree (count, dtype, op, root, which collective) fail with
    a sentence naming both sides instead of hanging or corrupting memory.
 
 WHAT IT DOES NOT DO (yet)
-   - shared-memory algorithms for collectives other than all_reduce (they
-     run their ring and tree algorithms over whichever transport a pair
-     uses)
+   - shared-memory algorithms for reduce_scatter, reduce, gather, scatter
+     and all_to_all on one host (they run their ring, tree and direct
+     algorithms over whichever transport a pair uses)
    - receive with a wildcard tag, or into a larger buffer than was sent
 
 PLATFORMS

@@ -19,9 +19,13 @@
 #   -n N      timed calls per size, default 5 (after 1 untimed)
 #   -f RATE   also cap every single TCP flow at RATE (an htb class per
 #             hash of the flow's ports, 64 of them, under the link's rate)
-#   -g        also run torch's gloo and OpenMPI in the same topology where
-#             they are installed (Debian's python3-torch and openmpi-bin),
-#             for comparison
+#   -g        also run torch's gloo (Debian's python3-torch, for
+#             comparison only) in the same topology, ranks and placement:
+#             a row "gloo" under each of all_reduce, broadcast, reduce and
+#             all_gather, timed as coll_bench times dist.h
+#             (bench/gloo_bench.py).  OpenMPI is not run here: the ranks
+#             of one mpirun take themselves for one node, and its shared
+#             memory would carry "cross-host" traffic past the links.
 #
 # Topology: two hosts are joined by one veth pair; more hang from a bridge
 # in a hub namespace, each by its own veth.  Every link is shaped on both
@@ -120,6 +124,11 @@ N=$((H * L))
 BENCH=${COLL_BENCH:-$here/build/bench/coll_bench}
 [ -x "$BENCH" ] || { echo "topo.sh: no $BENCH (make bench)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "topo.sh: needs root (network namespaces)" >&2; exit 2; }
+PY=
+if [ "$GLOO" = 1 ]; then   # (Debian's torch is the system python's, which another python3 on PATH may hide)
+    for p in python3 /usr/bin/python3; do "$p" -c 'import torch.distributed' 2>/dev/null && { PY=$p; break; }; done
+    [ -n "$PY" ] || { echo "topo.sh: -g needs torch (apt-get install python3-torch)" >&2; exit 2; }
+fi
 trap topo_down EXIT INT TERM
 
 # rate in bytes per second, from tc's notation
@@ -171,5 +180,22 @@ for coll in $COLLS; do
         awk -v c="$coll" -v s="$sz" -v m="$mean_us" -v md="$med_us" -v bb="$bb" -v bps="$BPS" -v sent="$worst" -v calls=$((2 * (ITERS + 2))) 'BEGIN {
             b = bb / bps; printf "%-15s %10s %12.6f %12.6f %10.4f %8.3f %10.3f\n", c, s, m / 1e6, md / 1e6, b, (m / 1e6) / b, sent / (bb * calls) }'
         rm -f "$out" "$out".*
+        if [ "$GLOO" = 1 ]; then
+            case $coll in all_reduce|broadcast|reduce|all_gather) ;; *) continue ;; esac
+            port=$((port + 1)); pids=()
+            for r in $(seq 0 $((N - 1))); do
+                h=$(host_of $r)
+                if [ "$H" = 2 ]; then dev=v$h; else dev=e$h; fi
+                topo_exec "$h" env MASTER_ADDR=10.77.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$N GLOO_SOCKET_IFNAME=$dev OMP_NUM_THREADS=1 \
+                    "$PY" "$here/bench/gloo_bench.py" "$coll" "$S" "$ITERS" >"$out.$r" 2>&1 &
+                pids+=($!)
+            done
+            rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
+            if [ $rc != 0 ]; then echo "topo.sh: gloo $coll $sz failed:"; cat "$out".*; rm -f "$out" "$out".*; exit 1; fi
+            read -r mean_us med_us < "$out.0"
+            awk -v s="$sz" -v m="$mean_us" -v md="$med_us" -v bb="$bb" -v bps="$BPS" 'BEGIN {
+                b = bb / bps; printf "%-15s %10s %12.6f %12.6f %10.4f %8.3f %10s\n", "  gloo", s, m / 1e6, md / 1e6, b, (m / 1e6) / b, "-" }'
+            rm -f "$out" "$out".*
+        fi
     done
 done
