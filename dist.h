@@ -9633,14 +9633,16 @@ static void dist__chunk(size_t ce, size_t len, size_t k, size_t *off, size_t *n)
 }
 
 /* A plan: a collective's frames on this rank as one list of operations.
-   Every receive is posted first, in plan order; then the sends go in plan
-   order, each once every receive of its lane before it in the plan has
-   completed (its data is what they brought).  A pair's frames are thus
-   sent and expected in plan order, which both ends share.  A fold
-   combines data a receive brought into scratch with buf, in plan order
-   too (buf = op(src, buf), or op(src, init) with init copied into buf
-   first), where a receive that combined as it came could come before the
-   receives that make buf ready.  Lanes are the
+   Every receive is posted first, in plan order; then each send or fold
+   runs once every receive of its lane before it in the plan has
+   completed (its data is what they brought), the lanes independently of
+   each other, and a send only after the sends before it in the plan to
+   the same peer: a pair's frames are thus sent and expected in plan
+   order, which both ends share.  A fold combines data a receive brought
+   into scratch with buf, in its lane's plan order (buf = op(src, buf), or
+   op(src, init) with init copied into buf first), where a receive that
+   combined as it came could come before the receives that make buf
+   ready.  Lanes are the
    pieces of the data that move independently: a ring's chunks, a
    hierarchical collective's segments. */
 struct dist__op {
@@ -9653,35 +9655,81 @@ struct dist__op {
 static dist__op *dist__plan(dist__coll *c, size_t n) {
     return (dist__op *)dist__grow_array(c, (void **)&c->d->ops, &c->d->ops_cap, n, sizeof(dist__op));
 }
+/* Is receive r done?  (No progress is made here; dist__coll_wait makes it.) */
+static int dist__coll_req_done(dist__coll *c, dist_req_t *r) {
+    int done;
+    dist__mutex_lock(&c->e->lock);
+    done = r->done != 0;
+    dist__mutex_unlock(&c->e->lock);
+    return done;
+}
+
 static dist_result dist__run_plan(dist__coll *c, const dist__op *op, int n, int lanes, int in_first) {
     dist_req_t **rq;
-    int *next, *at;            /* the next operation of the same lane; each lane's first receive not yet waited for */
+    /* next: the next operation of the same lane; prev_send: the send to the
+       same peer before it (-1: none); ran: 1 once it ran; at: each lane's
+       first receive not yet waited for; head: each lane's next send or
+       fold; last: the last send to each member, while they are numbered */
+    int *next, *prev_send, *ran, *at, *head, *last, left = 0;
     if (!dist__grow_array(c, (void **)&c->d->slots, &c->d->slots_cap, (size_t)n + 1, sizeof(dist_req_t *)) ||
-        !dist__grow_array(c, (void **)&c->d->links, &c->d->links_cap, (size_t)n + (size_t)lanes + 1, sizeof(int))) return c->res;
-    rq = c->d->slots; next = c->d->links; at = next + n;
+        !dist__grow_array(c, (void **)&c->d->links, &c->d->links_cap, 3 * (size_t)n + 2 * (size_t)lanes + (size_t)c->tn + 1, sizeof(int)))
+        return c->res;
+    rq = c->d->slots; next = c->d->links; prev_send = next + n; ran = prev_send + n; at = ran + n; head = at + lanes; last = head + lanes;
     for (int l = 0; l < lanes; l++) at[l] = -1;
     for (int i = n - 1; i >= 0; i--) { next[i] = at[op[i].lane]; at[op[i].lane] = i; }
+    for (int l = 0; l < lanes; l++) head[l] = at[l];
+    for (int p = 0; p < c->tn; p++) last[p] = -1;
+    for (int i = 0; i < n; i++) {
+        ran[i] = 0;
+        prev_send[i] = -1;
+        if (op[i].recv == 0) { prev_send[i] = last[op[i].peer]; last[op[i].peer] = i; }
+        if (op[i].recv != 1) left++;
+    }
     for (int i = 0; i < n; i++) {
         rq[i] = NULL;
         if (op[i].recv == 1 &&
             (rq[i] = dist__coll_post(c, DIST__REQ_RECV, op[i].peer, op[i].buf, op[i].bytes, op[i].reduce, in_first)) == NULL)
             return c->res;
     }
-    for (int i = 0; i < n; i++) {
-        int l = op[i].lane;
-        if (op[i].recv == 1) continue;
-        while (at[l] >= 0 && at[l] < i) {       /* the lane's receives before this send or fold */
-            int j = at[l];
-            if (op[j].recv == 1 && rq[j]) {
-                if (dist__coll_wait(c, rq[j]) != DIST_OK) return c->res;
-                rq[j] = NULL;
+    /* Each lane runs as far as it can; this thread waits only when none
+       can move, for the first receive that holds one back.  (Run in the
+       plan's one order, a fold waiting for its lane's crossing of a slow
+       link held back every lane's local steps sorted after it.) */
+    while (left > 0) {
+        int moved = 0, block = -1;
+        for (int l = 0; l < lanes; l++)
+            for (;;) {
+                int i = head[l], held = -1;
+                while (i >= 0 && op[i].recv == 1) i = next[i];
+                head[l] = i;
+                if (i < 0) break;
+                while (at[l] >= 0 && at[l] < i) {       /* the lane's receives before this send or fold */
+                    int j = at[l];
+                    if (op[j].recv == 1 && rq[j]) {
+                        if (!dist__coll_req_done(c, rq[j])) { held = j; break; }
+                        if (dist__coll_wait(c, rq[j]) != DIST_OK) return c->res;
+                        rq[j] = NULL;
+                    }
+                    at[l] = next[j];
+                }
+                if (held >= 0) { if (block < 0 || held < block) block = held; break; }
+                /* a pair's frames go in plan order (they match receives in the order posted) */
+                if (op[i].recv == 0 && prev_send[i] >= 0 && !ran[prev_send[i]]) break;
+                if (op[i].recv == 2) {
+                    if (op[i].init && op[i].bytes) memcpy(op[i].buf, op[i].init, op[i].bytes);   /* (a piece: still in cache for the fold) */
+                    if (op[i].bytes) dist__reduce_table[c->dtype][c->op](op[i].buf, op[i].src, op[i].bytes / c->es, in_first);
+                } else if ((rq[i] = dist__coll_send(c, op[i].peer, op[i].buf, op[i].bytes)) == NULL) {
+                    return c->res;
+                }
+                ran[i] = 1; head[l] = next[i]; left--; moved = 1;
             }
-            at[l] = next[j];
-        }
-        if (op[i].recv == 2) {
-            if (op[i].init && op[i].bytes) memcpy(op[i].buf, op[i].init, op[i].bytes);   /* (a piece: still in cache for the fold) */
-            if (op[i].bytes) dist__reduce_table[c->dtype][c->op](op[i].buf, op[i].src, op[i].bytes / c->es, in_first);
-        } else if ((rq[i] = dist__coll_send(c, op[i].peer, op[i].buf, op[i].bytes)) == NULL) {
+        /* (the plan's first operation not run is always free to run or held
+           by a receive of its lane: its sends' predecessors ran) */
+        if (!moved && block >= 0) {
+            if (dist__coll_wait(c, rq[block]) != DIST_OK) return c->res;
+            rq[block] = NULL;
+        } else if (!moved) {
+            dist__coll_failf(c, DIST_ERR_FAILED, "internal: a plan of %d operations stopped with %d not run", n, left);   /* (cannot happen: see above) */
             return c->res;
         }
     }
