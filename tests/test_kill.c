@@ -603,6 +603,11 @@ static int rank_main(const fault_job *j, int rank, int port, int lfd) {
            than the timer (under Wine the victim's call once returned
            before it fired): die once the others' blocks begin to land */
         if (k->op == OP_ALLGATHER) g_watch = (watch_t){ bf.b, cnt(k), k->group ? gsize(k) : n, gr, -1.0f, 1 };
+        /* all_reduce (in place): under Wine and load its 10 ms timer once
+           fired after the victim's call had returned (windows/test_kill
+           #50): die once results begin to land in its buffer (16 points
+           along it: the algorithms fill it from different places) */
+        if (k->op == OP_ALLREDUCE) g_watch = (watch_t){ bf.a, cnt(k), 1, -1, (float)(rank + 1), 16 };
 #endif
         __atomic_store_n(&g_sh->victim_pid, getpid(), __ATOMIC_SEQ_CST);
         __atomic_store_n(&g_sh->victim_enter_ns, now_ns(), __ATOMIC_SEQ_CST);
@@ -626,6 +631,16 @@ static int rank_main(const fault_job *j, int rank, int port, int lfd) {
 #ifndef UNDER_TSAN   /* (as the victim's own watcher) */
     if (k->when == MID && k->op == OP_GATHER && gr == k->root) {
         g_rwatch = (rwatch_t){ { bf.b + (size_t)grank(k, v) * cnt(k), 0, 1, -1, -1.0f, 1 }, &g_sh->death_ns, &g_sh->victim_enter_ns,
+                               NULL, &g_sh->victim_pid, k->delay_ms * 20 };
+        start_receiver_watch(&g_rwatch);
+    }
+    /* A broadcast's root that dies, and an all_reduce's victim: under Wine
+       and load the victim's own timer (or watcher thread) ran late and its
+       call had returned (windows/test_kill #57, #50): the survivors watch
+       their own buffer too (16 points along it), and the first to see
+       results land kills the victim (once it is inside its call). */
+    if (k->when == MID && ((k->op == OP_BCAST && grank(k, v) == k->root) || k->op == OP_ALLREDUCE)) {
+        g_rwatch = (rwatch_t){ { bf.a, cnt(k), 1, -1, (float)(rank + 1), 16 }, &g_sh->death_ns, &g_sh->victim_enter_ns,
                                NULL, &g_sh->victim_pid, k->delay_ms * 20 };
         start_receiver_watch(&g_rwatch);
     }
