@@ -34,7 +34,10 @@
                message names rank 1.
      cost small     hosts A A B B; as cost, 4000 all_reduces of 2
                floats (through each host's slots, the hosts' first ranks
-               exchanging): RSS and the median call of each tenth;
+               exchanging): RSS, and the median call of each tenth within
+               5x + 500 us (the whole loop takes some 50 ms: a neighbour
+               test's load that began halfway once moved every call of the
+               second half from 18 to 350 us in the portable pass);
      mismatch small hosts A B A B; rank 3 calls a 1 MiB all_reduce
                (hierarchical, by messages) where the others call one of 2
                floats (slots): every rank fails in time, and a message
@@ -404,7 +407,7 @@ int main(void) {
                     printf("FAIL %s: rank %d's RSS grew from %ld to %ld KiB over the last %d calls\n", kc->name, r, g_sh->rss0[r], g_sh->rss1[r],
                            COST_CALLS(kc->op) * 9 / 10);
                     bad = 1;
-                } else if (g_sh->tenth_second[r] > 5 * g_sh->tenth_first[r]) {
+                } else if (g_sh->tenth_second[r] > 5 * g_sh->tenth_first[r] + (kc->op == OP_SMALL ? 500 : 0)) {
                     printf("FAIL %s: rank %d: the median call of the quickest tenth of the second half %.0f us, of the first %.0f us\n", kc->name, r,
                            g_sh->tenth_second[r], g_sh->tenth_first[r]);
                     bad = 1;
