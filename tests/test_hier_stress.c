@@ -1,4 +1,5 @@
 // TIMEOUT: 240
+// ALONE: its cost cases bound the per-call time of 200-4,000 calls against the same loop's first half: another test's load arriving halfway moved every later call 10-20x (cost small in a full run's portable pass; cost one host: all_gather beside a sanitizer build)
 // WINDOWS: no, it forks each rank with its own DIST_HOST_ID (the library code is the same there)
 /* test_hier_stress.c - the hierarchical collectives as a user's program
    meets them, not as the algorithms were designed to be called.
