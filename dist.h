@@ -10889,6 +10889,10 @@ static dist_result dist__shm_all_gather(dist__coll *c, const uint8_t *in, uint8_
 static dist__fast_slot *dist__fast_slot_of(uint8_t *area, uint64_t seq) {
     return (dist__fast_slot *)(void *)(area + (size_t)(seq % DIST__FAST_SLOTS) * DIST__FAST_STRIDE);
 }
+/* The data in member g's slot of collective seq (this rank's own when g is it). */
+static const uint8_t *dist__fast_data(const dist__coll *c, int g, uint64_t seq) {
+    return (const uint8_t *)(dist__fast_slot_of(g == c->d->rank ? c->e->shm.fast_area : c->e->peers[g].shm->fast_area, seq) + 1);
+}
 
 /* Fails c when descriptor x, of member g, differs from this call's. */
 static int dist__fast_mismatch(dist__coll *c, int g, const dist__shm_desc *x) {
@@ -11012,12 +11016,12 @@ static dist_result dist__fast_run(dist__coll *c, const uint8_t *in, uint8_t *out
             /* out = part 0 op part 1 op ... (ours is in our slot now) */
             if (me != 0) memcpy(out, dist__fast_slot_of(e->peers[0].shm->fast_area, seq) + 1, part);
             for (int g = 1; g < n; g++)
-                combine(out, dist__fast_slot_of(g == me ? e->shm.fast_area : e->peers[g].shm->fast_area, seq) + 1, c->count, 0);
+                combine(out, dist__fast_data(c, g, seq), c->count, 0);
             break;
         }
         case DIST__COLL_ALL_GATHER:         /* ours from our slot: `in` may lie in out (in place) */
             for (int g = 0; g < n && part; g++)
-                memcpy(out + (size_t)g * part, dist__fast_slot_of(g == me ? e->shm.fast_area : e->peers[g].shm->fast_area, seq) + 1, part);
+                memcpy(out + (size_t)g * part, dist__fast_data(c, g, seq), part);
             break;
         default:                    /* barrier: every slot in place is all it asks */
             break;
@@ -11066,7 +11070,7 @@ static dist_result dist__fast_hier(dist__coll *c, uint8_t *out) {
         if (dist__fast_put(c, out, part) != DIST_OK) goto done;
         u.behind = dist__fast_slots_behind; u.what = "combine its host's parts"; u.only = local[0];
         if (dist__shm_wait_until(c, &u) != DIST_OK) goto done;
-        if (part) memcpy(out, dist__fast_slot_of(e->peers[local[0]].shm->fast_area, c->seq) + 1, part);
+        if (part) memcpy(out, dist__fast_data(c, local[0], c->seq), part);
         dist__shm_publish(c, &e->shm.hdr->fast_done, c->seq);
         goto done;
     }
@@ -11139,10 +11143,10 @@ static dist_result dist__fast_hier_a2a(dist__coll *c, const uint8_t *in, uint8_t
         if (dist__fast_put(c, in, row) != DIST_OK) goto done;
         u.behind = dist__fast_slots_behind; u.what = "put its blocks in place"; u.only = -1;
         if (dist__shm_wait_until(c, &u) != DIST_OK) goto done;
-        lead = (const uint8_t *)(dist__fast_slot_of(e->peers[local[0]].shm->fast_area, c->seq) + 1) + (size_t)lr * row;
+        lead = dist__fast_data(c, local[0], c->seq) + (size_t)lr * row;
         for (int g = 0; g < n && b; g++) {
             const uint8_t *src = d->node_of[g] != me_h || g == local[0] ? lead + (size_t)g * b
-                               : (const uint8_t *)(dist__fast_slot_of(g == me ? e->shm.fast_area : e->peers[g].shm->fast_area, c->seq) + 1) + (size_t)me * b;
+                               : dist__fast_data(c, g, c->seq) + (size_t)me * b;
             memcpy(out + (size_t)g * b, src, b);
         }
         dist__shm_publish(c, &e->shm.hdr->fast_done, c->seq);
@@ -11158,7 +11162,7 @@ static dist_result dist__fast_hier_a2a(dist__coll *c, const uint8_t *in, uint8_t
         if (dist__shm_wait_until(c, &u) != DIST_OK) goto done;
     }
     for (int i = 0; i < L && b; i++) {  /* its blocks from its host (the others' slots are read before fast_done) */
-        const uint8_t *src = local[i] == me ? mine : (const uint8_t *)(dist__fast_slot_of(e->peers[local[i]].shm->fast_area, c->seq) + 1);
+        const uint8_t *src = local[i] == me ? mine : dist__fast_data(c, local[i], c->seq);
         memcpy(out + (size_t)local[i] * b, src + (size_t)me * b, b);
     }
     off = 0;
@@ -11166,7 +11170,7 @@ static dist_result dist__fast_hier_a2a(dist__coll *c, const uint8_t *in, uint8_t
         int Lx = d->node_start[x + 1] - d->node_start[x];
         if (x == me_h) continue;
         for (int i = 0; i < L && b; i++) {
-            const uint8_t *src = local[i] == me ? mine : (const uint8_t *)(dist__fast_slot_of(e->peers[local[i]].shm->fast_area, c->seq) + 1);
+            const uint8_t *src = local[i] == me ? mine : dist__fast_data(c, local[i], c->seq);
             for (int j = 0; j < Lx; j++) memcpy(packs_out + off + ((size_t)i * Lx + j) * b, src + (size_t)d->by_node[d->node_start[x] + j] * b, b);
         }
         off += (size_t)L * Lx * b;
